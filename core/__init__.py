@@ -1,0 +1,1 @@
+"""Shared pieces of kernelfarm: settings, database, models, the store, search spaces, Celery app."""

@@ -1,0 +1,170 @@
+"""Constraint expressions over tuning parameters, parsed safely.
+
+A constraint is a Python-like boolean expression such as ``block_x * block_y <= 1024`` or
+``tile_k % vec == 0 and stages >= 2``. User text is never passed to ``eval``: it is parsed with
+:mod:`ast`, every node is checked against a small whitelist, and the tree is interpreted by this
+module, element-wise over numpy arrays so a million candidate configs are filtered in one pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core.errors import ConstraintError
+
+MAX_EXPRESSION_LENGTH = 500
+MAX_NODES = 200
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "min": np.minimum,
+    "max": np.maximum,
+    "abs": np.abs,
+}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A parsed constraint. ``evaluate`` works on scalars and on numpy arrays alike."""
+
+    text: str
+    tree: ast.Expression
+    names: frozenset[str]
+
+    def evaluate(self, values: Mapping[str, Any]) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            try:
+                result = _interpret(self.tree.body, values)
+            except ZeroDivisionError:
+                return False
+        return result
+
+
+def parse_constraint(text: str, allowed_names: set[str] | frozenset[str]) -> Constraint:
+    """Parse ``text`` into a :class:`Constraint`.
+
+    Args:
+        text: the expression.
+        allowed_names: the parameter (and problem) names it may refer to.
+
+    Raises:
+        ConstraintError: on syntax errors, unknown names, or any construct outside the whitelist
+            (attribute access, subscripts, lambdas, comprehensions, calls other than min/max/abs, ...).
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ConstraintError("a constraint must be a non-empty string")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise ConstraintError(f"constraint longer than {MAX_EXPRESSION_LENGTH} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ConstraintError(f"cannot parse constraint {text!r}: {exc.msg}") from None
+    names: set[str] = set()
+    count = 0
+    for node in ast.walk(tree):
+        count += 1
+        _check_node(node, text, allowed_names, names)
+    if count > MAX_NODES:
+        raise ConstraintError(f"constraint {text!r} is too complex")
+    return Constraint(text=text.strip(), tree=tree, names=frozenset(names))
+
+
+def _check_node(node: ast.AST, text: str, allowed: set[str] | frozenset[str], names: set[str]) -> None:
+    if isinstance(node, ast.Name):
+        if node.id in _FUNCTIONS:
+            return
+        if node.id not in allowed:
+            raise ConstraintError(f"constraint {text!r} refers to unknown name {node.id!r}")
+        names.add(node.id)
+        return
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, int | float):
+            raise ConstraintError(f"constraint {text!r}: only numeric constants are allowed")
+        return
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
+            raise ConstraintError(f"constraint {text!r}: only min(), max() and abs() may be called")
+        return
+    if isinstance(node, ast.BinOp) and type(node.op) not in _BINARY:
+        raise ConstraintError(f"constraint {text!r}: operator {type(node.op).__name__} is not allowed")
+    if isinstance(node, ast.Compare) and any(type(op) not in _COMPARE for op in node.ops):
+        raise ConstraintError(f"constraint {text!r}: only ==, !=, <, <=, >, >= comparisons are allowed")
+    allowed_types = (
+        ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
+        ast.BinOp, ast.Compare, ast.Load, ast.IfExp, *_BINARY, *_COMPARE,
+    )  # fmt: skip
+    if not isinstance(node, allowed_types):
+        raise ConstraintError(f"constraint {text!r}: {type(node).__name__} is not allowed")
+
+
+def _interpret(node: ast.expr, values: Mapping[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return values[node.id]
+    if isinstance(node, ast.BinOp):
+        left, right = _interpret(node.left, values), _interpret(node.right, values)
+        if isinstance(node.op, ast.Pow) and _is_array(left):
+            left = np.asarray(left, dtype=np.float64)  # integer arrays refuse negative powers
+        return _BINARY[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp):
+        operand = _interpret(node.operand, values)
+        if isinstance(node.op, ast.Not):
+            return np.logical_not(operand) if _is_array(operand) else not operand
+        return -operand if isinstance(node.op, ast.USub) else +operand
+    if isinstance(node, ast.BoolOp):
+        results = [_interpret(value, values) for value in node.values]
+        combine = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
+        out = results[0]
+        for item in results[1:]:
+            out = combine(out, item)
+        return out
+    if isinstance(node, ast.Compare):
+        left = _interpret(node.left, values)
+        out: Any = True
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = _interpret(comparator, values)
+            out = np.logical_and(out, _COMPARE[type(op)](left, right))
+            left = right
+        return out
+    if isinstance(node, ast.IfExp):
+        return np.where(
+            _interpret(node.test, values), _interpret(node.body, values), _interpret(node.orelse, values)
+        )
+    if isinstance(node, ast.Call):
+        assert isinstance(node.func, ast.Name)
+        args = [_interpret(arg, values) for arg in node.args]
+        func = _FUNCTIONS[node.func.id]
+        if func is np.abs:
+            return func(*args)
+        out = args[0]
+        for arg in args[1:]:
+            out = func(out, arg)
+        return out
+    raise ConstraintError(f"unsupported expression node {type(node).__name__}")  # unreachable after parse
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray)

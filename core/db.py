@@ -1,0 +1,47 @@
+"""Engine and the one session context manager that owns commit, rollback and close."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.settings import get_settings
+
+_factories: dict[str, sessionmaker[Session]] = {}
+
+
+def get_engine(url: str | None = None) -> Engine:
+    return _factory(url).kw["bind"]  # type: ignore[no-any-return]
+
+
+def _factory(url: str | None) -> sessionmaker[Session]:
+    database_url = url or get_settings().require_database_url()
+    if database_url not in _factories:
+        # pool_pre_ping: a Postgres restart must not leave dead connections in the pool.
+        engine = create_engine(database_url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        _factories[database_url] = sessionmaker(bind=engine, expire_on_commit=False)
+    return _factories[database_url]
+
+
+@contextmanager
+def session_scope(url: str | None = None) -> Iterator[Session]:
+    """A transaction: commit on success, roll back on any exception, always close."""
+    session = _factory(url)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def dispose_engines() -> None:
+    """Forget pooled connections: call in a child after fork (sockets must not be shared)."""
+    for factory in _factories.values():
+        factory.kw["bind"].dispose(close=False)
+    _factories.clear()

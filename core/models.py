@@ -1,0 +1,143 @@
+"""SQLAlchemy 2 models. The schema itself is made only by Alembic (migrations/)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSONB, list[Any]: JSONB}
+
+
+class Kernel(Base):
+    """A kernel as the farm saw it: name, version, source hash and its search space."""
+
+    __tablename__ = "kernels"
+    __table_args__ = (UniqueConstraint("name", "version", "source_hash"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    source_hash: Mapped[str] = mapped_column(String(64))
+    space: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class GpuWorker(Base):
+    __tablename__ = "gpu_workers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)  # Celery hostname, e.g. gpu0@host
+    hostname: Mapped[str] = mapped_column(String(255))
+    backend: Mapped[str] = mapped_column(String(32))  # "cuda" or "replay"
+    gpu_model: Mapped[str] = mapped_column(String(128), index=True)
+    gpu_name: Mapped[str] = mapped_column(String(255))
+    gpu_uuid: Mapped[str | None] = mapped_column(String(128))
+    compute_capability: Mapped[str | None] = mapped_column(String(16))
+    driver_version: Mapped[str | None] = mapped_column(String(64))
+    cuda_version: Mapped[str | None] = mapped_column(String(64))
+    queue: Mapped[str] = mapped_column(String(160))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_heartbeat: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    stopped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
+    kernel_id: Mapped[int] = mapped_column(ForeignKey("kernels.id"))
+    kernel_name: Mapped[str] = mapped_column(String(128), index=True)
+    problem: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    problem_key: Mapped[str] = mapped_column(String(512))
+    gpu_model: Mapped[str] = mapped_column(String(128), index=True)
+    space: Mapped[dict[str, Any]] = mapped_column(JSONB)  # the job's (possibly restricted) space
+    objective: Mapped[str] = mapped_column(String(32), default="time")
+    strategy: Mapped[str] = mapped_column(String(64))
+    strategy_options: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    budget_trials: Mapped[int | None] = mapped_column(Integer)
+    budget_seconds: Mapped[float | None] = mapped_column(Float)
+    parallelism: Mapped[int] = mapped_column(Integer)
+    profile: Mapped[str] = mapped_column(String(16), default="all")
+    warm_start: Mapped[bool] = mapped_column(default=False)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    owner: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    trials: Mapped[list[Trial]] = relationship(back_populates="job", lazy="raise")
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        UniqueConstraint("job_id", "config_key"),  # a job never evaluates a config twice
+        UniqueConstraint("job_id", "seq"),
+        Index("ix_trials_job_state", "job_id", "state"),
+        Index("ix_trials_lookup", "kernel_name", "gpu_model", "problem_key", "state", "time_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)  # order of proposal within the job
+    # Denormalized from the job so the best-config lookup is one indexed query.
+    kernel_name: Mapped[str] = mapped_column(String(128))
+    gpu_model: Mapped[str] = mapped_column(String(128))
+    problem_key: Mapped[str] = mapped_column(String(512))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    config_key: Mapped[str] = mapped_column(String(1024))
+    state: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker_name: Mapped[str | None] = mapped_column(String(255))
+    gpu_uuid: Mapped[str | None] = mapped_column(String(128))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Timing statistics in milliseconds; every repetition is kept in `times_ms`.
+    time_ms: Mapped[float | None] = mapped_column(Float)
+    time_p20_ms: Mapped[float | None] = mapped_column(Float)
+    time_p80_ms: Mapped[float | None] = mapped_column(Float)
+    times_ms: Mapped[list[Any] | None] = mapped_column(JSONB)
+    verified: Mapped[bool] = mapped_column(default=False)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    failure_kind: Mapped[str | None] = mapped_column(String(32))
+    failure_message: Mapped[str | None] = mapped_column(Text)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    job: Mapped[Job] = relationship(back_populates="trials", lazy="raise")
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex; the token itself is never stored
+    scopes: Mapped[list[Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,79 @@
+"""The one place that reads the environment.
+
+Every component builds its configuration from :class:`Settings`; nothing else calls ``os.environ``.
+Values come from ``KERNELFARM_*`` variables, with ``DATABASE_URL`` and ``REDIS_URL`` also accepted
+bare because that is what hosting platforms and docker-compose files usually set.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KERNELFARM_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("KERNELFARM_DATABASE_URL", "DATABASE_URL")
+    )
+    redis_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("KERNELFARM_REDIS_URL", "REDIS_URL")
+    )
+    # Where the embedded stack keeps its Postgres data, Redis socket, logs and pid files.
+    state_dir: Path = Path(".kernelfarm")
+    api_url: str = "http://127.0.0.1:8765"
+    api_token: str | None = None
+
+    # Trial leases: a running trial whose heartbeat is older than lease_seconds is presumed dead.
+    heartbeat_seconds: float = 2.0
+    lease_seconds: float = 15.0
+    max_attempts: int = 3
+    # A worker is "live" while its heartbeat is younger than this.
+    worker_ttl_seconds: float = 15.0
+    # How often the coordinator's housekeeping (reaper, re-dispatch, waiting jobs) runs.
+    reap_interval_seconds: float = 3.0
+    # A queued trial not claimed for this long is sent again (its message may have been lost).
+    redispatch_after_seconds: float = 30.0
+
+    # Celery task time limits for one trial; the broker visibility timeout must exceed the hard one.
+    trial_soft_time_limit: int = 600
+    trial_hard_time_limit: int = 660
+    visibility_timeout: int = 900
+
+    # Request limits (bad input is refused, not stored).
+    max_budget_trials: int = 100_000
+    max_parallelism: int = 256
+    max_space_size: int = 2_000_000
+    max_request_bytes: int = 256 * 1024
+
+    @field_validator("lease_seconds")
+    @classmethod
+    def _lease_longer_than_heartbeat(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("lease_seconds must be positive")
+        return value
+
+    def require_database_url(self) -> str:
+        if not self.database_url:
+            raise RuntimeError(
+                "DATABASE_URL is not set: start the embedded stack with `kernelfarm up` "
+                "or point DATABASE_URL at a PostgreSQL server"
+            )
+        return self.database_url
+
+    def require_redis_url(self) -> str:
+        if not self.redis_url:
+            raise RuntimeError(
+                "REDIS_URL is not set: start the embedded stack with `kernelfarm up` "
+                "or point REDIS_URL at a Redis server"
+            )
+        return self.redis_url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,151 @@
+"""Jobs: creation, queries, progress, cancellation and the terminal transitions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from core.errors import InvalidInput, NotFound
+from core.models import Job, Trial
+from core.states import JobState, TrialState
+
+
+@dataclass(frozen=True)
+class NewJob:
+    kernel_id: int
+    kernel_name: str
+    problem: dict[str, Any]
+    problem_key: str
+    gpu_model: str
+    space: dict[str, Any]
+    strategy: str
+    strategy_options: dict[str, Any]
+    seed: int
+    budget_trials: int | None
+    budget_seconds: float | None
+    parallelism: int
+    profile: str
+    warm_start: bool
+    owner: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    counts: dict[str, int]
+    best: Trial | None
+
+    @property
+    def finished(self) -> int:
+        return sum(self.counts.get(s, 0) for s in (TrialState.COMPLETE, TrialState.FAILED))
+
+    @property
+    def in_flight(self) -> int:
+        return sum(self.counts.get(s, 0) for s in (TrialState.QUEUED, TrialState.RUNNING))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def create_job(session: Session, new: NewJob) -> Job:
+    job = Job(**new.__dict__, state=JobState.QUEUED.value, status_message="waiting for the coordinator")
+    session.add(job)
+    session.flush()
+    return job
+
+
+def parse_job_id(job_id: str | uuid.UUID) -> uuid.UUID:
+    if isinstance(job_id, uuid.UUID):
+        return job_id
+    try:
+        return uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(f"job {job_id!r} not found") from None
+
+
+def get_job(session: Session, job_id: str | uuid.UUID, *, for_update: bool = False) -> Job:
+    query = select(Job).where(Job.id == parse_job_id(job_id))
+    if for_update:
+        # Serializes coordinator steps of one job across processes.
+        query = query.with_for_update()
+    job = session.execute(query).scalar_one_or_none()
+    if job is None:
+        raise NotFound(f"job {job_id} not found")
+    return job
+
+
+def list_jobs(
+    session: Session,
+    *,
+    state: str | None = None,
+    kernel: str | None = None,
+    gpu_model: str | None = None,
+    owner: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[Sequence[Job], int]:
+    if state is not None and state not in {s.value for s in JobState}:
+        raise InvalidInput(f"state must be one of {[s.value for s in JobState]}")
+    query = select(Job)
+    if state:
+        query = query.where(Job.state == state)
+    if kernel:
+        query = query.where(Job.kernel_name == kernel)
+    if gpu_model:
+        query = query.where(Job.gpu_model == gpu_model)
+    if owner:
+        query = query.where(Job.owner == owner)
+    total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
+    rows = session.execute(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).scalars()
+    return rows.all(), int(total)
+
+
+def job_progress(session: Session, job_id: uuid.UUID) -> Progress:
+    counts = dict(
+        session.execute(
+            select(Trial.state, func.count()).where(Trial.job_id == job_id).group_by(Trial.state)
+        ).all()
+    )
+    return Progress(counts={str(k): int(v) for k, v in counts.items()}, best=best_trial_of_job(session, job_id))
+
+
+def best_trial_of_job(session: Session, job_id: uuid.UUID) -> Trial | None:
+    # Failed and unverified trials never count as best.
+    return session.execute(
+        select(Trial)
+        .where(Trial.job_id == job_id, Trial.state == TrialState.COMPLETE.value, Trial.verified.is_(True))
+        .order_by(Trial.time_ms.asc(), Trial.seq.asc())
+        .limit(1)
+    ).scalar_one_or_none()
+
+
+def set_job_status(session: Session, job: Job, *, state: JobState | None = None, message: str | None = None) -> None:
+    if state is not None and job.state != state.value:
+        job.state = state.value
+        if state == JobState.RUNNING and job.started_at is None:
+            job.started_at = func.now()  # type: ignore[assignment]
+        if state.finished:
+            job.finished_at = func.now()  # type: ignore[assignment]
+    if message is not None:
+        job.status_message = message
+
+
+def cancel_job(session: Session, job_id: str | uuid.UUID) -> Job:
+    """Cancel a job and its unfinished trials. Idempotent: cancelling a finished job changes nothing."""
+    job = get_job(session, job_id, for_update=True)
+    if JobState(job.state).finished:
+        return job
+    session.execute(
+        update(Trial)
+        .where(Trial.job_id == job.id, Trial.state.in_([TrialState.QUEUED.value, TrialState.RUNNING.value]))
+        .values(state=TrialState.CANCELLED.value, finished_at=func.now())
+    )
+    set_job_status(session, job, state=JobState.CANCELLED, message="cancelled by request")
+    session.flush()
+    session.refresh(job)
+    return job

@@ -1,0 +1,213 @@
+"""Trials: the lifecycle state machine.
+
+queued → running (lease: worker, attempt, heartbeat from the database clock) → complete | failed |
+cancelled. Finished trials never change. Every write after the claim names its attempt, so a stale
+or duplicate delivery is a no-op.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.orm import Session
+
+from core.measurement import Measurement
+from core.models import Job, Trial
+from core.states import FailureKind, JobState, TrialState
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's lease on a trial: everything it needs to measure, plus its attempt number."""
+
+    trial_id: int
+    attempt: int
+    job_id: uuid.UUID
+    kernel_name: str
+    problem: dict[str, Any]
+    config: dict[str, Any]
+    profile: str
+    seed: int
+
+
+def history(session: Session, job_id: uuid.UUID) -> Sequence[Trial]:
+    return session.execute(select(Trial).where(Trial.job_id == job_id).order_by(Trial.seq)).scalars().all()
+
+
+def add_trials(session: Session, job: Job, configs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Trial]:
+    """Insert queued trials for (key, config) pairs, continuing the job's sequence numbers."""
+    next_seq = session.execute(select(func.coalesce(func.max(Trial.seq), -1)).where(Trial.job_id == job.id)).scalar_one()
+    trials = [
+        Trial(
+            job_id=job.id,
+            seq=next_seq + 1 + i,
+            kernel_name=job.kernel_name,
+            gpu_model=job.gpu_model,
+            problem_key=job.problem_key,
+            config=dict(config),
+            config_key=key,
+            state=TrialState.QUEUED.value,
+            attempt=0,
+            metrics={},
+            provenance={},
+        )
+        for i, (key, config) in enumerate(configs)
+    ]
+    session.add_all(trials)
+    session.flush()
+    return trials
+
+
+def mark_dispatched(session: Session, trial_ids: Sequence[int]) -> None:
+    if trial_ids:
+        session.execute(update(Trial).where(Trial.id.in_(trial_ids)).values(dispatched_at=func.now()))
+
+
+def claim(session: Session, trial_id: int, worker_name: str, gpu_uuid: str | None) -> Claim | None:
+    """Take the lease on a queued trial of a live job. Returns None when the trial is not queued
+    (already claimed by another delivery, finished, or cancelled): the caller then does nothing."""
+    row = session.execute(
+        update(Trial)
+        .where(
+            Trial.id == trial_id,
+            Trial.state == TrialState.QUEUED.value,
+            Trial.job_id == Job.id,
+            Job.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]),
+        )
+        .values(
+            state=TrialState.RUNNING.value,
+            attempt=Trial.attempt + 1,
+            worker_name=worker_name,
+            gpu_uuid=gpu_uuid,
+            heartbeat_at=func.now(),
+            started_at=func.now(),
+        )
+        .returning(Trial.id, Trial.attempt, Trial.job_id, Trial.config)
+    ).one_or_none()
+    if row is None:
+        return None
+    job = session.get_one(Job, row.job_id)
+    return Claim(
+        trial_id=row.id,
+        attempt=row.attempt,
+        job_id=row.job_id,
+        kernel_name=job.kernel_name,
+        problem=dict(job.problem),
+        config=dict(row.config),
+        profile=job.profile,
+        seed=int(job.seed),
+    )
+
+
+def _lease_is(trial_id: int, attempt: int):  # type: ignore[no-untyped-def]
+    return and_(Trial.id == trial_id, Trial.attempt == attempt, Trial.state == TrialState.RUNNING.value)
+
+
+def heartbeat(session: Session, trial_id: int, attempt: int) -> bool:
+    """Extend the lease. False when the lease was lost (reaped, cancelled, or finished elsewhere)."""
+    result = session.execute(update(Trial).where(_lease_is(trial_id, attempt)).values(heartbeat_at=func.now()))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def record_result(session: Session, trial_id: int, attempt: int, measurement: Measurement) -> bool:
+    """Write the outcome of attempt ``attempt``. Returns False (and writes nothing) when that
+    attempt no longer holds the lease: duplicates and late workers change nothing."""
+    values: dict[str, Any] = {
+        "finished_at": func.now(),
+        "metrics": measurement.metrics,
+        "provenance": measurement.provenance,
+        "verified": measurement.verified,
+    }
+    if measurement.timing is not None:
+        values |= {
+            "state": TrialState.COMPLETE.value,
+            "time_ms": measurement.timing.median_ms,
+            "time_p20_ms": measurement.timing.p20_ms,
+            "time_p80_ms": measurement.timing.p80_ms,
+            "times_ms": list(measurement.timing.times_ms),
+        }
+    else:
+        assert measurement.failure is not None
+        values |= {
+            "state": TrialState.FAILED.value,
+            "failure_kind": measurement.failure.value,
+            "failure_message": measurement.failure_message,
+            "verified": False,
+        }
+    result = session.execute(update(Trial).where(_lease_is(trial_id, attempt)).values(**values))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Reaped:
+    requeued: list[tuple[int, str]]  # (trial id, gpu model) to send again
+    failed: list[int]
+    job_ids: set[uuid.UUID]
+
+
+def reap_expired_leases(session: Session, lease_seconds: float, max_attempts: int) -> Reaped:
+    """Running trials whose heartbeat is older than the lease: back to queued, or failed with kind
+    "crash" once they have used ``max_attempts`` attempts (a trial that keeps killing its worker)."""
+    expired = session.execute(
+        select(Trial)
+        .where(
+            Trial.state == TrialState.RUNNING.value,
+            Trial.heartbeat_at < func.now() - timedelta(seconds=lease_seconds),
+        )
+        .with_for_update(skip_locked=True)
+    ).scalars().all()
+    requeued, failed, jobs = [], [], set()
+    for trial in expired:
+        jobs.add(trial.job_id)
+        if trial.attempt >= max_attempts:
+            trial.state = TrialState.FAILED.value
+            trial.failure_kind = FailureKind.CRASH.value
+            trial.failure_message = (
+                f"worker lost {trial.attempt} times while measuring this config (last: {trial.worker_name}); "
+                "not retried again"
+            )
+            trial.finished_at = func.now()  # type: ignore[assignment]
+            failed.append(trial.id)
+        else:
+            trial.state = TrialState.QUEUED.value
+            trial.worker_name = None
+            trial.dispatched_at = func.now()  # type: ignore[assignment]
+            requeued.append((trial.id, trial.gpu_model))
+    session.flush()
+    return Reaped(requeued=requeued, failed=failed, job_ids=jobs)
+
+
+def stale_queued(session: Session, older_than_seconds: float) -> list[tuple[int, str]]:
+    """Queued trials dispatched long ago and never claimed: their message may be lost (broker
+    restart). Re-sending is safe because a claim only succeeds once per attempt."""
+    rows = session.execute(
+        select(Trial.id, Trial.gpu_model)
+        .join(Job, Job.id == Trial.job_id)
+        .where(
+            Trial.state == TrialState.QUEUED.value,
+            Job.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]),
+            func.coalesce(Trial.dispatched_at, Trial.created_at) < func.now() - timedelta(seconds=older_than_seconds),
+        )
+        .with_for_update(of=Trial, skip_locked=True)
+    ).all()
+    ids = [r.id for r in rows]
+    mark_dispatched(session, ids)
+    return [(r.id, r.gpu_model) for r in rows]
+
+
+def list_trials(
+    session: Session, job_id: uuid.UUID, *, state: str | None = None, order: str = "seq", limit: int = 100,
+    offset: int = 0,
+) -> tuple[Sequence[Trial], int]:
+    query = select(Trial).where(Trial.job_id == job_id)
+    if state:
+        query = query.where(Trial.state == state)
+    total = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
+    ordering = (Trial.time_ms.asc().nulls_last(), Trial.seq) if order == "time" else (Trial.seq,)
+    rows = session.execute(query.order_by(*ordering).limit(limit).offset(offset)).scalars().all()
+    return rows, int(total)

@@ -1,0 +1,1 @@
+"""The kernel catalogue: one folder per CUDA kernel (template + spec) and recorded landscapes."""

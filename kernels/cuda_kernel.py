@@ -1,0 +1,63 @@
+"""The CUDA side of a kernel spec: how the cuda backend compiles, launches and checks it.
+
+Each CUDA kernel folder implements this class next to its ``.cu`` template. The worker's cuda
+backend only talks to this interface, so adding a kernel never touches the worker.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+
+class CudaKernel(ABC):
+    """Args of every method: ``config`` is one point of the spec's search space, ``problem`` the
+    normalized problem dict. Arrays are CuPy arrays on the current device."""
+
+    #: name of the ``extern "C" __global__`` function in the template
+    entry: str
+
+    @abstractmethod
+    def defines(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, int | str]:
+        """Compile-time macros (``-DNAME=value``) for this config and problem."""
+
+    @abstractmethod
+    def launch(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> Launch:
+        """Grid, block and dynamic shared memory for this config and problem."""
+
+    @abstractmethod
+    def make_inputs(self, problem: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        """Fresh random inputs (never zeros) and the output buffer(s), by name."""
+
+    @abstractmethod
+    def arguments(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> Sequence[Any]:
+        """The kernel's argument list, in order."""
+
+    @abstractmethod
+    def outputs(self) -> Sequence[str]:
+        """Names of the buffers the kernel writes (poisoned before each run, checked after)."""
+
+    @abstractmethod
+    def reference(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, Any]:
+        """Expected output(s), computed by a trusted library (cuBLAS, CuPy, ...)."""
+
+    @abstractmethod
+    def tolerance(self, problem: Mapping[str, Any]) -> float:
+        """Maximum relative error accepted for this problem's dtype."""
+
+    @abstractmethod
+    def flops(self, problem: Mapping[str, Any]) -> float:
+        """Useful floating-point operations of one launch (for the roofline)."""
+
+    @abstractmethod
+    def bytes_moved(self, problem: Mapping[str, Any]) -> float:
+        """Minimum DRAM bytes one launch must move (for the roofline)."""

@@ -1,0 +1,63 @@
+"""The catalogue of tunable kernels, validated at load.
+
+CUDA kernels live in ``kernels/<name>/spec.py`` and expose ``SPEC``; recorded kernels come from
+``kernels/recorded/``. Validation: unique names, a source file for CUDA kernels, a default problem
+that normalizes, and a non-empty valid space for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from functools import lru_cache
+from pathlib import Path
+
+from core.errors import NotFound
+from kernels.recorded import recorded_specs
+from kernels.spec import KernelSpec
+
+logger = logging.getLogger(__name__)
+_HERE = Path(__file__).parent
+
+
+class RegistryError(Exception):
+    """A kernel spec is broken: a programming error, caught by the test suite."""
+
+
+@lru_cache(maxsize=1)
+def all_kernels() -> dict[str, KernelSpec]:
+    specs = [*_cuda_specs(), *recorded_specs()]
+    registry: dict[str, KernelSpec] = {}
+    for spec in specs:
+        validate(spec)
+        if spec.name in registry:
+            raise RegistryError(f"two kernels are named {spec.name!r}")
+        registry[spec.name] = spec
+    return registry
+
+
+def get_kernel(name: str) -> KernelSpec:
+    try:
+        return all_kernels()[name]
+    except KeyError:
+        raise NotFound(f"unknown kernel {name!r}; known: {sorted(all_kernels())}") from None
+
+
+def validate(spec: KernelSpec) -> None:
+    if "cuda" in spec.backends:
+        if spec.cuda is None or spec.source_path is None or not spec.source_path.is_file():
+            raise RegistryError(f"{spec.name}: a cuda kernel needs its CudaKernel and an existing .cu source")
+    problem = spec.normalize_problem(spec.default_problem)
+    if len(spec.space.valid_indices(problem)) == 0:
+        raise RegistryError(f"{spec.name}: no valid config for the default problem {problem}")
+
+
+def _cuda_specs() -> list[KernelSpec]:
+    specs = []
+    for folder in sorted(p for p in _HERE.iterdir() if (p / "spec.py").is_file()):
+        module = importlib.import_module(f"kernels.{folder.name}.spec")
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, KernelSpec):
+            raise RegistryError(f"kernels/{folder.name}/spec.py does not define SPEC")
+        specs.append(spec)
+    return specs

@@ -1,0 +1,1 @@
+"""Search strategies behind one contract (see base.py); registry.py names them."""

@@ -1,0 +1,104 @@
+"""The optimizer contract every search strategy implements.
+
+Strategies are rebuilt from history for every coordinator step (the coordinator is stateless and
+Postgres is the source of truth), so "tell" is implicit: ``from_history`` receives every
+observation so far, in proposal order, and ``ask`` proposes new configs.
+
+Contract (checked for every strategy by tests/tuner/test_optimizer_contract.py):
+- proposals are valid members of the space (listed values, constraints hold);
+- no proposal repeats an observed or pending config, and a batch has no duplicates;
+- the same space, history and seed give the same proposals;
+- ``ask`` returns fewer than ``n`` configs only when the space is exhausted.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core.space import Config, SearchSpace
+from core.states import FailureKind
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One trial as an optimizer sees it.
+
+    ``value`` is the objective (time in ms, lower is better) for a successful trial; ``None`` for a
+    failed one (``failure`` says why) and for a pending one (queued or running, ``pending=True``).
+    """
+
+    config: Config
+    value: float | None
+    failure: FailureKind | None = None
+    pending: bool = False
+
+
+class Optimizer(ABC):
+    """Args common to all strategies:
+        space: the job's search space.
+        context: problem values the space's constraints may refer to.
+        history: observations of this job (and, with warm start, prior ones marked as such by the
+            strategy's options), in proposal order.
+        seed: makes proposals deterministic.
+        options: strategy-specific settings (documented by each strategy).
+    """
+
+    name: str = "base"
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        context: Mapping[str, Any],
+        history: Sequence[Observation],
+        seed: int,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.space = space
+        self.context = dict(context)
+        self.history = list(history)
+        self.seed = seed
+        self.options = dict(options or {})
+
+    @classmethod
+    def from_history(
+        cls,
+        space: SearchSpace,
+        context: Mapping[str, Any],
+        history: Sequence[Observation],
+        seed: int,
+        options: Mapping[str, Any] | None = None,
+    ) -> Optimizer:
+        return cls(space, context, history, seed, options)
+
+    @abstractmethod
+    def ask(self, n: int) -> list[Config]:
+        """Propose up to ``n`` new configs.
+
+        Returns:
+            Distinct valid configs not in the history; fewer than ``n`` only if the space is exhausted.
+        """
+
+    # ---------------------------------------------------------------- helpers shared by strategies
+    def candidates(self) -> np.ndarray:
+        """Index matrix of valid configs not yet observed or pending (see SearchSpace.valid_indices)."""
+        valid = self.space.valid_indices(self.context)
+        seen = {self.space.key(o.config) for o in self.history}
+        if not seen:
+            return valid
+        keys = self._keys(valid)
+        mask = np.fromiter((k not in seen for k in keys), dtype=bool, count=len(keys))
+        return valid[mask]
+
+    def _keys(self, indices: np.ndarray) -> list[str]:
+        value_text = [[str(v) for v in p.values] for p in self.space.parameters]
+        return [",".join(value_text[j][i] for j, i in enumerate(row)) for row in indices.tolist()]
+
+    def rng(self) -> np.random.Generator:
+        # Seed with the history length too, so successive steps of one job draw fresh numbers
+        # while the same (seed, history) always draws the same ones.
+        return np.random.default_rng([self.seed & 0xFFFFFFFF, len(self.history)])

@@ -1,0 +1,17 @@
+"""Uniform random sampling of the valid, unobserved configs: the baseline every strategy must beat."""
+
+from __future__ import annotations
+
+from core.space import Config
+from tuner.optimizers.base import Optimizer
+
+
+class RandomSearch(Optimizer):
+    name = "random"
+
+    def ask(self, n: int) -> list[Config]:
+        pool = self.candidates()
+        if len(pool) == 0 or n <= 0:
+            return []
+        chosen = self.rng().choice(len(pool), size=min(n, len(pool)), replace=False)
+        return [self.space.config_at(pool[i]) for i in chosen]

@@ -1,0 +1,19 @@
+"""Strategy names → classes. The default strategy is the best one measured (docs/BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+from core.errors import InvalidInput
+from tuner.optimizers.base import Optimizer
+from tuner.optimizers.random_search import RandomSearch
+
+STRATEGIES: dict[str, type[Optimizer]] = {
+    RandomSearch.name: RandomSearch,
+}
+DEFAULT_STRATEGY = RandomSearch.name
+
+
+def get_strategy(name: str) -> type[Optimizer]:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise InvalidInput(f"unknown strategy {name!r}; available: {sorted(STRATEGIES)}") from None

@@ -1,0 +1,1 @@
+"""GPU workers: Celery tasks (thin), the trial runner, and measurement backends (cuda, replay)."""

@@ -1,0 +1,62 @@
+"""The backend contract: who am I (device identity) and measure one config.
+
+A backend never raises for a bad config: compile errors, launch failures, hangs, crashes and wrong
+results come back as a :class:`~core.measurement.Measurement` with a failure kind. It raises only
+for infrastructure problems (the device is gone), which the task layer retries.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.measurement import Measurement
+
+
+@dataclass(frozen=True)
+class DeviceIdentity:
+    gpu_name: str
+    gpu_model: str
+    gpu_uuid: str | None
+    compute_capability: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    extra: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    kernel_name: str
+    problem: Mapping[str, Any]
+    config: Mapping[str, Any]
+    profile: bool  # collect an Nsight Compute profile for this trial
+    seed: int
+
+
+class Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def identity(self) -> DeviceIdentity:
+        """The device this backend measures on (for a replay backend: the recorded device)."""
+
+    @abstractmethod
+    def measure(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None = None) -> Measurement:
+        """Measure one config.
+
+        Args:
+            request: what to measure.
+            keep_alive: called periodically during long measurements; returns False when the lease
+                was lost, in which case the backend may stop early (its result will be discarded).
+
+        Returns:
+            A Measurement: timing and metrics, or a typed failure. Provenance always filled.
+        """
+
+    def prepare(self, requests: list[MeasureRequest]) -> None:  # noqa: B027 - optional hook
+        """Optional: start work ahead for upcoming requests (e.g. compile them in parallel)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the device."""
