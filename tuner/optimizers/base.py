@@ -46,6 +46,9 @@ class Optimizer(ABC):
             strategy's options), in proposal order.
         seed: makes proposals deterministic.
         options: strategy-specific settings (documented by each strategy).
+        prior: warm start: observations from earlier jobs of the same kernel (another problem size
+            or GPU model). Never proposed as-is unless unobserved in ``history``; strategies may use
+            them to shape their model. Empty for a cold start.
     """
 
     name: str = "base"
@@ -57,12 +60,14 @@ class Optimizer(ABC):
         history: Sequence[Observation],
         seed: int,
         options: Mapping[str, Any] | None = None,
+        prior: Sequence[Observation] = (),
     ) -> None:
         self.space = space
         self.context = dict(context)
         self.history = list(history)
         self.seed = seed
         self.options = dict(options or {})
+        self.prior = list(prior)
 
     @classmethod
     def from_history(
@@ -72,8 +77,9 @@ class Optimizer(ABC):
         history: Sequence[Observation],
         seed: int,
         options: Mapping[str, Any] | None = None,
+        prior: Sequence[Observation] = (),
     ) -> Optimizer:
-        return cls(space, context, history, seed, options)
+        return cls(space, context, history, seed, options, prior)
 
     @abstractmethod
     def ask(self, n: int) -> list[Config]:
