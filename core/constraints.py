@@ -143,16 +143,14 @@ def _interpret(node: ast.expr, values: Mapping[str, Any]) -> Any:
         return out
     if isinstance(node, ast.Compare):
         left = _interpret(node.left, values)
-        out: Any = True
+        holds: Any = True
         for op, comparator in zip(node.ops, node.comparators, strict=True):
             right = _interpret(comparator, values)
-            out = np.logical_and(out, _COMPARE[type(op)](left, right))
+            holds = np.logical_and(holds, _COMPARE[type(op)](left, right))
             left = right
-        return out
+        return holds
     if isinstance(node, ast.IfExp):
-        return np.where(
-            _interpret(node.test, values), _interpret(node.body, values), _interpret(node.orelse, values)
-        )
+        return np.where(_interpret(node.test, values), _interpret(node.body, values), _interpret(node.orelse, values))
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
         args = [_interpret(arg, values) for arg in node.args]

@@ -14,7 +14,7 @@ _factories: dict[str, sessionmaker[Session]] = {}
 
 
 def get_engine(url: str | None = None) -> Engine:
-    return _factory(url).kw["bind"]  # type: ignore[no-any-return]
+    return _factory(url).kw["bind"]
 
 
 def _factory(url: str | None) -> sessionmaker[Session]:

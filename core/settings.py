@@ -20,9 +20,7 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("KERNELFARM_DATABASE_URL", "DATABASE_URL")
     )
-    redis_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("KERNELFARM_REDIS_URL", "REDIS_URL")
-    )
+    redis_url: str | None = Field(default=None, validation_alias=AliasChoices("KERNELFARM_REDIS_URL", "REDIS_URL"))
     # Where the embedded stack keeps its Postgres data, Redis socket, logs and pid files.
     state_dir: Path = Path(".kernelfarm")
     api_url: str = "http://127.0.0.1:8765"
@@ -43,6 +41,13 @@ class Settings(BaseSettings):
     trial_soft_time_limit: int = 600
     trial_hard_time_limit: int = 660
     visibility_timeout: int = 900
+
+    # Worker process (set by `kernelfarm worker`; one process per GPU).
+    worker_backend: str = "replay"  # "cuda" or "replay"
+    worker_landscapes: str = ""  # replay: os.pathsep-separated Kernel Tuner cache files
+    worker_sleep_ms: float = 0.0  # replay: fixed time each trial takes
+    worker_time_scale: float = 0.0  # replay: plus this factor times the recorded kernel time
+    worker_gpu: int = 0  # cuda: device index (after CUDA_VISIBLE_DEVICES)
 
     # Request limits (bad input is refused, not stored).
     max_budget_trials: int = 100_000

@@ -52,9 +52,11 @@ class Parameter:
     @property
     def power_of_two(self) -> bool:
         """True when every value is a positive power of two: such parameters are encoded on log2."""
-        return self.numeric and all(
-            isinstance(v, int) and v > 0 and (v & (v - 1)) == 0 for v in self.values
-        ) and len(self.values) > 2
+        return (
+            self.numeric
+            and all(isinstance(v, int) and v > 0 and (v & (v - 1)) == 0 for v in self.values)
+            and len(self.values) > 2
+        )
 
 
 @dataclass(frozen=True)
@@ -260,5 +262,5 @@ class SearchSpace:
 def _plain(value: Any) -> Value:
     """numpy scalars → Python scalars (JSON and SQL reject numpy types)."""
     if isinstance(value, np.generic):
-        return value.item()  # type: ignore[no-any-return]
-    return value  # type: ignore[no-any-return]
+        return value.item()
+    return value

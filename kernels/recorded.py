@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.gpu import model_slug
 from core.landscape import Landscape, load_landscape
 from core.space import Parameter, SearchSpace
 from kernels.spec import KernelSpec, ProblemParam
@@ -54,4 +55,5 @@ def _merge(name: str, landscapes: list[Landscape]) -> KernelSpec:
         backends=frozenset({"replay"}),
         recorded_problems=problems,
         recordings=tuple(landscape.path for landscape in landscapes),
+        recorded_gpu_models=frozenset(model_slug(landscape.device_name) for landscape in landscapes),
     )

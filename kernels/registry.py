@@ -44,9 +44,9 @@ def get_kernel(name: str) -> KernelSpec:
 
 
 def validate(spec: KernelSpec) -> None:
-    if "cuda" in spec.backends:
-        if spec.cuda is None or spec.source_path is None or not spec.source_path.is_file():
-            raise RegistryError(f"{spec.name}: a cuda kernel needs its CudaKernel and an existing .cu source")
+    has_source = spec.source_path is not None and spec.source_path.is_file()
+    if "cuda" in spec.backends and (spec.cuda is None or not has_source):
+        raise RegistryError(f"{spec.name}: a cuda kernel needs its CudaKernel and an existing .cu source")
     problem = spec.normalize_problem(spec.default_problem)
     if len(spec.space.valid_indices(problem)) == 0:
         raise RegistryError(f"{spec.name}: no valid config for the default problem {problem}")

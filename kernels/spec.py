@@ -58,6 +58,8 @@ class KernelSpec:
     # Replay-only kernels can only be run for the problems that were recorded.
     recorded_problems: tuple[Mapping[str, Any], ...] = ()
     recordings: tuple[Path, ...] = field(default=(), compare=False)
+    # GPU models (slugs) with a recording: where a replay worker can serve this kernel.
+    recorded_gpu_models: frozenset[str] = frozenset()
 
     @property
     def source_text(self) -> str:
@@ -89,11 +91,11 @@ class KernelSpec:
         out = {}
         for param in self.problem_params:
             out[param.name] = param.normalize(given.get(param.name, self.default_problem.get(param.name)))
-        if self.recorded_problems and "cuda" not in self.backends:
-            if out not in [dict(p) for p in self.recorded_problems]:
-                raise InvalidInput(
-                    f"kernel {self.name!r} is replay-only; recorded problems: {list(self.recorded_problems)}"
-                )
+        replay_only = self.recorded_problems and "cuda" not in self.backends
+        if replay_only and out not in [dict(p) for p in self.recorded_problems]:
+            raise InvalidInput(
+                f"kernel {self.name!r} is replay-only; recorded problems: {list(self.recorded_problems)}"
+            )
         return out
 
     def problem_key(self, problem: Mapping[str, Any]) -> str:

@@ -107,9 +107,7 @@ def list_jobs(
 
 def job_progress(session: Session, job_id: uuid.UUID) -> Progress:
     counts = dict(
-        session.execute(
-            select(Trial.state, func.count()).where(Trial.job_id == job_id).group_by(Trial.state)
-        ).all()
+        session.execute(select(Trial.state, func.count()).where(Trial.job_id == job_id).group_by(Trial.state)).all()
     )
     return Progress(counts={str(k): int(v) for k, v in counts.items()}, best=best_trial_of_job(session, job_id))
 
@@ -128,9 +126,9 @@ def set_job_status(session: Session, job: Job, *, state: JobState | None = None,
     if state is not None and job.state != state.value:
         job.state = state.value
         if state == JobState.RUNNING and job.started_at is None:
-            job.started_at = func.now()  # type: ignore[assignment]
+            job.started_at = func.now()
         if state.finished:
-            job.finished_at = func.now()  # type: ignore[assignment]
+            job.finished_at = func.now()
     if message is not None:
         job.status_message = message
 

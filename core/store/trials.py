@@ -41,7 +41,8 @@ def history(session: Session, job_id: uuid.UUID) -> Sequence[Trial]:
 
 def add_trials(session: Session, job: Job, configs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Trial]:
     """Insert queued trials for (key, config) pairs, continuing the job's sequence numbers."""
-    next_seq = session.execute(select(func.coalesce(func.max(Trial.seq), -1)).where(Trial.job_id == job.id)).scalar_one()
+    last_seq = select(func.coalesce(func.max(Trial.seq), -1)).where(Trial.job_id == job.id)
+    next_seq = session.execute(last_seq).scalar_one()
     trials = [
         Trial(
             job_id=job.id,
@@ -104,7 +105,7 @@ def claim(session: Session, trial_id: int, worker_name: str, gpu_uuid: str | Non
     )
 
 
-def _lease_is(trial_id: int, attempt: int):  # type: ignore[no-untyped-def]
+def _lease_is(trial_id: int, attempt: int):
     return and_(Trial.id == trial_id, Trial.attempt == attempt, Trial.state == TrialState.RUNNING.value)
 
 
@@ -153,14 +154,18 @@ class Reaped:
 def reap_expired_leases(session: Session, lease_seconds: float, max_attempts: int) -> Reaped:
     """Running trials whose heartbeat is older than the lease: back to queued, or failed with kind
     "crash" once they have used ``max_attempts`` attempts (a trial that keeps killing its worker)."""
-    expired = session.execute(
-        select(Trial)
-        .where(
-            Trial.state == TrialState.RUNNING.value,
-            Trial.heartbeat_at < func.now() - timedelta(seconds=lease_seconds),
+    expired = (
+        session.execute(
+            select(Trial)
+            .where(
+                Trial.state == TrialState.RUNNING.value,
+                Trial.heartbeat_at < func.now() - timedelta(seconds=lease_seconds),
+            )
+            .with_for_update(skip_locked=True)
         )
-        .with_for_update(skip_locked=True)
-    ).scalars().all()
+        .scalars()
+        .all()
+    )
     requeued, failed, jobs = [], [], set()
     for trial in expired:
         jobs.add(trial.job_id)
@@ -171,12 +176,12 @@ def reap_expired_leases(session: Session, lease_seconds: float, max_attempts: in
                 f"worker lost {trial.attempt} times while measuring this config (last: {trial.worker_name}); "
                 "not retried again"
             )
-            trial.finished_at = func.now()  # type: ignore[assignment]
+            trial.finished_at = func.now()
             failed.append(trial.id)
         else:
             trial.state = TrialState.QUEUED.value
             trial.worker_name = None
-            trial.dispatched_at = func.now()  # type: ignore[assignment]
+            trial.dispatched_at = func.now()
             requeued.append((trial.id, trial.gpu_model))
     session.flush()
     return Reaped(requeued=requeued, failed=failed, job_ids=jobs)
@@ -201,7 +206,12 @@ def stale_queued(session: Session, older_than_seconds: float) -> list[tuple[int,
 
 
 def list_trials(
-    session: Session, job_id: uuid.UUID, *, state: str | None = None, order: str = "seq", limit: int = 100,
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    state: str | None = None,
+    order: str = "seq",
+    limit: int = 100,
     offset: int = 0,
 ) -> tuple[Sequence[Trial], int]:
     query = select(Trial).where(Trial.job_id == job_id)

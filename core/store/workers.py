@@ -34,19 +34,15 @@ def register_worker(session: Session, identity: WorkerIdentity) -> None:
 
 
 def heartbeat_worker(session: Session, name: str) -> None:
-    session.execute(
-        update(GpuWorker).where(GpuWorker.name == name).values(last_heartbeat=func.now(), stopped_at=None)
-    )
+    session.execute(update(GpuWorker).where(GpuWorker.name == name).values(last_heartbeat=func.now(), stopped_at=None))
 
 
 def stop_worker(session: Session, name: str) -> None:
     session.execute(update(GpuWorker).where(GpuWorker.name == name).values(stopped_at=func.now()))
 
 
-def _live_clause(ttl_seconds: float):  # type: ignore[no-untyped-def]
-    return (GpuWorker.stopped_at.is_(None)) & (
-        GpuWorker.last_heartbeat > func.now() - timedelta(seconds=ttl_seconds)
-    )
+def _live_clause(ttl_seconds: float):
+    return (GpuWorker.stopped_at.is_(None)) & (GpuWorker.last_heartbeat > func.now() - timedelta(seconds=ttl_seconds))
 
 
 def live_workers(session: Session, ttl_seconds: float, gpu_model: str | None = None) -> Sequence[GpuWorker]:

@@ -1,0 +1,39 @@
+"""The FastAPI application factory: ``uvicorn --factory api.app:create_app``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from api.errors import install_error_handlers
+from api.routes import best, health, jobs, kernels, workers
+from core.celery_app import make_celery
+from core.settings import Settings, get_settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    settings.require_database_url()
+    app = FastAPI(
+        title="kernelfarm",
+        version="1",
+        summary="Distributed GPU kernel auto-tuning: submit tuning jobs, query best configs per GPU model.",
+    )
+    app.state.settings = settings
+    app.state.celery = make_celery(settings)
+    install_error_handlers(app)
+    _limit_request_size(app, settings.max_request_bytes)
+    for module in (health, jobs, kernels, workers, best):
+        app.include_router(module.router)
+    return app
+
+
+def _limit_request_size(app: FastAPI, max_bytes: int) -> None:
+    @app.middleware("http")
+    async def limit(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_bytes):
+            return JSONResponse(status_code=413, content={"detail": f"request body larger than {max_bytes} bytes"})
+        return await call_next(request)

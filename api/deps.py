@@ -1,0 +1,66 @@
+"""All injection lives here, as Annotated aliases used by the routes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+from celery import Celery
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from core.db import session_scope
+from core.errors import Forbidden, Unauthorized
+from core.settings import Settings
+from core.store.tokens import Scope, authenticate, effective_scopes
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+
+
+def get_session(settings: SettingsDep) -> Iterator[Session]:
+    with session_scope(settings.database_url) as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def get_celery(request: Request) -> Celery:
+    return request.app.state.celery
+
+
+CeleryDep = Annotated[Celery, Depends(get_celery)]
+
+_bearer = HTTPBearer(auto_error=False, description="API token from `kernelfarm token create`")
+
+
+class Principal:
+    def __init__(self, name: str, scopes: set[Scope]) -> None:
+        self.name, self.scopes = name, scopes
+
+
+def _require(scope: Scope) -> Callable[..., Principal]:
+    def dependency(
+        session: SessionDep,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+            raise Unauthorized("missing bearer token")
+        token = authenticate(session, credentials.credentials)
+        scopes = effective_scopes(token.scopes)
+        if scope not in scopes:
+            raise Forbidden(f"token {token.name!r} lacks scope {scope.value!r}")
+        return Principal(token.name, scopes)
+
+    return dependency
+
+
+ReadToken = Annotated[Principal, Depends(_require(Scope.READ))]
+SubmitToken = Annotated[Principal, Depends(_require(Scope.SUBMIT))]
+AdminToken = Annotated[Principal, Depends(_require(Scope.ADMIN))]

@@ -1,0 +1,65 @@
+"""Best configuration per kernel, problem and GPU model, with the documented fallback order."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from api.deps import ReadToken, SessionDep
+from api.schemas import BestPublic
+from core.errors import InvalidInput
+from core.gpu import model_slug
+from core.store.best import find_best
+from kernels.registry import get_kernel
+
+router = APIRouter(prefix="/v1", tags=["best"])
+
+
+def parse_problem(pairs: list[str]) -> dict[str, Any]:
+    """``["M=4096", "dtype=bf16"]`` → ``{"M": 4096, "dtype": "bf16"}`` (integers where they parse)."""
+    problem: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise InvalidInput(f"problem entries look like name=value, got {pair!r}")
+        problem[name.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+    return problem
+
+
+@router.get("/best", response_model=BestPublic)
+def best_config(
+    _: ReadToken,
+    session: SessionDep,
+    kernel: Annotated[str, Query(min_length=1, max_length=128)],
+    gpu: Annotated[str, Query(min_length=1, max_length=128, description="GPU model slug or device name")],
+    problem: Annotated[list[str], Query(max_length=32, description="repeated name=value; defaults fill the rest")] = [],  # noqa: B006
+) -> BestPublic:
+    """Fallback order: ``exact`` (same GPU model and problem) → ``nearest_problem`` (same GPU model,
+    nearest recorded problem by log-ratio of sizes, same dtype) → ``same_architecture`` (another GPU
+    model of the same compute capability) → 404 saying nothing was found. Only complete, verified
+    trials of the kernel's current source count."""
+    spec = get_kernel(kernel)
+    normalized = spec.normalize_problem(parse_problem(problem))
+    gpu_model = model_slug(gpu)
+    found = find_best(session, spec, normalized, gpu_model)
+    trial = found.trial
+    assert trial.time_ms is not None
+    return BestPublic(
+        kernel=spec.name,
+        gpu_model=gpu_model,
+        problem=normalized,
+        match=found.match,  # type: ignore[arg-type]
+        matched_gpu_model=found.gpu_model,
+        matched_problem=found.problem,
+        config=trial.config,
+        config_key=trial.config_key,
+        time_ms=trial.time_ms,
+        time_p20_ms=trial.time_p20_ms,
+        time_p80_ms=trial.time_p80_ms,
+        trial_id=trial.id,
+        job_id=trial.job_id,
+        measured_at=trial.finished_at,
+        provenance=trial.provenance,
+        metrics=trial.metrics,
+    )

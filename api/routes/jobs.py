@@ -1,0 +1,85 @@
+"""Tuning jobs: submit, inspect, list, list trials, cancel."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from api import jobs_service
+from api.deps import CeleryDep, ReadToken, SessionDep, SettingsDep, SubmitToken
+from api.schemas import JobCreate, JobPublic, Page, TrialPublic
+from core.errors import InvalidInput, NotFound
+from core.states import JobState, TrialState
+from core.store import jobs as job_store
+from core.store import trials as trial_store
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED)
+def create_job(
+    body: JobCreate, principal: SubmitToken, session: SessionDep, settings: SettingsDep, celery: CeleryDep
+) -> JobPublic:
+    try:
+        job = jobs_service.create_job(session, body, principal.name, settings)
+    except NotFound as exc:  # an unknown kernel is a bad field of the body, not a missing URL
+        raise InvalidInput(str(exc)) from None
+    public = jobs_service.to_public(session, job)
+    session.commit()  # the row must exist before the coordinator hears of it
+    jobs_service.request_step(celery, str(job.id))
+    return public
+
+
+@router.get("", response_model=Page[JobPublic])
+def list_jobs(
+    _: ReadToken,
+    session: SessionDep,
+    state: JobState | None = None,
+    kernel: str | None = None,
+    gpu_model: str | None = None,
+    owner: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Page[JobPublic]:
+    rows, total = job_store.list_jobs(
+        session, state=state.value if state else None, kernel=kernel, gpu_model=gpu_model, owner=owner,
+        limit=limit, offset=offset,
+    )  # fmt: skip
+    return Page[JobPublic](
+        items=[jobs_service.to_public(session, j) for j in rows], total=total, limit=limit, offset=offset
+    )
+
+
+@router.get("/{job_id}", response_model=JobPublic)
+def get_job(job_id: uuid.UUID, _: ReadToken, session: SessionDep) -> JobPublic:
+    return jobs_service.to_public(session, job_store.get_job(session, job_id))
+
+
+@router.get("/{job_id}/trials", response_model=Page[TrialPublic])
+def list_trials(
+    job_id: uuid.UUID,
+    _: ReadToken,
+    session: SessionDep,
+    state: TrialState | None = None,
+    order: Annotated[
+        str, Query(pattern="^(seq|time)$", description="seq (proposal order) or time (fastest first)")
+    ] = "seq",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Page[TrialPublic]:
+    job = job_store.get_job(session, job_id)
+    rows, total = trial_store.list_trials(
+        session, job.id, state=state.value if state else None, order=order, limit=limit, offset=offset
+    )
+    return Page[TrialPublic](
+        items=[TrialPublic.model_validate(t) for t in rows], total=total, limit=limit, offset=offset
+    )
+
+
+@router.post("/{job_id}/cancel", response_model=JobPublic)
+def cancel_job(job_id: uuid.UUID, _: SubmitToken, session: SessionDep) -> JobPublic:
+    """Idempotent: cancelling a finished or already cancelled job returns it unchanged."""
+    job = job_store.cancel_job(session, job_id)
+    return jobs_service.to_public(session, job)

@@ -1,0 +1,45 @@
+"""The Celery application shared by the API (send only), the coordinator and the workers.
+
+Settings chosen for long, must-not-be-lost tasks:
+- ``task_acks_late`` + ``task_reject_on_worker_lost``: a message is acknowledged only after its
+  task ran, and goes back to the queue if the worker process dies mid-task.
+- ``worker_prefetch_multiplier=1``: a worker holds one trial at a time; nothing waits behind a
+  slow measurement while another GPU idles.
+- soft/hard time limits per trial, and a Redis ``visibility_timeout`` above the hard limit, so
+  Redis never redelivers a task that is still legitimately running.
+Postgres stays the source of truth: messages carry ids only, and duplicates are harmless.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from core.settings import Settings, get_settings
+
+ADVANCE_TASK = "tuner.advance"
+HOUSEKEEPING_TASK = "tuner.housekeeping"
+EVALUATE_TASK = "worker.evaluate"
+TUNER_QUEUE = "tuner"
+
+
+def make_celery(settings: Settings | None = None) -> Celery:
+    settings = settings or get_settings()
+    broker = settings.require_redis_url()
+    app = Celery("kernelfarm", broker=broker, backend=None)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_soft_time_limit=settings.trial_soft_time_limit,
+        task_time_limit=settings.trial_hard_time_limit,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        broker_connection_retry_on_startup=True,
+        task_default_queue=TUNER_QUEUE,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        broker_pool_limit=4,
+    )
+    return app

@@ -1,0 +1,133 @@
+"""Best-config lookup with a documented fallback order.
+
+1. ``exact``: same kernel source, GPU model and problem.
+2. ``nearest_problem``: same GPU model, the recorded problem nearest to the one asked for
+   (KernelSpec.problem_distance: sum of |log2 ratio| of integer dimensions; dtype must match).
+3. ``same_architecture``: another GPU model of the same compute capability, exact problem first,
+   then nearest.
+4. nothing: NotFound, saying what was searched.
+
+Only complete, verified trials of the kernel's current source count: failed, unverified and
+stale-source measurements never become "best".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.errors import NotFound
+from core.models import Job, Kernel, Trial
+from core.states import TrialState
+from core.store.workers import known_architectures
+from kernels.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class BestMatch:
+    trial: Trial
+    job: Job
+    match: str  # "exact" | "nearest_problem" | "same_architecture"
+    problem: dict[str, Any]
+    gpu_model: str
+
+
+def find_best(session: Session, spec: KernelSpec, problem: Mapping[str, Any], gpu_model: str) -> BestMatch:
+    candidates = _measured_problems(session, spec)
+    exact_key = spec.problem_key(problem)
+    same_model = [c for c in candidates if c[1] == gpu_model]
+    found = _pick(session, spec, problem, exact_key, same_model)
+    if found is not None:
+        job, level = found
+        return _best_of(session, spec, job, "exact" if level == 0 else "nearest_problem")
+    architectures = known_architectures(session)
+    capability = architectures.get(gpu_model)
+    if capability:
+        siblings = {m for m, c in architectures.items() if c == capability and m != gpu_model}
+        found = _pick(session, spec, problem, exact_key, [c for c in candidates if c[1] in siblings])
+        if found is not None:
+            return _best_of(session, spec, found[0], "same_architecture")
+    raise NotFound(
+        f"no verified measurement of {spec.name} for {gpu_model}: none for this problem, none for another "
+        f"problem on this GPU model, and none on a GPU of the same architecture"
+        + ("" if capability else " (architecture of this GPU model unknown: no worker of it has registered)")
+    )
+
+
+def _current_kernel_ids(session: Session, spec: KernelSpec) -> list[int]:
+    return list(
+        session.execute(
+            select(Kernel.id).where(Kernel.name == spec.name, Kernel.source_hash == spec.source_hash)
+        ).scalars()
+    )
+
+
+def _measured_problems(session: Session, spec: KernelSpec) -> list[tuple[str, str, dict[str, Any]]]:
+    """(problem_key, gpu_model, problem) for which a verified complete trial exists."""
+    kernel_ids = _current_kernel_ids(session, spec)
+    if not kernel_ids:
+        return []
+    measured = (
+        select(Trial.job_id)
+        .where(Trial.state == TrialState.COMPLETE.value, Trial.verified.is_(True))
+        .where(Trial.job_id == Job.id)
+        .exists()
+    )
+    rows = session.execute(
+        select(Job.problem_key, Job.gpu_model, Job.problem)
+        .where(Job.kernel_id.in_(kernel_ids), measured)
+        .distinct(Job.problem_key, Job.gpu_model)
+    ).all()
+    return [(r.problem_key, r.gpu_model, dict(r.problem)) for r in rows]
+
+
+def _pick(
+    session: Session,
+    spec: KernelSpec,
+    problem: Mapping[str, Any],
+    exact_key: str,
+    candidates: list[tuple[str, str, dict[str, Any]]],
+) -> tuple[Job, int] | None:
+    """The job group to read from: exact problem (level 0) or the nearest one (level 1)."""
+    if not candidates:
+        return None
+    exact = [c for c in candidates if c[0] == exact_key]
+    if exact:
+        chosen, level = exact, 0
+    else:
+        scored = [(spec.problem_distance(problem, c[2]), c) for c in candidates]
+        finite = [s for s in scored if math.isfinite(s[0])]
+        if not finite:
+            return None
+        nearest = min(s[0] for s in finite)
+        chosen, level = [c for d, c in finite if d == nearest], 1
+    key, model = chosen[0][0], chosen[0][1]
+    job = session.execute(
+        select(Job).where(Job.kernel_name == spec.name, Job.problem_key == key, Job.gpu_model == model).limit(1)
+    ).scalar_one()
+    return job, level
+
+
+def _best_of(session: Session, spec: KernelSpec, job: Job, match: str) -> BestMatch:
+    kernel_ids = _current_kernel_ids(session, spec)
+    row = session.execute(
+        select(Trial, Job)
+        .join(Job, Job.id == Trial.job_id)
+        .where(
+            Job.kernel_id.in_(kernel_ids),
+            Trial.kernel_name == spec.name,
+            Trial.gpu_model == job.gpu_model,
+            Trial.problem_key == job.problem_key,
+            Trial.state == TrialState.COMPLETE.value,
+            Trial.verified.is_(True),
+        )
+        .order_by(Trial.time_ms.asc(), Trial.id.asc())
+        .limit(1)
+    ).one()
+    trial, best_job = row
+    return BestMatch(trial=trial, job=best_job, match=match, problem=dict(best_job.problem), gpu_model=job.gpu_model)

@@ -1,0 +1,1 @@
+"""kernelfarm: the command line and the embedded single-host stack (composition root)."""

@@ -1,0 +1,3 @@
+from kernelfarm.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""CLI command groups, mounted by kernelfarm/cli.py."""

@@ -1,0 +1,95 @@
+"""Long-running components: ``serve-api``, ``coordinator`` and ``worker`` (one process per GPU)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import typer
+
+from core.gpu import queue_for
+from core.landscape import load_landscape
+from core.settings import get_settings
+from kernels.recorded import RECORDED_DIR
+
+
+def serve_api(host: str = "127.0.0.1", port: int = 8765, workers: int = 1) -> None:
+    """Run the REST API (uvicorn). /health is liveness, /ready checks database and broker."""
+    import uvicorn
+
+    uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level="info")
+
+
+def coordinator(
+    concurrency: int = typer.Option(2, help="coordinator processes (jobs step in parallel)"),
+    schedule: Path = typer.Option(Path(".kernelfarm/celerybeat-schedule"), help="beat schedule file"),
+    loglevel: str = "INFO",
+) -> None:
+    """Run the coordinator: a Celery worker on queue "tuner" with its periodic housekeeping."""
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "celery", "-A", "tuner.tasks", "worker", "-Q", "tuner", "-B", "-s", str(schedule),
+            "--pool", "prefork", "--concurrency", str(concurrency), "-n", "tuner@%h", "--loglevel", loglevel,
+            "--without-gossip", "--without-mingle"]  # fmt: skip
+    os.execv(sys.executable, argv)
+
+
+def default_landscapes() -> list[Path]:
+    """The shipped recordings of the most-recorded GPU model (one replay worker = one GPU model)."""
+    paths = sorted(RECORDED_DIR.glob("*.json*"))
+    devices = Counter(load_landscape(p).device_name for p in paths)
+    if not devices:
+        raise typer.BadParameter(f"no recorded landscapes in {RECORDED_DIR}")
+    device = devices.most_common(1)[0][0]
+    return [p for p in paths if load_landscape(p).device_name == device]
+
+
+def worker(
+    backend: str = typer.Option("auto", help="cuda, replay, or auto (cuda when a GPU and CuPy are present)"),
+    gpu: int = typer.Option(0, help="cuda: device index"),
+    landscape: list[Path] = typer.Option([], help="replay: Kernel Tuner cache file(s) of ONE GPU model"),
+    name: str = typer.Option("", help="worker name (default: backend + gpu index)"),
+    sleep_ms: float = typer.Option(0.0, help="replay: fixed time per trial, ms"),
+    time_scale: float = typer.Option(0.0, help="replay: also sleep recorded time x this factor"),
+    loglevel: str = "INFO",
+) -> None:
+    """Run one GPU worker. Its queue is gpu.<model-slug>, derived from the device's real name
+    (or, for replay, from the recorded device)."""
+    from worker.backend_factory import make_backend
+
+    chosen = gpu_backend_available() if backend == "auto" else backend
+    if chosen not in ("cuda", "replay"):
+        raise typer.BadParameter("backend must be cuda, replay or auto")
+    paths = [p.resolve() for p in landscape] or default_landscapes()
+    missing = [str(p) for p in paths if not p.is_file()]
+    if chosen == "replay" and missing:
+        raise typer.BadParameter(f"landscape file(s) not found: {missing}")
+    os.environ.update({
+        "KERNELFARM_WORKER_BACKEND": chosen,
+        "KERNELFARM_WORKER_GPU": str(gpu),
+        "KERNELFARM_WORKER_LANDSCAPES": os.pathsep.join(str(p) for p in paths),
+        "KERNELFARM_WORKER_SLEEP_MS": str(sleep_ms),
+        "KERNELFARM_WORKER_TIME_SCALE": str(time_scale),
+    })  # fmt: skip
+    get_settings.cache_clear()
+    probe = make_backend(get_settings())
+    identity = probe.identity()
+    probe.close()
+    queue = queue_for(identity.gpu_model)
+    node = f"{name or chosen + str(gpu)}@%h"
+    typer.echo(f"worker {node}: {identity.gpu_name} ({chosen}) on queue {queue}")
+    # exec, not fork: the measuring process starts clean (no CUDA context inherited).
+    argv = [sys.executable, "-m", "celery", "-A", "worker.tasks", "worker", "-Q", queue, "--pool", "solo",
+            "--concurrency", "1", "-n", node, "--loglevel", loglevel, "--without-gossip", "--without-mingle",
+            "--without-heartbeat"]  # fmt: skip
+    os.execv(sys.executable, argv)
+
+
+def gpu_backend_available() -> str:
+    try:
+        import cupy
+
+        return "cuda" if cupy.cuda.runtime.getDeviceCount() > 0 else "replay"
+    except Exception:
+        return "replay"

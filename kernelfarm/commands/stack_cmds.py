@@ -1,0 +1,82 @@
+"""``kernelfarm up`` / ``down`` / ``status``: the embedded single-host stack."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from kernelfarm.commands.serve import default_landscapes, gpu_backend_available
+from kernelfarm.context import cli_context
+from kernelfarm.stack import StackState, WorkerPlan, running_state, start_stack, stop_stack
+
+console = Console()
+
+
+def plan_workers(workers: int, backend: str, landscape: list[Path], sleep_ms: float, time_scale: float) -> WorkerPlan:
+    chosen = gpu_backend_available() if backend == "auto" else backend
+    paths = tuple(p.resolve() for p in landscape) or tuple(default_landscapes())
+    return WorkerPlan(chosen, workers, paths if chosen == "replay" else (), sleep_ms, time_scale)
+
+
+def up(
+    workers: int = typer.Option(2, min=0, help="worker processes (cuda: one per GPU)"),
+    backend: str = typer.Option("auto", help="cuda, replay, or auto"),
+    landscape: list[Path] = typer.Option([], help="replay: recordings to serve (default: shipped ones)"),
+    sleep_ms: float = typer.Option(0.0, help="replay: fixed time per trial, ms"),
+    time_scale: float = typer.Option(0.0, help="replay: also sleep recorded time x this factor"),
+    detach: bool = typer.Option(False, help="return once everything answers; stop later with `kernelfarm down`"),
+    state_dir: Path = typer.Option(None, help="where data, logs and pids live (default .kernelfarm)"),
+    api_port: int = typer.Option(0, help="API port (0: a free one)"),
+) -> None:
+    """Start PostgreSQL and Redis (embedded, unless DATABASE_URL / REDIS_URL are set), apply
+    migrations, then the API, the coordinator and the workers."""
+    ctx = cli_context(state_dir)
+    plan = plan_workers(workers, backend, landscape, sleep_ms, time_scale)
+    with console.status("starting the stack…"):
+        try:
+            state = start_stack(ctx.settings, ctx.state_dir, plan, api_port or None)
+        except RuntimeError as exc:
+            console.print(f"[red]{exc}[/]")
+            raise typer.Exit(1) from None
+    _describe(state, plan)
+    if detach:
+        return
+    console.print("running; Ctrl-C stops everything")
+    stopping = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        while not stopping:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    console.print(f"stopped: {', '.join(stop_stack(ctx.state_dir))}")
+
+
+def _describe(state: StackState, plan: WorkerPlan) -> None:
+    console.print(f"[green]up[/]: API {state.api_url}  database {state.database_url}  broker {state.redis_url}")
+    what = "replaying recorded measurements" if plan.backend == "replay" else "measuring on the GPU"
+    console.print(f"{plan.count} {plan.backend} worker(s), {what}")
+
+
+def down(state_dir: Path = typer.Option(None, help="the state directory used by `up`")) -> None:
+    """Stop the embedded stack started by `kernelfarm up`."""
+    stopped = stop_stack(cli_context(state_dir).state_dir)
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+def status(state_dir: Path = typer.Option(None)) -> None:
+    """Is the embedded stack running, and where?"""
+    state = running_state(cli_context(state_dir).state_dir)
+    if state is None:
+        console.print("not running")
+        raise typer.Exit(1)
+    console.print(f"API {state.api_url}; processes: {', '.join(p.name for p in state.processes)}")

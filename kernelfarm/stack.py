@@ -1,0 +1,221 @@
+"""The embedded default stack: servers + migrations + API + coordinator + N workers, on one host.
+
+``kernelfarm up`` starts it (``--detach`` returns once everything answers), ``kernelfarm down``
+stops it. Its state (URLs, pids, a local admin token) lives in ``<state_dir>/stack.json``, readable
+only by the user who started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+from core.db import session_scope
+from core.migrate import upgrade
+from core.settings import Settings
+from core.store.tokens import create_token
+from core.store.workers import live_workers
+from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "stack.json"
+
+
+@dataclass
+class ProcessInfo:
+    name: str
+    pid: int
+    log: str
+
+
+@dataclass
+class StackState:
+    database_url: str
+    redis_url: str
+    api_url: str
+    token: str
+    embedded_postgres: str | None = None  # data dir when we started it
+    embedded_redis_pid: int | None = None
+    processes: list[ProcessInfo] = field(default_factory=list)
+
+    def save(self, state_dir: Path) -> None:
+        path = state_dir / STATE_FILE
+        path.write_text(json.dumps(asdict(self), indent=2))
+        path.chmod(0o600)  # holds an admin token
+
+    @classmethod
+    def load(cls, state_dir: Path) -> StackState | None:
+        path = state_dir / STATE_FILE
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        data["processes"] = [ProcessInfo(**p) for p in data.get("processes", [])]
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    backend: str  # "cuda" or "replay"
+    count: int
+    landscapes: tuple[Path, ...] = ()
+    sleep_ms: float = 0.0
+    time_scale: float = 0.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (our own exited child) is not alive
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def spawn(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> ProcessInfo:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    with open(log_path, "ab") as log:
+        # A new session: `down` stops the whole process group, Celery's children included.
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return ProcessInfo(name=name, pid=process.pid, log=str(log_path))
+
+
+def component_env(state: StackState, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"DATABASE_URL": state.database_url, "REDIS_URL": state.redis_url,
+                "KERNELFARM_API_URL": state.api_url, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    # OMP_NUM_THREADS=1: BLAS threads made the GP fit 4-9x slower on 2 cores (ANCHORS.md).
+    env.update(extra or {})
+    return env
+
+
+def worker_argv(index: int, plan: WorkerPlan) -> list[str]:
+    argv = [sys.executable, "-m", "kernelfarm", "worker", "--backend", plan.backend, "--name", f"{plan.backend}{index}"]
+    if plan.backend == "cuda":
+        argv += ["--gpu", str(index)]
+    for path in plan.landscapes:
+        argv += ["--landscape", str(path)]
+    argv += ["--sleep-ms", str(plan.sleep_ms), "--time-scale", str(plan.time_scale)]
+    return argv
+
+
+def coordinator_argv(state_dir: Path, concurrency: int = 2) -> list[str]:
+    return [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", str(concurrency),
+            "--schedule", str(state_dir / "celerybeat-schedule")]  # fmt: skip
+
+
+def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port: int | None = None,
+                timeout: float = 120.0) -> StackState:  # fmt: skip
+    state_dir = state_dir.resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    existing = StackState.load(state_dir)
+    if existing and any(_alive(p.pid) for p in existing.processes):
+        raise RuntimeError(f"a stack is already running from {state_dir}; run `kernelfarm down` first")
+
+    embedded_pg = embedded_redis_pid = None
+    database_url = settings.database_url
+    if not database_url:
+        postgres = EmbeddedPostgres(state_dir / "postgres")
+        postgres.start()
+        database_url, embedded_pg = postgres.url, str(postgres.data_dir)
+    redis_url = settings.redis_url
+    if not redis_url:
+        redis = EmbeddedRedis(state_dir / "redis")
+        redis.start()
+        redis_url, embedded_redis_pid = redis.url, redis.pid
+
+    upgrade(database_url)
+    with session_scope(database_url) as session:
+        token = create_token(session, "local-stack-admin", ["admin"])
+    port = api_port or free_port()
+    state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
+    state.save(state_dir)
+
+    env = component_env(state)
+    logs = state_dir / "logs"
+    state.processes.append(spawn("api", [sys.executable, "-m", "kernelfarm", "serve-api", "--host", "127.0.0.1",
+                                         "--port", str(port)], env, logs))  # fmt: skip
+    state.processes.append(spawn("coordinator", coordinator_argv(state_dir), env, logs))
+    for index in range(plan.count):
+        state.processes.append(spawn(f"worker-{index}", worker_argv(index, plan), env, logs))
+    state.save(state_dir)
+    try:
+        wait_until_ready(state, plan.count, timeout)
+    except Exception:
+        stop_stack(state_dir)
+        raise
+    return state
+
+
+def wait_until_ready(state: StackState, workers: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dead = [p for p in state.processes if not _alive(p.pid)]
+        if dead:
+            raise RuntimeError(f"{dead[0].name} exited during start-up; see {dead[0].log}")
+        if _api_ready(state.api_url):
+            with session_scope(state.database_url) as session:
+                if len(live_workers(session, ttl_seconds=30)) >= workers:
+                    return
+        time.sleep(0.25)
+    raise RuntimeError(f"the stack did not answer within {timeout:.0f} s; logs are in the state directory")
+
+
+def _api_ready(api_url: str) -> bool:
+    try:
+        return httpx.get(f"{api_url}/ready", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def stop_stack(state_dir: Path, grace: float = 15.0) -> list[str]:
+    """Stop everything `start_stack` started, workers first. Returns the names stopped."""
+    state = StackState.load(state_dir.resolve())
+    if state is None:
+        return []
+    stopped = []
+    for info in reversed(state.processes):
+        if _alive(info.pid):
+            _signal_group(info.pid, signal.SIGTERM)
+            stopped.append(info.name)
+    deadline = time.monotonic() + grace
+    for info in state.processes:
+        while _alive(info.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(info.pid):
+            _signal_group(info.pid, signal.SIGKILL)
+    if state.embedded_redis_pid and _alive(state.embedded_redis_pid):
+        os.kill(state.embedded_redis_pid, signal.SIGTERM)
+        stopped.append("redis")
+    if state.embedded_postgres:
+        EmbeddedPostgres(Path(state.embedded_postgres)).stop()
+        stopped.append("postgres")
+    (state_dir.resolve() / STATE_FILE).unlink(missing_ok=True)
+    return stopped
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def running_state(state_dir: Path) -> StackState | None:
+    state = StackState.load(state_dir.resolve())
+    if state is None or not any(_alive(p.pid) for p in state.processes):
+        return None
+    return state if port_open("127.0.0.1", int(state.api_url.rsplit(":", 1)[1])) else None

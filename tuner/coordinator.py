@@ -1,0 +1,175 @@
+"""One coordinator step for one job: history → optimizer → ask → insert trials → dispatch.
+
+The step is stateless and idempotent: it rebuilds the optimizer from Postgres every time, holds the
+job's row lock while it decides (so concurrent steps of one job serialize), and sends messages only
+after the transaction that created the trials has committed. Nothing here waits for a result: a
+finished trial triggers the next step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from core.db import session_scope
+from core.errors import KernelfarmError
+from core.models import Job
+from core.settings import Settings
+from core.space import SearchSpace
+from core.states import JobState, TrialState
+from core.store import jobs as job_store
+from core.store import trials as trial_store
+from core.store.workers import live_workers
+from kernels.registry import get_kernel
+from tuner.history import observations, prior_observations
+from tuner.optimizers.registry import get_strategy
+
+logger = logging.getLogger(__name__)
+
+Dispatch = Callable[[int, str], None]  # (trial id, gpu model) → send to the model's queue
+
+
+@dataclass(frozen=True)
+class StepResult:
+    dispatched: list[int]
+    state: str
+    message: str
+    ask_seconds: float = 0.0
+
+
+def job_space(job: Job) -> SearchSpace:
+    return _cached_space(job.kernel_name, json.dumps(job.space, sort_keys=True))
+
+
+@lru_cache(maxsize=64)
+def _cached_space(kernel_name: str, restriction_json: str) -> SearchSpace:
+    # Cached so the valid set (SearchSpace caches it) is enumerated once per job and process,
+    # not on every step.
+    restriction = json.loads(restriction_json)
+    spec = get_kernel(kernel_name)
+    return spec.space.restrict(restriction.get("parameters"), restriction.get("constraints", []))
+
+
+def advance(job_id: uuid.UUID | str, settings: Settings, dispatch: Dispatch) -> StepResult:
+    with session_scope() as session:
+        result, to_send, model = _decide(session, job_id, settings)
+    for trial_id in to_send:  # after commit: a worker can only claim rows that exist
+        dispatch(trial_id, model)
+    return result
+
+
+def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tuple[StepResult, list[int], str]:
+    job = job_store.get_job(session, job_id, for_update=True)
+    if JobState(job.state).finished:
+        return StepResult([], job.state, job.status_message), [], job.gpu_model
+    try:
+        space = job_space(job)
+    except KernelfarmError as exc:
+        job_store.set_job_status(session, job, state=JobState.FAILED, message=f"cannot rebuild search space: {exc}")
+        return StepResult([], job.state, job.status_message), [], job.gpu_model
+
+    trials = trial_store.history(session, job.id)
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.state] = counts.get(trial.state, 0) + 1
+    in_flight = counts.get(TrialState.QUEUED.value, 0) + counts.get(TrialState.RUNNING.value, 0)
+    trials_left = (job.budget_trials - len(trials)) if job.budget_trials is not None else 1 << 30
+    valid_left = len(space.valid_indices(job.problem)) - len(trials)
+    out_of_time = _out_of_time(session, job)
+
+    if trials_left <= 0 or valid_left <= 0 or out_of_time:
+        reason = "time budget spent" if out_of_time else "space exhausted" if valid_left <= 0 else "trial budget spent"
+        return _finish_or_drain(session, job, in_flight, counts, reason), [], job.gpu_model
+
+    if not live_workers(session, settings.worker_ttl_seconds, job.gpu_model):
+        message = f"waiting: no live worker for GPU model {job.gpu_model!r}"
+        job_store.set_job_status(session, job, message=message)
+        return StepResult([], job.state, message), [], job.gpu_model
+
+    wanted = min(job.parallelism - in_flight, trials_left, valid_left)
+    if wanted <= 0:
+        return StepResult([], job.state, job.status_message), [], job.gpu_model
+
+    strategy = get_strategy(job.strategy)
+    prior = prior_observations(session, job, space) if job.warm_start else []
+    started = time.perf_counter()
+    optimizer = strategy.from_history(space, job.problem, observations(trials), int(job.seed),
+                                      job.strategy_options, prior=prior)  # fmt: skip
+    configs = optimizer.ask(wanted)
+    ask_seconds = time.perf_counter() - started
+    if not configs:
+        return _finish_or_drain(session, job, in_flight, counts, "space exhausted"), [], job.gpu_model
+
+    new = trial_store.add_trials(session, job, [(space.key(c), c) for c in configs])
+    trial_store.mark_dispatched(session, [t.id for t in new])
+    total = len(trials) + len(new)
+    budget = job.budget_trials if job.budget_trials is not None else "∞"
+    job_store.set_job_status(
+        session, job, state=JobState.RUNNING,
+        message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight",
+    )  # fmt: skip
+    logger.info("job %s: dispatched %d trials (ask %.0f ms)", job.id, len(new), ask_seconds * 1e3)
+    ids = [t.id for t in new]
+    return StepResult(ids, job.state, job.status_message, ask_seconds), ids, job.gpu_model
+
+
+def _out_of_time(session: Session, job: Job) -> bool:
+    if job.budget_seconds is None or job.started_at is None:
+        return False
+    now: datetime = session.execute(select(func.now())).scalar_one()
+    started = job.started_at if job.started_at.tzinfo else job.started_at.replace(tzinfo=UTC)
+    return (now - started).total_seconds() >= job.budget_seconds
+
+
+def _finish_or_drain(session: Session, job: Job, in_flight: int, counts: dict[str, int], reason: str) -> StepResult:
+    if in_flight:
+        message = f"draining: {reason}; waiting for {in_flight} trial(s) in flight"
+        job_store.set_job_status(session, job, message=message)
+        return StepResult([], job.state, message)
+    complete = counts.get(TrialState.COMPLETE.value, 0)
+    failed = counts.get(TrialState.FAILED.value, 0)
+    best = job_store.best_trial_of_job(session, job.id)
+    summary = f"{complete} complete, {failed} failed"
+    if best is None:
+        message = f"complete ({reason}): {summary}; no config succeeded"
+    else:
+        message = f"complete ({reason}): {summary}; best {best.time_ms:.4f} ms ({best.config_key})"
+    job_store.set_job_status(session, job, state=JobState.COMPLETE, message=message)
+    return StepResult([], job.state, message)
+
+
+@dataclass(frozen=True)
+class Housekeeping:
+    requeued: list[tuple[int, str]]
+    redispatched: list[tuple[int, str]]
+    jobs_to_advance: list[uuid.UUID]
+
+
+def housekeeping(settings: Settings) -> Housekeeping:
+    """Reap dead workers' trials, re-send trials whose message may be lost, and list unfinished
+    jobs to step again (covers lost 'advance' messages and jobs waiting for a worker)."""
+    with session_scope() as session:
+        reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
+        stale = trial_store.stale_queued(session, settings.redispatch_after_seconds)
+        unfinished = (
+            session.execute(
+                select(Job.id)
+                .where(Job.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+                .order_by(Job.created_at)
+                .limit(500)
+            )
+            .scalars()
+            .all()
+        )
+    if reaped.requeued or reaped.failed:
+        logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
+    return Housekeeping(reaped.requeued, stale, list(unfinished))

@@ -1,0 +1,42 @@
+"""Celery tasks of the coordinator (queue "tuner"). Thin: the logic is in coordinator.py.
+
+Start: ``kernelfarm coordinator`` (a Celery worker on queue "tuner" with an embedded beat that runs
+housekeeping every ``reap_interval_seconds``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, HOUSEKEEPING_TASK, TUNER_QUEUE, make_celery
+from core.gpu import queue_for
+from core.settings import get_settings
+from tuner import coordinator
+
+logger = logging.getLogger(__name__)
+settings = get_settings()
+app = make_celery(settings)
+app.conf.beat_schedule = {
+    "housekeeping": {"task": HOUSEKEEPING_TASK, "schedule": settings.reap_interval_seconds,
+                     "options": {"queue": TUNER_QUEUE, "expires": settings.reap_interval_seconds * 2}},
+}  # fmt: skip
+
+
+def dispatch_trial(trial_id: int, gpu_model: str) -> None:
+    app.send_task(EVALUATE_TASK, args=[trial_id], queue=queue_for(gpu_model))
+
+
+@app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)
+def advance(job_id: str) -> dict[str, object]:
+    result = coordinator.advance(job_id, settings, dispatch_trial)
+    return {"dispatched": len(result.dispatched), "state": result.state}
+
+
+@app.task(name=HOUSEKEEPING_TASK, acks_late=False)
+def housekeeping() -> dict[str, int]:
+    report = coordinator.housekeeping(settings)
+    for trial_id, model in [*report.requeued, *report.redispatched]:
+        dispatch_trial(trial_id, model)
+    for job_id in report.jobs_to_advance:
+        app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE)
+    return {"requeued": len(report.requeued), "redispatched": len(report.redispatched)}

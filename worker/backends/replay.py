@@ -1,0 +1,108 @@
+"""The replay backend: serves recorded measurements from Kernel Tuner cache files.
+
+It makes the whole farm runnable and testable without a GPU. It never pretends otherwise: every
+measurement's provenance says ``"backend": "replay"`` and names the recording, and the worker
+registers with backend "replay". Its GPU model is the recorded device's.
+
+Optionally it sleeps for each trial (a fixed time, and/or the recorded time scaled) so load and
+scaling experiments see realistic trial durations.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from core.gpu import model_slug
+from core.landscape import Landscape, load_landscape, read_json_tolerant
+from core.measurement import Measurement, TimingStats
+from core.states import FailureKind
+from kernels.recorded import problem_of
+from worker.backends.base import Backend, DeviceIdentity, MeasureRequest
+
+
+class ReplayBackend(Backend):
+    name = "replay"
+
+    def __init__(self, paths: Sequence[Path], sleep_ms: float = 0.0, time_scale: float = 0.0) -> None:
+        if not paths:
+            raise ValueError("the replay backend needs at least one landscape file")
+        self.landscapes = [load_landscape(Path(p)) for p in paths]
+        devices = {landscape.device_name for landscape in self.landscapes}
+        if len(devices) != 1:
+            raise ValueError(f"one replay worker replays one GPU model; these files record {sorted(devices)}")
+        self.device_name = devices.pop()
+        self.sleep_ms = sleep_ms
+        self.time_scale = time_scale
+        # (kernel name, problem as canonical JSON) → landscape
+        self._index: dict[tuple[str, str], Landscape] = {}
+        for landscape in self.landscapes:
+            self._index[(landscape.kernel_name, _problem_json(recorded_problem(landscape)))] = landscape
+
+    def identity(self) -> DeviceIdentity:
+        return DeviceIdentity(
+            gpu_name=self.device_name,
+            gpu_model=model_slug(self.device_name),
+            gpu_uuid=None,
+            compute_capability=None,
+            driver_version=None,
+            cuda_version=None,
+            extra={"replay": [str(landscape.path.name) for landscape in self.landscapes]},
+        )
+
+    def kernels(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(landscape.kernel_name, recorded_problem(landscape)) for landscape in self.landscapes]
+
+    def measure(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None = None) -> Measurement:
+        landscape = self._index.get((request.kernel_name, _problem_json(request.problem)))
+        provenance: dict[str, Any] = {
+            "backend": "replay",
+            "note": "replayed recorded measurement, not measured by this farm",
+            "device_name": self.device_name,
+        }
+        if landscape is None:
+            return Measurement.failed(
+                FailureKind.CONSTRAINT,
+                f"no recording of {request.kernel_name} for problem {dict(request.problem)} on {self.device_name}",
+                provenance=provenance,
+            )
+        provenance["recording"] = landscape.path.name
+        key = landscape.space.key(request.config)
+        entry = landscape.entries.get(key)
+        if entry is None:
+            return Measurement.failed(
+                FailureKind.CONSTRAINT, f"config {key} is not in the recording", provenance=provenance
+            )
+        self._pretend_to_work(entry.time_ms)
+        if entry.failure is not None:
+            return Measurement.failed(entry.failure, f"recorded failure: {entry.failure_message}",
+                                      provenance=provenance)  # fmt: skip
+        return Measurement(
+            timing=TimingStats.from_times(entry.times_ms),
+            verified=True,  # the recording tool verified it; provenance says it is a replay
+            metrics={"recorded_mean_ms": entry.mean_ms},
+            provenance=provenance,
+        )
+
+    def _pretend_to_work(self, recorded_ms: float | None) -> None:
+        seconds = self.sleep_ms / 1e3 + (recorded_ms or 0.0) * self.time_scale / 1e3
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+def recorded_problem(landscape: Landscape) -> dict[str, Any]:
+    """The problem of a recording: an explicit ``"problem"`` object in the file (our own
+    recordings write one), else Kernel Tuner's ``problem_size`` as size_x/size_y/size_z."""
+    explicit = read_json_tolerant(landscape.path).get("problem") if _has_explicit_problem(landscape) else None
+    return dict(explicit) if isinstance(explicit, Mapping) else problem_of(landscape)
+
+
+def _has_explicit_problem(landscape: Landscape) -> bool:
+    return landscape.path.parent.name == "landscapes"  # kernels/<name>/landscapes/: our own recordings
+
+
+def _problem_json(problem: Mapping[str, Any]) -> str:
+    return json.dumps(dict(problem), sort_keys=True)

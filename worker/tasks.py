@@ -1,0 +1,106 @@
+"""Celery side of a GPU worker: one process per GPU, solo pool, queue gpu.<model-slug>.
+
+Start with ``kernelfarm worker`` (it derives the queue from the device's real name, then runs a
+Celery worker with ``--pool solo`` so the process that owns the GPU is the one that measures; no
+CUDA context exists before that, and nothing forks after it).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from typing import Any
+
+from celery.signals import worker_ready, worker_shutdown
+
+from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, TUNER_QUEUE, make_celery
+from core.db import session_scope
+from core.gpu import queue_for
+from core.settings import get_settings
+from core.store import workers as worker_store
+from worker import runner
+from worker.backend_factory import make_backend
+from worker.backends.base import Backend
+
+logger = logging.getLogger(__name__)
+settings = get_settings()
+app = make_celery(settings)
+
+
+class _WorkerState:
+    backend: Backend | None = None
+    name: str = f"worker@{socket.gethostname()}"
+    gpu_uuid: str | None = None
+    stop = threading.Event()
+
+
+def _backend() -> Backend:
+    if _WorkerState.backend is None:
+        _WorkerState.backend = make_backend(settings)
+    return _WorkerState.backend
+
+
+@worker_ready.connect
+def _register(sender: Any = None, **_: Any) -> None:
+    backend = _backend()
+    identity = backend.identity()
+    _WorkerState.name = getattr(sender, "hostname", _WorkerState.name)
+    _WorkerState.gpu_uuid = identity.gpu_uuid
+    with session_scope() as session:
+        worker_store.register_worker(
+            session,
+            worker_store.WorkerIdentity(
+                name=_WorkerState.name,
+                hostname=socket.gethostname(),
+                backend=backend.name,
+                gpu_model=identity.gpu_model,
+                gpu_name=identity.gpu_name,
+                queue=queue_for(identity.gpu_model),
+                gpu_uuid=identity.gpu_uuid,
+                compute_capability=identity.compute_capability,
+                driver_version=identity.driver_version,
+                cuda_version=identity.cuda_version,
+            ),
+        )
+    threading.Thread(target=_heartbeat_loop, name="worker-heartbeat", daemon=True).start()
+    logger.info("worker %s registered for %s (%s backend)", _WorkerState.name, identity.gpu_model, backend.name)
+
+
+def _heartbeat_loop() -> None:
+    while not _WorkerState.stop.wait(settings.heartbeat_seconds):
+        try:
+            with session_scope() as session:
+                worker_store.heartbeat_worker(session, _WorkerState.name)
+        except Exception:
+            logger.warning("worker heartbeat failed; retrying", exc_info=True)
+
+
+@worker_shutdown.connect
+def _unregister(**_: Any) -> None:
+    _WorkerState.stop.set()
+    try:
+        with session_scope() as session:
+            worker_store.stop_worker(session, _WorkerState.name)
+    except Exception:
+        logger.warning("could not mark worker stopped", exc_info=True)
+    if _WorkerState.backend is not None:
+        _WorkerState.backend.close()
+
+
+def _request_next_step(job_id: uuid.UUID) -> None:
+    app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE)
+
+
+@app.task(name=EVALUATE_TASK, acks_late=True, reject_on_worker_lost=True)
+def evaluate(trial_id: int) -> str:
+    outcome = runner.evaluate(
+        trial_id,
+        _backend(),
+        _WorkerState.name,
+        _WorkerState.gpu_uuid,
+        settings.heartbeat_seconds,
+        _request_next_step,
+    )
+    return outcome.status
