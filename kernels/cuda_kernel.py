@@ -1,7 +1,9 @@
 """The CUDA side of a kernel spec: how the cuda backend compiles, launches and checks it.
 
 Each CUDA kernel folder implements this class next to its ``.cu`` template. The worker's cuda
-backend only talks to this interface, so adding a kernel never touches the worker.
+backend only talks to this interface, so adding a kernel never touches the worker. Methods that
+touch arrays run inside the measuring child process (CuPy on the current device); ``defines``,
+``launch``, ``flops`` and ``bytes_moved`` are pure and run anywhere.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ class Launch:
     block: tuple[int, int, int]
     shared_bytes: int = 0
 
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
 
 class CudaKernel(ABC):
     """Args of every method: ``config`` is one point of the spec's search space, ``problem`` the
     normalized problem dict. Arrays are CuPy arrays on the current device."""
 
-    #: name of the ``extern "C" __global__`` function in the template
+    #: name of the ``extern "C" __global__`` function in the template; starts with ``kf_`` so the
+    #: profiler can select the farm's kernels and skip the input generators' kernels
     entry: str
+    #: compile for the architecture-specific target (``sm_90a``: wgmma, setmaxnreg)
+    arch_specific: bool = False
 
     @abstractmethod
     def defines(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, int | str]:
@@ -61,3 +70,7 @@ class CudaKernel(ABC):
     @abstractmethod
     def bytes_moved(self, problem: Mapping[str, Any]) -> float:
         """Minimum DRAM bytes one launch must move (for the roofline)."""
+
+    def peak_kind(self, problem: Mapping[str, Any]) -> str:
+        """Which compute ceiling applies: ``"fp32"`` (FFMA) or ``"tensor"`` (bf16/fp16 MMA)."""
+        return "fp32"

@@ -1,0 +1,120 @@
+"""The real pipeline on a GPU: faults become typed failures and the next trial succeeds; real
+kernels verify, time, carry roofline and provenance; ncu profiles a batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.states import FailureKind
+from kernels.faultinject.kernel import MODES
+from worker.backends.base import MeasureRequest
+
+pytestmark = pytest.mark.gpu
+
+
+def fault(mode: str, seed: int = 1) -> MeasureRequest:
+    return MeasureRequest("faultinject", {"n": 1 << 20}, {"MODE": MODES[mode]}, profile=False, seed=seed)
+
+
+def test_identity(backend: Any) -> None:
+    ident = backend.identity()
+    assert ident.gpu_uuid and ident.compute_capability and ident.driver_version
+    assert ident.gpu_model == ident.gpu_name.lower().replace(" ", "-") or ident.gpu_model
+
+
+@pytest.mark.parametrize(
+    "mode,kind",
+    [
+        ("compile", FailureKind.COMPILE),
+        ("launch", FailureKind.LAUNCH),
+        ("crash", FailureKind.CRASH),
+        ("timeout", FailureKind.TIMEOUT),
+        ("wrong_result", FailureKind.WRONG_RESULT),
+    ],
+)
+def test_fault_is_typed_and_next_trial_succeeds(backend: Any, mode: str, kind: FailureKind) -> None:
+    if mode == "timeout":
+        backend.options = type(backend.options)(**{**backend.options.__dict__, "timeout_s": 5.0})
+    try:
+        failed = backend.measure(fault(mode))
+    finally:
+        backend.options = type(backend.options)(**{**backend.options.__dict__, "timeout_s": 20.0})
+    assert failed.failure == kind, failed.failure_message
+    assert failed.failure_message
+    assert failed.provenance["gpu_uuid"]
+    ok = backend.measure(fault("ok", seed=2))
+    assert ok.failure is None, ok.failure_message
+    assert ok.verified and ok.timing is not None and len(ok.timing.times_ms) >= 10
+
+
+def test_constraint_violation_is_typed(backend: Any) -> None:
+    m = backend.measure(
+        MeasureRequest(
+            "layernorm",
+            {"M": 64, "N": 4096, "dtype": "float32"},
+            {"THREADS": 32, "ROWS": 2, "VEC": 4, "KEEP": 0, "LOAD_CS": 0, "STORE_CS": 0},
+            profile=False,
+            seed=1,
+        )
+    )
+    assert m.failure == FailureKind.CONSTRAINT
+
+
+@pytest.mark.parametrize(
+    "kernel,problem",
+    [
+        ("layernorm", {"M": 1000, "N": 4096, "dtype": "float32"}),
+        ("layernorm", {"M": 1000, "N": 4096, "dtype": "bfloat16"}),
+        ("softmax", {"M": 1000, "N": 2048, "dtype": "float32"}),
+        ("softmax", {"M": 1000, "N": 2048, "dtype": "bfloat16"}),
+        ("matmul_fp32", {"M": 512, "N": 256, "K": 384}),
+    ],
+)
+def test_real_kernels_verify_across_the_space(backend: Any, kernel: str, problem: dict) -> None:
+    from kernels.registry import get_kernel
+
+    spec = get_kernel(kernel)
+    configs = spec.space.valid_configs(problem)
+    step = max(1, len(configs) // 6)
+    requests = [MeasureRequest(kernel, problem, c, profile=False, seed=7) for c in configs[::step][:6]]
+    for m in backend.measure_many(requests):
+        assert m.failure is None, m.failure_message
+        assert m.verified and m.timing is not None
+        assert m.metrics["bound"] in {"memory", "compute"}
+        assert m.metrics["achieved_bytes_per_s"] > 0
+        for key in (
+            "gpu_uuid",
+            "compute_capability",
+            "driver_version",
+            "nvrtc_version",
+            "compile_options",
+            "source_hash",
+            "clocks_before",
+        ):
+            assert m.provenance.get(key), key
+
+
+def test_profile_batch_collects_metrics(backend: Any) -> None:
+    problem = {"M": 2048, "N": 4096, "dtype": "float32"}
+    from kernels.registry import get_kernel
+
+    configs = get_kernel("softmax").space.valid_configs(problem)[:3]
+    requests = [MeasureRequest("softmax", problem, c, profile=True, seed=3) for c in configs]
+    for m in backend.measure_many(requests):
+        assert m.verified, m.failure_message
+        assert "profile_error" not in m.metrics, m.metrics.get("profile_error")
+        for key in (
+            "ncu_duration_ns",
+            "achieved_occupancy_pct",
+            "dram_throughput_pct",
+            "l2_hit_rate_pct",
+            "registers_per_thread",
+            "static_shared_mem_per_block",
+            "ncu_wall_s",
+        ):
+            assert m.metrics.get(key) is not None, key
+        # ncu's duration agrees with the event timing within a generous margin
+        assert m.timing is not None
+        assert 0.3 < m.metrics["ncu_duration_ns"] * 1e-6 / m.timing.median_ms < 3.0

@@ -1,0 +1,299 @@
+"""The real-GPU backend: compile ahead (NVRTC process pool), measure in an isolated child
+(verify, time), profile with Nsight Compute in batches, and attach roofline and provenance.
+
+Construct one per GPU worker process; the process itself never creates a CUDA context::
+
+    backend = CudaBackend()                      # device 0 of CUDA_VISIBLE_DEVICES
+    backend.prepare(upcoming_requests)           # optional: compile them on the CPU cores now
+    measurement = backend.measure(request)       # request.profile -> ncu profile of this trial
+    measurements = backend.measure_many(requests)  # profiled ones share one ncu process
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.gpu import model_slug
+from core.measurement import Measurement, TimingStats
+from core.states import FailureKind
+from kernels.spec import KernelSpec
+from worker.backends.base import Backend, DeviceIdentity, MeasureRequest
+from worker.cuda import device as nvml
+from worker.cuda.bench import BenchPolicy
+from worker.cuda.compiler import CompileJob, CompilePool, CompileResult, nvrtc_version
+from worker.cuda.isolation import MeasuringChild
+from worker.cuda.profile import ProfileTarget, profile_batch
+from worker.cuda.roofline import Ceilings, classify
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CudaBackendOptions:
+    device_ordinal: int = 0
+    cache_dir: Path | None = None  # cubins and measured ceilings; default $TMPDIR/kernelfarm-cuda
+    compile_workers: int | None = None  # default: CPU cores - 1
+    policy: BenchPolicy = field(default_factory=BenchPolicy)
+    timeout_s: float = 60.0  # per measurement (verify + timing), after which the kernel counts as hung
+    profile_timeout_s: float = 600.0
+    roofline: bool = True  # measure the GPU's ceilings once (cached on disk per GPU UUID)
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def __init__(
+        self,
+        options: CudaBackendOptions | None = None,
+        specs: Mapping[str, KernelSpec] | None = None,
+        spec_refs: Mapping[str, str] | None = None,
+    ) -> None:
+        """
+        Args:
+            options: device, caches, timing policy, deadlines.
+            specs: kernels by name; default: the registry. Kernels outside the registry (the
+                tests' fault kernel) need ``spec_refs`` too, so the child can import them.
+            spec_refs: kernel name -> "module:ATTR" of its KernelSpec, for the child processes.
+        """
+        self.options = options or CudaBackendOptions()
+        self._specs = dict(specs) if specs is not None else None
+        self._refs = dict(spec_refs or {})
+        cache = self.options.cache_dir or Path(tempfile.gettempdir()) / "kernelfarm-cuda"
+        self.cache_dir = Path(cache)
+        self.device = nvml.query_device(self.options.device_ordinal)
+        self.nvrtc_version = nvrtc_version()
+        self._pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers)
+        self._child = MeasuringChild(self.options.device_ordinal, self._refs)
+        self._ceilings: Ceilings | None = None
+
+    # ------------------------------------------------------------------ identity
+    def identity(self) -> DeviceIdentity:
+        d = self.device
+        return DeviceIdentity(
+            gpu_name=d.name,
+            gpu_model=model_slug(d.name),
+            gpu_uuid=d.uuid,
+            compute_capability=d.compute_capability,
+            driver_version=d.driver_version,
+            cuda_version=d.cuda_driver_version,
+            extra={
+                "nvrtc_version": self.nvrtc_version,
+                "memory_bytes": d.memory_bytes,
+                "max_sm_clock_mhz": d.max_sm_clock_mhz,
+                "max_mem_clock_mhz": d.max_mem_clock_mhz,
+            },
+        )
+
+    # ------------------------------------------------------------------ compile
+    def spec(self, name: str) -> KernelSpec:
+        if self._specs is not None and name in self._specs:
+            return self._specs[name]
+        from kernels.registry import get_kernel
+
+        return get_kernel(name)
+
+    def compile_job(self, request: MeasureRequest) -> CompileJob:
+        spec = self.spec(request.kernel_name)
+        assert spec.cuda is not None
+        defines = spec.cuda.defines(request.config, request.problem)
+        return CompileJob(
+            source=spec.source_text,
+            defines=tuple((k, str(v)) for k, v in defines.items()),
+            arch=nvml.arch_for(self.device.compute_capability, spec.cuda.arch_specific),
+        )
+
+    def prepare(self, requests: list[MeasureRequest]) -> None:
+        """Compile ahead on the CPU cores; measure() then finds the cubins ready."""
+        for request in requests:
+            if self._valid(request) is None:
+                self._pool.submit(self.compile_job(request))
+
+    def compile(self, request: MeasureRequest) -> Future[CompileResult]:
+        return self._pool.submit(self.compile_job(request))
+
+    # ------------------------------------------------------------------ measure
+    def measure(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None = None) -> Measurement:
+        return self.measure_many([request], keep_alive)[0]
+
+    def measure_many(
+        self, requests: Sequence[MeasureRequest], keep_alive: Callable[[], bool] | None = None
+    ) -> list[Measurement]:
+        """Measure in order (compiling all of them ahead), then profile the verified ones whose
+        request asks for it in one ncu process."""
+        self.prepare(list(requests))
+        results = [self._measure_one(r, keep_alive) for r in requests]
+        wanted = [
+            i for i, (r, m) in enumerate(zip(requests, results, strict=True)) if r.profile and m.verified
+        ]
+        if wanted:
+            profiled = self.profile([requests[i] for i in wanted])
+            for i, metrics in zip(wanted, profiled, strict=True):
+                m = results[i]
+                results[i] = Measurement(
+                    timing=m.timing, verified=True, metrics={**m.metrics, **metrics}, provenance=m.provenance
+                )
+        return results
+
+    def _valid(self, request: MeasureRequest) -> str | None:
+        try:
+            spec = self.spec(request.kernel_name)
+        except Exception as exc:
+            return str(exc)
+        if spec.cuda is None:
+            return f"{spec.name} has no CUDA implementation"
+        if not spec.space.contains(request.config, request.problem):
+            return f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
+        return None
+
+    def _measure_one(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None) -> Measurement:
+        invalid = self._valid(request)
+        base = self._provenance(request)
+        if invalid is not None:
+            return Measurement.failed(FailureKind.CONSTRAINT, invalid, provenance=base)
+        job = self.compile_job(request)
+        compiled = self._pool.result(job)
+        self._pool.forget(job)
+        base |= {
+            "compile_options": list(job.options),
+            "cubin_key": job.key,
+            "nvrtc_version": compiled.nvrtc_version,
+        }
+        compile_metrics = {
+            "compile_s": compiled.seconds,
+            "compile_cached": compiled.cached,
+            **{f"ptxas_{k}": v for k, v in compiled.resources.items()},
+        }
+        if not compiled.ok:
+            return Measurement.failed(
+                FailureKind.COMPILE, compiled.log, metrics=compile_metrics, provenance=base
+            )
+        clocks_before = nvml.read_clocks(self.device.index)
+        started = time.perf_counter()
+        reply = self._child.ask(
+            {
+                "op": "measure",
+                "kernel": request.kernel_name,
+                "problem": dict(request.problem),
+                "config": dict(request.config),
+                "seed": request.seed,
+                "cubin": compiled.cubin_path,
+                "policy": asdict(self.options.policy),
+            },
+            self.options.timeout_s,
+            keep_alive,
+        )
+        wall = time.perf_counter() - started
+        provenance = base | {
+            "clocks_before": clocks_before,
+            "clocks_after": nvml.read_clocks(self.device.index),
+            **self._child.environment,
+        }
+        metrics = compile_metrics | {
+            "measure_wall_s": wall,
+            "gpu_s": reply.get("gpu_s", 0.0),
+            **{k: v for k, v in reply.get("resources", {}).items()},
+        }
+        if "rel_error" in reply:
+            metrics["rel_error"] = reply["rel_error"]
+        if reply.get("status") != "ok":
+            kind = FailureKind(reply.get("kind", FailureKind.CRASH.value))
+            return Measurement.failed(
+                kind, str(reply.get("message", "")), metrics=metrics, provenance=provenance
+            )
+        timing = TimingStats.from_times(reply["times_ms"])
+        metrics |= self._roofline(request, timing)
+        return Measurement(timing=timing, verified=True, metrics=metrics, provenance=provenance)
+
+    def _provenance(self, request: MeasureRequest) -> dict[str, Any]:
+        d = self.device
+        out: dict[str, Any] = {
+            "backend": self.name,
+            "gpu_name": d.name,
+            "gpu_uuid": d.uuid,
+            "compute_capability": d.compute_capability,
+            "driver_version": d.driver_version,
+            "cuda_driver_version": d.cuda_driver_version,
+            "nvrtc_version": self.nvrtc_version,
+            "seed": request.seed,
+            "bench_policy": asdict(self.options.policy),
+        }
+        with contextlib.suppress(Exception):  # an unknown kernel is reported by the constraint check
+            out["source_hash"] = self.spec(request.kernel_name).source_hash
+        return out
+
+    # ------------------------------------------------------------------ roofline
+    def ceilings(self) -> Ceilings | None:
+        if self._ceilings is not None or not self.options.roofline:
+            return self._ceilings
+        path = self.cache_dir / f"ceilings-{self.device.uuid}.json"
+        if path.is_file():
+            self._ceilings = Ceilings(**json.loads(path.read_text()))
+            return self._ceilings
+        reply = self._child.ask({"op": "ceilings"}, 300.0)
+        if reply.get("status") != "ok":
+            logger.warning("ceilings not measured: %s", reply.get("message"))
+            return None
+        self._ceilings = Ceilings(**reply["ceilings"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self._ceilings)))
+        logger.info("measured ceilings of %s: %s", self.device.name, self._ceilings)
+        return self._ceilings
+
+    def _roofline(self, request: MeasureRequest, timing: TimingStats) -> dict[str, Any]:
+        ceilings = self.ceilings()
+        spec = self.spec(request.kernel_name)
+        assert spec.cuda is not None
+        flops, moved = spec.cuda.flops(request.problem), spec.cuda.bytes_moved(request.problem)
+        if ceilings is None:
+            return {"flops": flops, "bytes": moved}
+        return {
+            "flops": flops,
+            "bytes": moved,
+            **classify(flops, moved, timing.median_ms * 1e-3, ceilings, spec.cuda.peak_kind(request.problem)),
+        }
+
+    # ------------------------------------------------------------------ profile
+    def profile(self, requests: Sequence[MeasureRequest]) -> list[dict[str, Any]]:
+        """One ncu process for all ``requests`` (their cubins must be compiled). Each result holds
+        the ncu metrics, or ``profile_error`` when the profiler failed for it."""
+        targets = []
+        for request in requests:
+            compiled = self._pool.result(self.compile_job(request))
+            targets.append(
+                ProfileTarget(
+                    request.kernel_name,
+                    dict(request.problem),
+                    dict(request.config),
+                    compiled.cubin_path or "",
+                    request.seed,
+                )
+            )
+        batch = profile_batch(
+            targets, self._refs, self.options.device_ordinal, self.options.profile_timeout_s
+        )
+        share = batch.wall_s / max(1, len(requests))
+        out = []
+        for metrics in batch.metrics:
+            if metrics is None:
+                out.append({"profile_error": batch.error or "not profiled", "ncu_wall_s": share})
+            else:
+                out.append({**metrics, "ncu_wall_s": share, "ncu_batch_size": len(requests)})
+        return out
+
+    def close(self) -> None:
+        self._child.close()
+        self._pool.close()
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("KERNELFARM_CUDA_CACHE", Path(tempfile.gettempdir()) / "kernelfarm-cuda"))

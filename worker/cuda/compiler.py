@@ -1,0 +1,147 @@
+"""NVRTC compilation to cubin, in a pool of processes, with a disk cache.
+
+Why a process pool: NVRTC of an unrolled kernel takes 0.1-7 s of one CPU core; compiling the next
+candidates on the other cores while the GPU measures the current one keeps the GPU busy. Compiling
+needs no CUDA context, so the pool's processes never touch the GPU. The cubin lands in a
+content-addressed cache directory; the measuring child loads it with ``cupy.RawModule(path=...)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import multiprocessing
+import os
+import re
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_REGS = re.compile(r"Used (\d+) registers")
+_SPILL = re.compile(r"(\d+) bytes spill stores")
+_STACK = re.compile(r"(\d+) bytes stack frame")
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """Everything the cubin depends on; its hash is the cache key."""
+
+    source: str
+    defines: tuple[tuple[str, str], ...]
+    arch: str  # "sm_90", "sm_90a", ...
+    extra_options: tuple[str, ...] = ()
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return (
+            f"--gpu-architecture={self.arch}",
+            "-std=c++17",
+            "-default-device",
+            "--ptxas-options=-v",
+            *self.extra_options,
+            *(f"-D{name}={value}" for name, value in self.defines),
+        )
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256(self.source.encode())
+        digest.update("\0".join(self.options).encode())
+        return digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    key: str
+    cubin_path: str | None  # None: compilation failed
+    log: str
+    seconds: float  # NVRTC wall time (0 for a cache hit)
+    cached: bool
+    nvrtc_version: str
+    resources: dict[str, int] = field(default_factory=dict)  # registers, spill bytes, stack bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.cubin_path is not None
+
+
+def parse_ptxas(log: str) -> dict[str, int]:
+    """Registers, spill stores and stack frame from ptxas' verbose report."""
+    out: dict[str, int] = {}
+    for name, pattern in (("registers", _REGS), ("spill_bytes", _SPILL), ("stack_bytes", _STACK)):
+        found = pattern.findall(log)
+        if found:
+            out[name] = max(int(v) for v in found)
+    return out
+
+
+def nvrtc_version() -> str:
+    from cupy_backends.cuda.libs import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    return f"{major}.{minor}"
+
+
+def compile_job(job: CompileJob, cache_dir: str) -> CompileResult:
+    """Compile one job to a cubin in ``cache_dir`` (or find it there). Never raises for a bad
+    kernel: a compile error is a result with ``cubin_path=None`` and NVRTC's log."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    version = nvrtc_version()
+    path = Path(cache_dir) / f"{job.key}.cubin"
+    log_path = path.with_suffix(".log")
+    if path.is_file():
+        log = log_path.read_text() if log_path.is_file() else ""
+        return CompileResult(job.key, str(path), log, 0.0, True, version, parse_ptxas(log))
+    start = time.perf_counter()
+    program = nvrtc.createProgram(job.source, f"kf_{job.key[:8]}.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, list(job.options))
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(program)
+            return CompileResult(job.key, None, f"{exc}\n{log}", time.perf_counter() - start, False, version)
+        log = nvrtc.getProgramLog(program)
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    seconds = time.perf_counter() - start
+    # Write-then-rename: a concurrent reader never sees half a cubin.
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(cubin)
+    log_path.write_text(log)
+    tmp.replace(path)
+    return CompileResult(job.key, str(path), log, seconds, False, version, parse_ptxas(log))
+
+
+class CompilePool:
+    """Compile jobs ahead on ``workers`` processes; ``submit`` de-duplicates by cache key."""
+
+    def __init__(self, cache_dir: Path, workers: int | None = None) -> None:
+        self.cache_dir = Path(cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
+        # spawn: the pool's processes must never inherit a CUDA context (or a lock held at fork).
+        context = multiprocessing.get_context("spawn")
+        self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        self._futures: dict[str, Future[CompileResult]] = {}
+
+    def submit(self, job: CompileJob) -> Future[CompileResult]:
+        future = self._futures.get(job.key)
+        if future is None:
+            future = self._executor.submit(compile_job, job, str(self.cache_dir))
+            self._futures[job.key] = future
+        return future
+
+    def result(self, job: CompileJob) -> CompileResult:
+        result = self.submit(job).result()
+        # Keep finished futures small: the cubin is on disk, the future holds only paths and logs.
+        return result
+
+    def forget(self, job: CompileJob) -> None:
+        self._futures.pop(job.key, None)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

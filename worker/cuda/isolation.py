@@ -1,0 +1,142 @@
+"""Parent side of the measuring child: start, ask, wait with a deadline, replace after a fault.
+
+The worker process never holds a CUDA context. Every measurement happens in one long-lived spawned
+child; a kernel that poisons the context makes the child exit after replying, and a kernel that
+hangs is killed at the deadline. Either way the next request gets a fresh child (about a second:
+interpreter, CuPy import, context creation), and the worker itself carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from core.states import FailureKind
+from worker.cuda import child
+
+logger = logging.getLogger(__name__)
+
+
+class ChildGone(Exception):
+    """The child died without replying (a crash inside the driver, the OOM killer, ...)."""
+
+
+class MeasuringChild:
+    def __init__(
+        self, device_ordinal: int = 0, refs: Mapping[str, str] | None = None, start_timeout_s: float = 120.0
+    ) -> None:
+        self.device_ordinal = device_ordinal
+        self.refs = dict(refs or {})
+        self.start_timeout_s = start_timeout_s
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
+        self.environment: dict[str, Any] = {}
+        self.restarts = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        parent, child_end = context.Pipe()
+        process = context.Process(
+            target=child.serve,
+            args=(child_end, self.device_ordinal, self.refs),
+            daemon=True,
+            name=f"kernelfarm-measure-{self.device_ordinal}",
+        )
+        process.start()
+        child_end.close()
+        if not parent.poll(self.start_timeout_s):
+            process.kill()
+            raise ChildGone(f"measuring child did not start within {self.start_timeout_s} s")
+        hello = parent.recv()
+        self.environment = hello.get("environment", {})
+        self._process, self._conn = process, parent
+        logger.info("measuring child %s started on device %d", process.pid, self.device_ordinal)
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+            self._process.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._process, self._conn = None, None
+
+    def close(self) -> None:
+        if self._conn is not None and self._process is not None and self._process.is_alive():
+            try:
+                self._conn.send({"op": "stop"})
+                self._process.join(5)
+            except (OSError, EOFError):
+                pass
+        self._kill()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    # ------------------------------------------------------------------ requests
+    def ask(
+        self, message: Mapping[str, Any], timeout_s: float, keep_alive: Callable[[], bool] | None = None
+    ) -> dict[str, Any]:
+        """Send one request and wait for the reply.
+
+        Returns:
+            The child's reply; a TIMEOUT failure when the deadline passed (the child is killed);
+            a CRASH failure when the child died without replying.
+        """
+        if self._process is None or not self._process.is_alive():
+            if self._process is not None:
+                self.restarts += 1
+            self._kill()
+            self._start()
+        assert self._conn is not None and self._process is not None
+        self._conn.send(dict(message))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill()
+                return {
+                    "status": "failure",
+                    "kind": FailureKind.TIMEOUT.value,
+                    "message": f"no result within {timeout_s:.1f} s: kernel hung or ran too long; child killed",
+                }
+            try:
+                ready = self._conn.poll(min(1.0, remaining))
+            except (OSError, EOFError):
+                ready = True
+            if ready:
+                try:
+                    reply: dict[str, Any] = self._conn.recv()
+                except (EOFError, OSError):
+                    code = self._process.exitcode if self._process else None
+                    self._kill()
+                    return {
+                        "status": "failure",
+                        "kind": FailureKind.CRASH.value,
+                        "message": f"measuring child died without a reply (exit code {code})",
+                    }
+                if reply.get("poisoned"):
+                    self._kill()
+                return reply
+            if not self._process.is_alive():
+                code = self._process.exitcode
+                self._kill()
+                return {
+                    "status": "failure",
+                    "kind": FailureKind.CRASH.value,
+                    "message": f"measuring child died without a reply (exit code {code})",
+                }
+            if keep_alive is not None and not keep_alive():
+                # The lease is gone: the result would be discarded. Stop the work now.
+                self._kill()
+                return {
+                    "status": "failure",
+                    "kind": FailureKind.CRASH.value,
+                    "message": "lease lost; measurement abandoned",
+                }

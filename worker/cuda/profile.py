@@ -1,0 +1,199 @@
+"""Nsight Compute in a separate process, one process for a batch of candidates.
+
+ncu's start-up costs seconds per profiled process, so candidates are profiled in batches: one
+``ncu`` run launches each candidate once (``worker.cuda.profile_target``), restricted to the farm's
+kernels (names start with ``kf_``), with ``--clock-control none`` (never change the GPU's clocks).
+Profiling never happens inside the timed loop.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# metric -> short name stored in Measurement.metrics
+METRICS: dict[str, str] = {
+    "gpu__time_duration.sum": "ncu_duration_ns",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
+    "launch__registers_per_thread": "registers_per_thread",
+    "launch__shared_mem_per_block_static": "static_shared_mem_per_block",
+    "launch__shared_mem_per_block_dynamic": "dynamic_shared_mem_per_block",
+    "dram__bytes_read.sum": "dram_bytes_read",
+    "dram__bytes_write.sum": "dram_bytes_write",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+}
+_SCALE = {
+    "nsecond": 1.0,
+    "usecond": 1e3,
+    "msecond": 1e6,
+    "second": 1e9,
+    "byte": 1.0,
+    "kbyte": 1e3,
+    "mbyte": 1e6,
+    "gbyte": 1e9,
+}
+
+
+@dataclass(frozen=True)
+class ProfileTarget:
+    """One candidate to profile: what the profile target needs to launch it once."""
+
+    kernel: str
+    problem: Mapping[str, Any]
+    config: Mapping[str, Any]
+    cubin: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class ProfileBatchResult:
+    metrics: list[dict[str, Any] | None]  # per target, None when it was not profiled
+    wall_s: float
+    error: str | None = None
+
+
+def find_ncu() -> str | None:
+    return shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
+
+
+def ncu_command(ncu: str, report: str, job: str, metrics: Sequence[str]) -> list[str]:
+    return [
+        ncu,
+        "--clock-control",
+        "none",
+        "--csv",
+        "--page",
+        "raw",
+        "--print-units",
+        "base",
+        "--kernel-name",
+        "regex:^kf_",
+        "--metrics",
+        ",".join(metrics),
+        "--log-file",
+        report,
+        sys.executable,
+        "-m",
+        "worker.cuda.profile_target",
+        job,
+    ]
+
+
+def profile_batch(
+    targets: Sequence[ProfileTarget],
+    refs: Mapping[str, str] | None = None,
+    device_ordinal: int = 0,
+    timeout_s: float = 600.0,
+    metrics: Sequence[str] = tuple(METRICS),
+) -> ProfileBatchResult:
+    """Profile ``targets`` in one ncu process. Never raises for a profiler problem: the error is
+    returned and the trials keep their timings without a profile."""
+    start = time.perf_counter()
+    ncu = find_ncu()
+    if ncu is None:
+        return ProfileBatchResult([None] * len(targets), 0.0, "ncu not found")
+    with tempfile.TemporaryDirectory(prefix="kf-ncu-") as tmp:
+        job = Path(tmp) / "job.json"
+        done = Path(tmp) / "launched.json"
+        report = Path(tmp) / "report.csv"
+        job.write_text(
+            json.dumps(
+                {
+                    "targets": [
+                        t.__dict__ | {"problem": dict(t.problem), "config": dict(t.config)} for t in targets
+                    ],
+                    "refs": dict(refs or {}),
+                    "device": device_ordinal,
+                    "launched": str(done),
+                }
+            )
+        )
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")])
+        )
+        try:
+            proc = subprocess.run(
+                ncu_command(ncu, str(report), str(job), list(metrics)),
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return ProfileBatchResult([None] * len(targets), time.perf_counter() - start, "ncu timed out")
+        launched: list[int] = json.loads(done.read_text()) if done.is_file() else []
+        text = report.read_text() if report.is_file() else ""
+        rows = parse_ncu_csv(text)
+        error = None
+        if proc.returncode != 0 or len(rows) != len(launched):
+            error = (
+                f"ncu exit {proc.returncode}; {len(rows)} profiled kernels for {len(launched)} launches; "
+                f"{(proc.stderr or proc.stdout)[-1500:]} {text[-500:] if not rows else ''}"
+            )
+            logger.warning("ncu batch: %s", error)
+    out: list[dict[str, Any] | None] = [None] * len(targets)
+    for index, row in zip(launched, rows, strict=False):
+        out[index] = row
+    return ProfileBatchResult(out, time.perf_counter() - start, error)
+
+
+def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
+    """Rows of ``ncu --csv --page raw`` (one per kernel; a units row after the header) or of the
+    long ``details`` page (one per metric); returns per kernel {short metric name: value}."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    if not lines:
+        return []
+    table = list(csv.reader(io.StringIO("\n".join(lines))))
+    header = table[0]
+    if "Metric Name" in header:
+        return _parse_long(header, table[1:])
+    units = table[1] if len(table) > 1 and not (table[1] and table[1][0].strip().isdigit()) else None
+    body = table[2:] if units else table[1:]
+    kernels = []
+    for row in body:
+        values: dict[str, Any] = {}
+        for j, column in enumerate(header):
+            if column in METRICS and j < len(row):
+                unit = units[j] if units and j < len(units) else ""
+                values[METRICS[column]] = _number(row[j], unit)
+        if "Kernel Name" in header:
+            values["kernel_name"] = row[header.index("Kernel Name")]
+        kernels.append(values)
+    return kernels
+
+
+def _parse_long(header: list[str], rows: list[list[str]]) -> list[dict[str, Any]]:
+    col = {name: header.index(name) for name in ("ID", "Metric Name", "Metric Unit", "Metric Value")}
+    by_id: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        metric = row[col["Metric Name"]]
+        entry = by_id.setdefault(row[col["ID"]], {})
+        if metric in METRICS:
+            entry[METRICS[metric]] = _number(row[col["Metric Value"]], row[col["Metric Unit"]])
+    return [by_id[k] for k in sorted(by_id, key=lambda v: int(v) if v.isdigit() else 0)]
+
+
+def _number(text: str, unit: str = "") -> float | None:
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError:
+        return None
+    return value * _SCALE.get(unit.strip().lower(), 1.0)

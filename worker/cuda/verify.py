@@ -1,0 +1,39 @@
+"""Output poisoning and the relative-error check against a reference."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# Relative error accepted per output dtype (||out - ref|| / ||ref||). fp32 kernels that sum in a
+# different order than the library land near 1e-6; bf16/fp16 outputs carry their rounding (~4e-3).
+TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "tf32": 1e-3, "float16": 1e-2, "bfloat16": 2e-2}
+
+
+def poison(array: Any) -> None:
+    """Fill with all-ones bytes: NaN for every float type, so an unwritten element fails the check."""
+    array.view("uint8").fill(0xFF)
+
+
+def relative_error(out: Any, ref: Any) -> float:
+    """||out - ref|| / ||ref|| in float64 on the device; NaN/inf anywhere gives inf."""
+    import cupy as cp
+
+    a = _as_float(out).astype(cp.float64).ravel()
+    b = _as_float(ref).astype(cp.float64).ravel()
+    if a.shape != b.shape:
+        return math.inf
+    if not bool(cp.isfinite(a).all()):
+        return math.inf
+    denominator = float(cp.linalg.norm(b))
+    error = float(cp.linalg.norm(a - b))
+    return error / denominator if denominator > 0 else error
+
+
+def _as_float(array: Any) -> Any:
+    """bf16 is stored as uint16 (CuPy has no bfloat16): widen it to float32 by a shift."""
+    import cupy as cp
+
+    if getattr(array, "_kf_bf16", False) or array.dtype == cp.uint16:
+        return (array.astype(cp.uint32) << 16).view(cp.float32)
+    return array
