@@ -1,0 +1,84 @@
+"""The README path: the CLI on the embedded stack (PostgreSQL and redis-server from the wheels),
+with DATABASE_URL / REDIS_URL unset, exactly as on a machine with no services."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelfarm.stack import StackState, _alive
+
+RTX3090 = "nvidia-geforce-rtx-3090"
+
+
+def run(state_dir: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update({"KERNELFARM_STATE_DIR": str(state_dir), "COLUMNS": "200", "OMP_NUM_THREADS": "1"})
+    return subprocess.run([sys.executable, "-m", "kernelfarm", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    state_dir = tmp_path_factory.mktemp("stack")
+    started = run(state_dir, "up", "--detach", "--workers", "2")
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield state_dir
+    finally:
+        run(state_dir, "down")
+
+
+def test_up_runs_embedded_servers(stack: Path) -> None:
+    state = StackState.load(stack)
+    assert state is not None and state.embedded_postgres and state.embedded_redis_pid
+    assert all(_alive(p.pid) for p in state.processes)
+    assert {p.name for p in state.processes} == {"api", "coordinator", "worker-0", "worker-1"}
+
+
+def test_tune_then_best_from_the_cli(stack: Path) -> None:
+    tuned = run(stack, "tune", "convolution_kernel", "--gpu", RTX3090, "--budget", "50", "--seed", "5")
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    assert "best config" in tuned.stdout and "top 10 trials" in tuned.stdout
+    best_ms = float(re.search(r"best config \(([\d.]+) ms\)", tuned.stdout).group(1))  # type: ignore[union-attr]
+
+    looked_up = run(stack, "best", "convolution_kernel", "--gpu", RTX3090, "--json")
+    assert looked_up.returncode == 0, looked_up.stderr
+    result = json.loads(looked_up.stdout)
+    assert result["match"] == "exact" and round(result["time_ms"], 4) == best_ms
+
+    for command in (["jobs"], ["workers"], ["kernels"]):
+        listed = run(stack, *command)
+        assert listed.returncode == 0, listed.stderr
+
+
+def test_tokens_from_the_cli(stack: Path) -> None:
+    created = run(stack, "token", "create", "--scope", "read", "--name", "ci-reader")
+    assert created.returncode == 0 and created.stdout.strip().startswith("kf_")
+    refused = run(stack, "token", "create", "--scope", "root")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr + refused.stdout
+
+
+def test_cli_errors_are_one_line_not_tracebacks(stack: Path) -> None:
+    bad = run(stack, "tune", "no_such_kernel", "--gpu", RTX3090, "--budget", "5")
+    assert bad.returncode == 1
+    assert "unknown kernel" in bad.stdout and "Traceback" not in bad.stdout + bad.stderr
+    missing = run(stack, "job", "00000000-0000-0000-0000-000000000000")
+    assert missing.returncode == 1 and "not found" in missing.stdout
+
+
+def test_demo_is_readme_command_one(tmp_path: Path) -> None:
+    """The demo starts its own embedded stack, completes >= 50 trials, checks best == fastest
+    completed trial, and stops everything it started."""
+    demo = run(tmp_path, "demo", "--trials", "50")
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "equals the fastest of" in demo.stdout
+    assert "50 total" in demo.stdout
+    assert StackState.load(tmp_path) is None  # stopped and cleaned up

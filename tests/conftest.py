@@ -1,0 +1,235 @@
+"""Shared fixtures: real PostgreSQL, real Redis, real Celery worker processes, the API over HTTP.
+
+Services: DATABASE_URL / REDIS_URL when set; else the servers on 127.0.0.1:5432 / :6379 when they
+answer; else the project's own embedded stack (PostgreSQL and redis-server from the wheels), so the
+suite passes on a machine with none of them. Each test session gets its own fresh database, made
+by the Alembic migrations, and its own Redis database number.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from core.db import session_scope
+from core.migrate import upgrade
+from core.store.tokens import create_token
+from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
+from kernelfarm.stack import ProcessInfo, _alive, _signal_group, spawn
+
+REPO = Path(__file__).resolve().parent.parent
+RECORDED = REPO / "kernels" / "recorded"
+CONVOLUTION = RECORDED / "convolution_RTX_3090.json.gz"
+PNPOLY = RECORDED / "pnpoly_RTX_3090.json.gz"
+RTX3090 = "nvidia-geforce-rtx-3090"
+
+# Fast clocks so failure handling is observable in seconds.
+FAST_TIMINGS = {
+    "KERNELFARM_HEARTBEAT_SECONDS": "0.5",
+    "KERNELFARM_LEASE_SECONDS": "4",
+    "KERNELFARM_WORKER_TTL_SECONDS": "4",
+    "KERNELFARM_REAP_INTERVAL_SECONDS": "1",
+    "KERNELFARM_REDISPATCH_AFTER_SECONDS": "8",
+}
+
+
+@dataclass(frozen=True)
+class Services:
+    server_url: str  # postgres server (maintenance database)
+    redis_base: str  # redis://host:port
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    embedded: list[object] = []
+    database = os.environ.get("DATABASE_URL")
+    if not database:
+        if port_open("127.0.0.1", 5432):
+            database = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+        else:
+            postgres = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+            postgres.start()
+            embedded.append(postgres)
+            database = postgres.url
+    redis = os.environ.get("REDIS_URL")
+    if not redis:
+        if port_open("127.0.0.1", 6379):
+            redis = "redis://127.0.0.1:6379/0"
+        else:
+            server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
+            server.start()
+            embedded.append(server)
+            redis = server.url
+    redis_base = redis.rsplit("/", 1)[0] if redis.count("/") > 2 else redis
+    yield Services(database, redis_base)
+    for item in embedded:
+        if isinstance(item, EmbeddedPostgres):
+            item.stop("immediate")
+        elif isinstance(item, EmbeddedRedis) and item.pid:
+            os.kill(item.pid, 15)
+
+
+def fresh_database(server_url: str) -> str:
+    name = f"kf_test_{secrets.token_hex(4)}"
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def database_url(services: Services) -> str:
+    url = fresh_database(services.server_url)
+    upgrade(url)
+    os.environ["DATABASE_URL"] = url  # the in-process store calls (core.db) use it too
+    from core.settings import get_settings
+
+    get_settings.cache_clear()
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url(services: Services) -> str:
+    import redis as redis_client
+
+    db = 11 + (os.getpid() % 4)
+    url = f"{services.redis_base}/{db}"
+    redis_client.Redis.from_url(url).flushdb()
+    os.environ["REDIS_URL"] = url
+    return url
+
+
+@dataclass
+class Farm:
+    """API + coordinator + workers as real processes against the test database and broker."""
+
+    database_url: str
+    redis_url: str
+    directory: Path
+    api_url: str = ""
+    processes: list[ProcessInfo] = field(default_factory=list)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(FAST_TIMINGS)
+        env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, "OMP_NUM_THREADS": "1"})
+        env.update(extra)
+        return env
+
+    def start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:
+        info = spawn(name, argv, self.env(**env), self.directory / "logs")
+        self.processes.append(info)
+        return info
+
+    def start_api(self) -> None:
+        port = free_port()
+        self.api_url = f"http://127.0.0.1:{port}"
+        self.start("api", [sys.executable, "-m", "kernelfarm", "serve-api", "--port", str(port)])
+        wait_for(lambda: _ready(self.api_url), 30, "API")
+
+    def start_coordinator(self, name: str = "coordinator") -> ProcessInfo:
+        return self.start(name, [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", "2",
+                                 "--schedule", str(self.directory / f"{name}-schedule")])  # fmt: skip
+
+    def start_worker(self, name: str, *landscapes: Path, sleep_ms: float = 0.0) -> ProcessInfo:
+        argv = [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
+                "--sleep-ms", str(sleep_ms)]  # fmt: skip
+        for path in landscapes or (CONVOLUTION, PNPOLY):
+            argv += ["--landscape", str(path)]
+        return self.start(name, argv)
+
+    def stop(self, info: ProcessInfo, sig: int = 15) -> None:
+        _signal_group(info.pid, sig)  # type: ignore[arg-type]
+        wait_for(lambda: not _alive(info.pid), 20, f"{info.name} to stop")
+
+    def stop_all(self) -> None:
+        for info in reversed(self.processes):
+            if _alive(info.pid):
+                _signal_group(info.pid, 15)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 15
+        for info in self.processes:
+            while _alive(info.pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _alive(info.pid):
+                _signal_group(info.pid, 9)  # type: ignore[arg-type]
+
+    def log(self, name: str) -> str:
+        path = self.directory / "logs" / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _ready(api_url: str) -> bool:
+    try:
+        return httpx.get(f"{api_url}/ready", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def make_token(database_url: str, *scopes: str, name: str = "test") -> str:
+    with session_scope(database_url) as session:
+        return create_token(session, name, list(scopes))
+
+
+def live_worker_count(database_url: str, model: str | None = None) -> int:
+    from core.store.workers import live_workers
+
+    with session_scope(database_url) as session:
+        return len(live_workers(session, 4.0, model))
+
+
+@pytest.fixture(scope="module")
+def farm(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    """A running farm: API, coordinator and two replay workers of the RTX 3090 recordings."""
+    farm = Farm(database_url, redis_url, tmp_path_factory.mktemp("farm"))
+    try:
+        farm.start_api()
+        farm.start_coordinator()
+        farm.start_worker("replay-a")
+        farm.start_worker("replay-b")
+        wait_for(lambda: live_worker_count(database_url, RTX3090) >= 2, 60, "two live workers")
+        yield farm
+    finally:
+        farm.stop_all()
+        _reset_between_farms(database_url, redis_url)
+
+
+def _reset_between_farms(database_url: str, redis_url: str) -> None:
+    """Cancel what a module left unfinished and drop queued messages, so the next module's farm
+    starts from a quiet database and broker (its housekeeping would otherwise resume old jobs)."""
+    import redis as redis_client
+    from sqlalchemy import select
+
+    from core.models import Job
+    from core.store.jobs import cancel_job
+
+    with session_scope(database_url) as session:
+        unfinished = session.execute(select(Job.id).where(Job.state.in_(["queued", "running"]))).scalars().all()
+        for job_id in unfinished:
+            cancel_job(session, job_id)
+    redis_client.Redis.from_url(redis_url).flushdb()
+
+
+@pytest.fixture(scope="module")
+def admin_token(database_url: str) -> str:
+    return make_token(database_url, "admin", name="test-admin")

@@ -1,0 +1,99 @@
+"""The trial state machine on the real schema: leases, attempts, conditional writes, the reaper."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from datetime import timedelta
+
+from sqlalchemy import func, update
+
+from core.db import session_scope
+from core.measurement import Measurement, TimingStats
+from core.models import Trial
+from core.states import FailureKind, TrialState
+from core.store import jobs as job_store
+from core.store import trials as trial_store
+from core.store.kernels import ensure_kernel
+from kernels.registry import get_kernel
+
+OK = Measurement(timing=TimingStats.from_times([1.0, 2.0, 3.0]), verified=True)
+
+
+@pytest.fixture
+def job_id(database_url: str):  # type: ignore[no-untyped-def]
+    spec = get_kernel("cn_pnpoly")
+    with session_scope(database_url) as session:
+        kernel = ensure_kernel(session, spec)
+        job = job_store.create_job(
+            session,
+            job_store.NewJob(
+                kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
+                problem_key=spec.problem_key(spec.default_problem), gpu_model="nvidia-geforce-rtx-3090",
+                space={}, strategy="random", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None,
+                parallelism=2, profile="none", warm_start=False, owner="test",
+            ),
+        )  # fmt: skip
+        trial_store.add_trials(session, job, [("0,32,1,0", {"between_method": 0, "block_size_x": 32,
+                                                            "tile_size": 1, "use_method": 0})])  # fmt: skip
+        return job.id
+
+
+def trial_of(database_url: str, job_id) -> Trial:  # type: ignore[no-untyped-def]
+    with session_scope(database_url) as session:
+        return trial_store.history(session, job_id)[0]
+
+
+def test_claim_once_and_write_once(database_url: str, job_id) -> None:  # type: ignore[no-untyped-def]
+    trial = trial_of(database_url, job_id)
+    with session_scope(database_url) as session:
+        claim = trial_store.claim(session, trial.id, "w1", None)
+    assert claim is not None and claim.attempt == 1
+    with session_scope(database_url) as session:
+        assert trial_store.claim(session, trial.id, "w2", None) is None  # a duplicate delivery
+    with session_scope(database_url) as session:
+        assert trial_store.record_result(session, trial.id, 1, OK)
+    with session_scope(database_url) as session:
+        assert not trial_store.record_result(session, trial.id, 1, OK)  # finished trials never change
+        failed = Measurement.failed(FailureKind.CRASH, "late")
+        assert not trial_store.record_result(session, trial.id, 1, failed)
+    final = trial_of(database_url, job_id)
+    assert final.state == TrialState.COMPLETE and final.time_ms == 2.0 and final.times_ms == [1.0, 2.0, 3.0]
+
+
+def test_reaper_requeues_then_fails_after_the_retry_cap(database_url: str, job_id) -> None:  # type: ignore[no-untyped-def]
+    trial = trial_of(database_url, job_id)
+    for attempt in (1, 2):
+        with session_scope(database_url) as session:
+            claim = trial_store.claim(session, trial.id, f"w{attempt}", None)
+            assert claim is not None and claim.attempt == attempt
+            # the worker died: its heartbeat is old (moved back in time instead of waiting)
+            session.execute(update(Trial).where(Trial.id == trial.id).values(heartbeat_at=func.now() - timedelta(hours=1)))
+        with session_scope(database_url) as session:
+            reaped = trial_store.reap_expired_leases(session, lease_seconds=5, max_attempts=2)
+        if attempt == 1:
+            assert [r[0] for r in reaped.requeued] == [trial.id]
+            with session_scope(database_url) as session:  # the stale attempt cannot write any more
+                assert not trial_store.record_result(session, trial.id, 1, OK)
+        else:
+            assert reaped.failed == [trial.id]
+    final = trial_of(database_url, job_id)
+    assert final.state == TrialState.FAILED and final.failure_kind == FailureKind.CRASH
+    assert "not retried again" in (final.failure_message or "")
+
+
+def test_heartbeat_keeps_a_lease_and_reports_its_loss(database_url: str, job_id) -> None:  # type: ignore[no-untyped-def]
+    trial = trial_of(database_url, job_id)
+    with session_scope(database_url) as session:
+        claim = trial_store.claim(session, trial.id, "w1", None)
+    assert claim is not None
+    time.sleep(0.05)
+    with session_scope(database_url) as session:
+        assert trial_store.heartbeat(session, trial.id, claim.attempt)
+        assert not trial_store.heartbeat(session, trial.id, claim.attempt + 1)
+    with session_scope(database_url) as session:
+        job_store.cancel_job(session, job_id)
+    with session_scope(database_url) as session:
+        assert not trial_store.heartbeat(session, trial.id, claim.attempt)  # cancelled: lease gone
+        assert not trial_store.record_result(session, trial.id, claim.attempt, OK)
