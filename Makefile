@@ -1,0 +1,25 @@
+# Two commands do everything on a fresh machine (Python >= 3.11):
+#   make demo   installs kernelfarm into .venv and runs a real tuning job on the embedded stack
+#   make test   installs it (with test tools) and runs the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: demo test lint install
+
+$(BIN)/kernelfarm: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/kernelfarm
+
+demo: install
+	$(BIN)/kernelfarm demo
+
+test: install
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy api core kernels tuner worker kernelfarm
