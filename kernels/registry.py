@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from core.errors import NotFound
+from core.gpu import model_slug
+from core.landscape import load_landscape
 from kernels.recorded import recorded_specs
 from kernels.spec import KernelSpec
 
@@ -59,5 +62,15 @@ def _cuda_specs() -> list[KernelSpec]:
         spec = getattr(module, "SPEC", None)
         if not isinstance(spec, KernelSpec):
             raise RegistryError(f"kernels/{folder.name}/spec.py does not define SPEC")
-        specs.append(spec)
+        specs.append(_with_recordings(spec, folder / "landscapes"))
     return specs
+
+
+def _with_recordings(spec: KernelSpec, directory: Path) -> KernelSpec:
+    """Attach the kernel's own recorded landscapes (kernels/<name>/landscapes/): replay workers
+    can then serve it on the GPU models it was measured on, without a GPU."""
+    paths = tuple(sorted(directory.glob("*.json*"))) if directory.is_dir() else ()
+    if not paths:
+        return spec
+    models = frozenset(model_slug(load_landscape(path).device_name) for path in paths)
+    return replace(spec, recordings=paths, recorded_gpu_models=spec.recorded_gpu_models | models)

@@ -72,8 +72,9 @@ class KernelSpec:
         digest.update(self.source_text.encode())
         digest.update(json.dumps(self.space.to_dict(), sort_keys=True).encode())
         digest.update(str(self.version).encode())
-        for path in self.recordings:
-            digest.update(path.name.encode())
+        if self.source_path is None:  # replay-only: the recordings are the "source"
+            for path in self.recordings:
+                digest.update(path.name.encode())
         return digest.hexdigest()[:16]
 
     def normalize_problem(self, problem: Mapping[str, Any] | None) -> dict[str, Any]:
