@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kernels.cuda_kernel import CudaKernel
 from kernels.faultinject.kernel import SPEC as FAULT_SPEC
 from kernels.registry import all_kernels, validate
 
-CUDA_KERNELS = {
+CUDA_KERNELS: dict[str, list[dict[str, Any]]] = {
     "layernorm": [
         {"M": 8192, "N": 4096, "dtype": "float32"},
         {"M": 8192, "N": 4096, "dtype": "bfloat16"},
@@ -16,6 +18,7 @@ CUDA_KERNELS = {
     ],
     "softmax": [{"M": 8192, "N": 4096, "dtype": "float32"}, {"M": 4096, "N": 8192, "dtype": "bfloat16"}],
     "matmul_fp32": [{"M": 4096, "N": 4096, "K": 4096}, {"M": 2048, "N": 2048, "K": 2048}],
+    "matmul_bf16": [{"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 8192, "K": 8192}],
 }
 
 

@@ -1,0 +1,44 @@
+"""Library baselines, timed with the farm's own timing function in the same process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from core.measurement import TimingStats
+from worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
+
+
+def torch_baseline(kernel: str, problem: Mapping[str, Any]) -> tuple[str, Callable[[], Any]] | None:
+    """(label, launch) of the library call that does what ``kernel`` does, on fresh random data."""
+    import torch
+
+    dev = "cuda"
+    if kernel in ("layernorm", "softmax"):
+        dtype = torch.float32 if problem["dtype"] == "float32" else torch.bfloat16
+        m, n = int(problem["M"]), int(problem["N"])
+        x = (torch.rand(m, n, device=dev) * 4 - 1.5).to(dtype)
+        if kernel == "softmax":
+            return "torch.softmax (eager)", lambda: torch.softmax(x, dim=-1)
+        w = (torch.rand(n, device=dev) + 0.5).to(dtype)
+        b = (torch.rand(n, device=dev) - 0.5).to(dtype)
+        return "torch.nn.functional.layer_norm (eager)", lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
+    if kernel == "matmul_fp32":
+        torch.backends.cuda.matmul.allow_tf32 = False  # true fp32 SGEMM, as our kernel does
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        a = torch.rand(m, k, device=dev) * 2 - 1
+        bb = torch.rand(k, n, device=dev) * 2 - 1
+        return "cuBLAS SGEMM (torch.matmul, TF32 off)", lambda: torch.matmul(a, bb)
+    if kernel == "matmul_bf16":
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        a16 = (torch.rand(m, k, device=dev) * 2 - 1).to(torch.bfloat16)
+        w16 = (torch.rand(n, k, device=dev) * 2 - 1).to(torch.bfloat16)
+        return "cuBLAS bf16 (torch.matmul(A, B.T))", lambda: torch.matmul(a16, w16.T)
+    return None
+
+
+def time_library(launch: Callable[[], Any], policy: BenchPolicy) -> TimingStats:
+    import cupy as cp
+
+    flush = L2Flusher(int(cp.cuda.Device().attributes["L2CacheSize"]))
+    return time_kernel(launch, policy, flush=flush)
