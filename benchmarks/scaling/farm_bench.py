@@ -356,7 +356,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def table(results: list[RunResult]) -> str:
     header = ("| workers | jobs | strategy | trials | wall s | trials/h | busy (db) | busy (sleep) | gap p50/p90 ms "
-              "| result→step / step→claim p50 ms | advance steps | advance p50/p90 ms | ask p50 ms | trials/step | CPU cores: coord / pg / redis / "
+              "| result→step / step→claim p50 ms | advance steps | advance p50/p90 ms | ask p50 ms | trials/step "
+              "| CPU cores: coord / pg / redis / "
               "api / workers |")  # fmt: skip
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in results:
