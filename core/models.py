@@ -79,6 +79,7 @@ class Job(Base):
     budget_seconds: Mapped[float | None] = mapped_column(Float)
     parallelism: Mapped[int] = mapped_column(Integer)
     profile: Mapped[str] = mapped_column(String(16), default="all")
+    profile_top_k: Mapped[int] = mapped_column(Integer, default=5)
     warm_start: Mapped[bool] = mapped_column(default=False)
     state: Mapped[str] = mapped_column(String(16), index=True)
     status_message: Mapped[str] = mapped_column(Text, default="")
@@ -129,6 +130,23 @@ class Trial(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     job: Mapped[Job] = relationship(back_populates="trials", lazy="raise")
+
+
+class TrialProfile(Base):
+    """An Nsight Compute profile of a finished trial, taken later and in batches (ncu's start-up
+    costs seconds per process). A separate row, so the trial's own measurement never changes."""
+
+    __tablename__ = "trial_profiles"
+
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    profiled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    worker_name: Mapped[str | None] = mapped_column(String(255))
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    error: Mapped[str | None] = mapped_column(Text)
+    batch_size: Mapped[int | None] = mapped_column(Integer)
+    wall_seconds: Mapped[float | None] = mapped_column(Float)  # of the whole batch
 
 
 class ApiToken(Base):

@@ -35,6 +35,14 @@ class MeasureRequest:
     seed: int
 
 
+@dataclass(frozen=True)
+class ProfileOutcome:
+    """The profile of one request: hardware metrics, or why there are none."""
+
+    metrics: Mapping[str, Any] | None
+    error: str | None = None
+
+
 class Backend(ABC):
     name: str
 
@@ -54,6 +62,14 @@ class Backend(ABC):
         Returns:
             A Measurement: timing and metrics, or a typed failure. Provenance always filled.
         """
+
+    def profile(self, requests: list[MeasureRequest]) -> list[ProfileOutcome]:
+        """Profile already-measured configs, ideally all in one profiler process.
+
+        Returns:
+            One outcome per request, in order. Never raises for a profiler problem.
+        """
+        return [ProfileOutcome(None, f"the {self.name} backend has no profiler") for _ in requests]
 
     def prepare(self, requests: list[MeasureRequest]) -> None:  # noqa: B027 - optional hook
         """Optional: start work ahead for upcoming requests (e.g. compile them in parallel)."""
