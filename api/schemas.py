@@ -47,7 +47,12 @@ class JobCreate(BaseModel):
     parallelism: int = Field(default=4, ge=1, description="trials in flight at once")
     seed: int | None = Field(default=None, ge=0, le=2**62)
     space: SpaceRestriction | None = None
-    profile: ProfileMode = ProfileMode.ALL
+    profile: ProfileMode = Field(
+        default=ProfileMode.ALL,
+        description="Nsight Compute profiles: all (every completed trial, in batches), top_k (the k fastest "
+        "once the search is done) or none",
+    )
+    profile_top_k: int = Field(default=5, ge=1, le=100)
     warm_start: bool = False
 
     @model_validator(mode="after")
@@ -85,6 +90,7 @@ class JobPublic(BaseModel):
     parallelism: int
     seed: int
     profile: str
+    profile_top_k: int
     warm_start: bool
     state: str
     status_message: str
@@ -101,6 +107,18 @@ class Page(BaseModel, Generic[T]):
     total: int
     limit: int
     offset: int
+
+
+class ProfilePublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    requested_at: datetime
+    profiled_at: datetime | None
+    worker_name: str | None
+    metrics: dict[str, Any] | None
+    error: str | None
+    batch_size: int | None
+    wall_seconds: float | None
 
 
 class TrialPublic(BaseModel):
@@ -123,6 +141,7 @@ class TrialPublic(BaseModel):
     failure_kind: str | None
     failure_message: str | None
     provenance: dict[str, Any]
+    profile: ProfilePublic | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

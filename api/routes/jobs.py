@@ -9,10 +9,11 @@ from fastapi import APIRouter, Query, status
 
 from api import jobs_service
 from api.deps import CeleryDep, ReadToken, SessionDep, SettingsDep, SubmitToken
-from api.schemas import JobCreate, JobPublic, Page, TrialPublic
+from api.schemas import JobCreate, JobPublic, Page, ProfilePublic, TrialPublic
 from core.errors import InvalidInput, NotFound
 from core.states import JobState, TrialState
 from core.store import jobs as job_store
+from core.store import profiles as profile_store
 from core.store import trials as trial_store
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -73,9 +74,14 @@ def list_trials(
     rows, total = trial_store.list_trials(
         session, job.id, state=state.value if state else None, order=order, limit=limit, offset=offset
     )
-    return Page[TrialPublic](
-        items=[TrialPublic.model_validate(t) for t in rows], total=total, limit=limit, offset=offset
-    )
+    profiles = profile_store.profiles_of(session, [t.id for t in rows])
+    items = [
+        TrialPublic.model_validate(t).model_copy(
+            update={"profile": ProfilePublic.model_validate(profiles[t.id]) if t.id in profiles else None}
+        )
+        for t in rows
+    ]
+    return Page[TrialPublic](items=items, total=total, limit=limit, offset=offset)
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic)

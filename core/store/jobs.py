@@ -30,6 +30,7 @@ class NewJob:
     budget_seconds: float | None
     parallelism: int
     profile: str
+    profile_top_k: int
     warm_start: bool
     owner: str
 

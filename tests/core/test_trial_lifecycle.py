@@ -32,7 +32,7 @@ def job_id(database_url: str):  # type: ignore[no-untyped-def]
                 kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
                 problem_key=spec.problem_key(spec.default_problem), gpu_model="nvidia-geforce-rtx-3090",
                 space={}, strategy="random", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None,
-                parallelism=2, profile="none", warm_start=False, owner="test",
+                parallelism=2, profile="none", profile_top_k=5, warm_start=False, owner="test",
             ),
         )  # fmt: skip
         trial_store.add_trials(session, job, [("0,32,1,0", {"between_method": 0, "block_size_x": 32,
