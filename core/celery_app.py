@@ -7,6 +7,9 @@ Settings chosen for long, must-not-be-lost tasks:
   slow measurement while another GPU idles.
 - soft/hard time limits per trial, and a Redis ``visibility_timeout`` above the hard limit, so
   Redis never redelivers a task that is still legitimately running.
+- the solo pool (one process per GPU) ignores Celery's time limits, so worker/runner.py enforces
+  the same two values itself; they are kept in the Celery config for any other pool.
+:func:`check_timing_invariants` refuses settings that would break these promises.
 Postgres stays the source of truth: messages carry ids only, and duplicates are harmless.
 """
 
@@ -19,11 +22,29 @@ from core.settings import Settings, get_settings
 ADVANCE_TASK = "tuner.advance"
 HOUSEKEEPING_TASK = "tuner.housekeeping"
 EVALUATE_TASK = "worker.evaluate"
+PROFILE_TASK = "worker.profile"
 TUNER_QUEUE = "tuner"
+
+
+def check_timing_invariants(settings: Settings) -> None:
+    """Fail fast on timings that would make the farm lose or duplicate work.
+
+    Raises:
+        ValueError: soft limit >= hard limit (the soft one would never fire); visibility timeout
+            <= hard limit (Redis would hand a still-running trial to a second worker); lease <=
+            heartbeat interval (every live trial would be reaped between two heartbeats).
+    """
+    if not 0 < settings.trial_soft_time_limit < settings.trial_hard_time_limit:
+        raise ValueError("trial_soft_time_limit must be positive and below trial_hard_time_limit")
+    if settings.visibility_timeout <= settings.trial_hard_time_limit:
+        raise ValueError("visibility_timeout must exceed trial_hard_time_limit, or Redis redelivers running trials")
+    if settings.lease_seconds <= settings.heartbeat_seconds:
+        raise ValueError("lease_seconds must exceed heartbeat_seconds, or live trials get reaped")
 
 
 def make_celery(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
+    check_timing_invariants(settings)
     broker = settings.require_redis_url()
     app = Celery("kernelfarm", broker=broker, backend=None)
     app.conf.update(

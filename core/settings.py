@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     # A queued trial not claimed for this long is sent again (its message may have been lost).
     redispatch_after_seconds: float = 30.0
 
+    # Nsight Compute profiles are taken in batches of this many trials (one ncu process each).
+    profile_batch_size: int = 8
+    # A profile batch not answered for this long is sent again.
+    profile_redispatch_after_seconds: float = 300.0
+
     # Celery task time limits for one trial; the broker visibility timeout must exceed the hard one.
     trial_soft_time_limit: int = 600
     trial_hard_time_limit: int = 660

@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -27,15 +27,19 @@ from core.settings import Settings
 from core.space import SearchSpace
 from core.states import JobState, TrialState
 from core.store import jobs as job_store
+from core.store import profiles as profile_store
 from core.store import trials as trial_store
 from core.store.workers import live_workers
 from kernels.registry import get_kernel
 from tuner.history import observations, prior_observations
 from tuner.optimizers.registry import get_strategy
+from tuner.profiling import plan_profiles
 
 logger = logging.getLogger(__name__)
 
 Dispatch = Callable[[int, str], None]  # (trial id, gpu model) → send to the model's queue
+# (job id, trial ids, gpu model) → send one profile batch to the model's queue
+DispatchProfiles = Callable[[uuid.UUID, list[int], str], None]
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class StepResult:
     state: str
     message: str
     ask_seconds: float = 0.0
+    profile_batches: tuple[tuple[int, ...], ...] = ()
 
 
 def job_space(job: Job) -> SearchSpace:
@@ -59,11 +64,19 @@ def _cached_space(kernel_name: str, restriction_json: str) -> SearchSpace:
     return spec.space.restrict(restriction.get("parameters"), restriction.get("constraints", []))
 
 
-def advance(job_id: uuid.UUID | str, settings: Settings, dispatch: Dispatch) -> StepResult:
+def advance(
+    job_id: uuid.UUID | str,
+    settings: Settings,
+    dispatch: Dispatch,
+    dispatch_profiles: DispatchProfiles | None = None,
+) -> StepResult:
     with session_scope() as session:
         result, to_send, model = _decide(session, job_id, settings)
     for trial_id in to_send:  # after commit: a worker can only claim rows that exist
         dispatch(trial_id, model)
+    if dispatch_profiles is not None:
+        for batch in result.profile_batches:
+            dispatch_profiles(job_store.parse_job_id(job_id), list(batch), model)
     return result
 
 
@@ -88,7 +101,7 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
 
     if trials_left <= 0 or valid_left <= 0 or out_of_time:
         reason = "time budget spent" if out_of_time else "space exhausted" if valid_left <= 0 else "trial budget spent"
-        return _finish_or_drain(session, job, in_flight, counts, reason), [], job.gpu_model
+        return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
 
     if not live_workers(session, settings.worker_ttl_seconds, job.gpu_model):
         message = f"waiting: no live worker for GPU model {job.gpu_model!r}"
@@ -107,7 +120,7 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     configs = optimizer.ask(wanted)
     ask_seconds = time.perf_counter() - started
     if not configs:
-        return _finish_or_drain(session, job, in_flight, counts, "space exhausted"), [], job.gpu_model
+        return _finish_or_drain(session, job, in_flight, counts, "space exhausted", settings), [], job.gpu_model
 
     new = trial_store.add_trials(session, job, [(space.key(c), c) for c in configs])
     trial_store.mark_dispatched(session, [t.id for t in new])
@@ -119,7 +132,13 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     )  # fmt: skip
     logger.info("job %s: dispatched %d trials (ask %.0f ms)", job.id, len(new), ask_seconds * 1e3)
     ids = [t.id for t in new]
-    return StepResult(ids, job.state, job.status_message, ask_seconds), ids, job.gpu_model
+    profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=False)
+    result = StepResult(ids, job.state, job.status_message, ask_seconds, _tuples(profiles.batches))
+    return result, ids, job.gpu_model
+
+
+def _tuples(batches: list[list[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(batch) for batch in batches)
 
 
 def _out_of_time(session: Session, job: Job) -> bool:
@@ -130,11 +149,18 @@ def _out_of_time(session: Session, job: Job) -> bool:
     return (now - started).total_seconds() >= job.budget_seconds
 
 
-def _finish_or_drain(session: Session, job: Job, in_flight: int, counts: dict[str, int], reason: str) -> StepResult:
+def _finish_or_drain(
+    session: Session, job: Job, in_flight: int, counts: dict[str, int], reason: str, settings: Settings
+) -> StepResult:
     if in_flight:
         message = f"draining: {reason}; waiting for {in_flight} trial(s) in flight"
         job_store.set_job_status(session, job, message=message)
         return StepResult([], job.state, message)
+    profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=True)
+    if profiles.outstanding:
+        message = f"profiling: {reason}; waiting for {profiles.outstanding} Nsight Compute profile(s)"
+        job_store.set_job_status(session, job, message=message)
+        return StepResult([], job.state, message, profile_batches=_tuples(profiles.batches))
     complete = counts.get(TrialState.COMPLETE.value, 0)
     failed = counts.get(TrialState.FAILED.value, 0)
     best = job_store.best_trial_of_job(session, job.id)
@@ -152,6 +178,7 @@ class Housekeeping:
     requeued: list[tuple[int, str]]
     redispatched: list[tuple[int, str]]
     jobs_to_advance: list[uuid.UUID]
+    profile_batches: list[tuple[uuid.UUID, str, list[int]]] = field(default_factory=list)
 
 
 def housekeeping(settings: Settings) -> Housekeeping:
@@ -160,6 +187,7 @@ def housekeeping(settings: Settings) -> Housekeeping:
     with session_scope() as session:
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
         stale = trial_store.stale_queued(session, settings.redispatch_after_seconds)
+        lost_profiles = profile_store.stale_requests(session, settings.profile_redispatch_after_seconds)
         unfinished = (
             session.execute(
                 select(Job.id)
@@ -172,4 +200,4 @@ def housekeeping(settings: Settings) -> Housekeeping:
         )
     if reaped.requeued or reaped.failed:
         logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
-    return Housekeeping(reaped.requeued, stale, list(unfinished))
+    return Housekeeping(reaped.requeued, stale, list(unfinished), lost_profiles)

@@ -7,8 +7,9 @@ housekeeping every ``reap_interval_seconds``).
 from __future__ import annotations
 
 import logging
+import uuid
 
-from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, HOUSEKEEPING_TASK, TUNER_QUEUE, make_celery
+from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, HOUSEKEEPING_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
 from core.gpu import queue_for
 from core.settings import get_settings
 from tuner import coordinator
@@ -26,9 +27,13 @@ def dispatch_trial(trial_id: int, gpu_model: str) -> None:
     app.send_task(EVALUATE_TASK, args=[trial_id], queue=queue_for(gpu_model))
 
 
+def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -> None:
+    app.send_task(PROFILE_TASK, args=[str(job_id), trial_ids], queue=queue_for(gpu_model))
+
+
 @app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)
 def advance(job_id: str) -> dict[str, object]:
-    result = coordinator.advance(job_id, settings, dispatch_trial)
+    result = coordinator.advance(job_id, settings, dispatch_trial, dispatch_profiles)
     return {"dispatched": len(result.dispatched), "state": result.state}
 
 
@@ -37,6 +42,8 @@ def housekeeping() -> dict[str, int]:
     report = coordinator.housekeeping(settings)
     for trial_id, model in [*report.requeued, *report.redispatched]:
         dispatch_trial(trial_id, model)
+    for lost_job, model, trial_ids in report.profile_batches:
+        dispatch_profiles(lost_job, trial_ids, model)
     for job_id in report.jobs_to_advance:
         app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE)
     return {"requeued": len(report.requeued), "redispatched": len(report.redispatched)}

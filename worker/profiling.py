@@ -1,0 +1,58 @@
+"""One profile batch on one worker: the requested trials → one profiler run → one row each.
+
+Runs between measurements on the worker that owns the GPU (never concurrently with a timed
+measurement, which it would disturb). Redeliveries are harmless: a profile is recorded once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from sqlalchemy import select
+
+from core.db import session_scope
+from core.models import Job, Trial, TrialProfile
+from core.states import TrialState
+from core.store import profiles as profile_store
+from worker.backends.base import Backend, MeasureRequest
+from worker.lookahead import request_seed
+
+logger = logging.getLogger(__name__)
+
+
+def profile_trials(job_id: uuid.UUID, trial_ids: list[int], backend: Backend, worker_name: str) -> int:
+    """Profile the still-unanswered requests among ``trial_ids``; returns how many were recorded."""
+    with session_scope() as session:
+        job = session.get_one(Job, job_id)
+        rows = session.execute(
+            select(Trial.id, Trial.config)
+            .join(TrialProfile, TrialProfile.trial_id == Trial.id)
+            .where(
+                Trial.id.in_(trial_ids),
+                Trial.job_id == job_id,
+                Trial.state == TrialState.COMPLETE.value,
+                TrialProfile.profiled_at.is_(None),
+            )
+            .order_by(Trial.id)
+        ).all()
+        requests = [
+            MeasureRequest(job.kernel_name, dict(job.problem), dict(row.config), True,
+                           request_seed(int(job.seed), row.id))  # fmt: skip
+            for row in rows
+        ]
+    if not requests:
+        return 0
+    started = time.perf_counter()
+    outcomes = backend.profile(requests)
+    wall = time.perf_counter() - started
+    recorded = 0
+    with session_scope() as session:
+        for row, outcome in zip(rows, outcomes, strict=True):
+            recorded += profile_store.record_profile(
+                session, row.id, metrics=dict(outcome.metrics) if outcome.metrics else None, error=outcome.error,
+                worker_name=worker_name, batch_size=len(requests), wall_seconds=wall,
+            )  # fmt: skip
+    logger.info("profiled %d trial(s) of job %s in %.1f s", recorded, job_id, wall)
+    return recorded
