@@ -38,8 +38,9 @@ def profile_trials(job_id: uuid.UUID, trial_ids: list[int], backend: Backend, wo
             .order_by(Trial.id)
         ).all()
         requests = [
-            MeasureRequest(job.kernel_name, dict(job.problem), dict(row.config), True,
-                           request_seed(int(job.seed), row.id))  # fmt: skip
+            MeasureRequest(
+                job.kernel_name, dict(job.problem), dict(row.config), True, request_seed(int(job.seed), row.id)
+            )
             for row in rows
         ]
     if not requests:
