@@ -4,22 +4,44 @@ attempt) → ask the coordinator for the next step.
 The hardware is injected (a Backend), so this runs the same with the cuda and replay backends.
 While the backend measures, a heartbeat thread keeps the lease alive with the database clock; if
 the lease is lost (reaped, job cancelled) the measurement is discarded by the conditional write.
+
+Time limits are enforced here, not by Celery: the worker runs Celery's solo pool (one process per
+GPU, no fork), and the solo pool ignores ``task_soft_time_limit``/``task_time_limit``. The soft
+limit raises :class:`SoftTimeLimitExceeded` in the measuring (main) thread and the trial is
+recorded as failed with kind "timeout"; the hard limit is for a backend stuck where Python cannot
+interrupt it (a hung driver call): the process exits, the unacknowledged message stays in the
+broker, and the reaper retries the trial up to the retry cap.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
+from typing import TypeVar
+
+from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.exc import DBAPIError
 
 from core.db import session_scope
-from core.states import ProfileMode
+from core.measurement import Measurement
+from core.states import FailureKind, ProfileMode
 from core.store import trials as trial_store
 from worker.backends.base import Backend, MeasureRequest
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# How long a worker keeps retrying a database write through an outage (e.g. a Postgres restart).
+# Giving up earlier would throw away a finished measurement and burn one of the trial's attempts.
+DB_RETRY_SECONDS = 60.0
+HARD_LIMIT_EXIT_CODE = 70
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,83 @@ class LeaseKeeper:
                 logger.warning("heartbeat for trial %s failed; retrying", self.trial_id, exc_info=True)
 
 
+class TimeLimits:
+    """Soft and hard time limits around one measurement (see the module docstring).
+
+    The soft limit needs the main thread (signals are delivered there), which is where the solo
+    pool runs tasks; elsewhere (tests calling evaluate from a thread) only the hard limit applies.
+    """
+
+    def __init__(self, soft_seconds: float | None, hard_seconds: float | None) -> None:
+        self.soft, self.hard = soft_seconds, hard_seconds
+        self._timer: threading.Timer | None = None
+        self._previous: object = None
+        self._armed = False
+
+    def __enter__(self) -> TimeLimits:
+        if self.soft and threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGALRM, self._on_soft_limit)
+            signal.setitimer(signal.ITIMER_REAL, self.soft)
+            self._armed = True
+        if self.hard:
+            self._timer = threading.Timer(self.hard, self._on_hard_limit)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous)  # type: ignore[arg-type]
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _on_soft_limit(self, signum: int, frame: FrameType | None) -> None:
+        raise SoftTimeLimitExceeded(f"soft time limit ({self.soft:g} s) exceeded")
+
+    def _on_hard_limit(self) -> None:
+        logger.critical("hard time limit (%s s) exceeded: the measurement is stuck; exiting the worker", self.hard)
+        logging.shutdown()
+        os._exit(HARD_LIMIT_EXIT_CODE)
+
+
+def with_db_retry(what: str, action: Callable[[], T], deadline_seconds: float = DB_RETRY_SECONDS) -> T:
+    """Run a database action, retrying connection-level failures (a Postgres restart) with backoff.
+
+    Only DBAPI errors are retried; each attempt is its own transaction, and every write this module
+    makes is conditional on the lease, so running one twice is harmless.
+    """
+    deadline = time.monotonic() + deadline_seconds
+    delay = 0.2
+    while True:
+        try:
+            return action()
+        except DBAPIError:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("%s: database unavailable; retrying in %.1f s", what, delay, exc_info=True)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _claim(trial_id: int, worker_name: str, gpu_uuid: str | None) -> trial_store.Claim | None:
+    with session_scope() as session:
+        return trial_store.claim(session, trial_id, worker_name, gpu_uuid)
+
+
+def _record(claim: trial_store.Claim, measurement: Measurement) -> bool:
+    with session_scope() as session:
+        return trial_store.record_result(session, claim.trial_id, claim.attempt, measurement)
+
+
+def _measure(backend: Backend, request: MeasureRequest, lease: LeaseKeeper, limits: TimeLimits) -> Measurement:
+    try:
+        with limits:
+            return backend.measure(request, keep_alive=lease.alive)
+    except SoftTimeLimitExceeded as exc:
+        return Measurement.failed(FailureKind.TIMEOUT, str(exc))
+
+
 def evaluate(
     trial_id: int,
     backend: Backend,
@@ -67,9 +166,11 @@ def evaluate(
     gpu_uuid: str | None,
     heartbeat_seconds: float,
     request_next_step: Callable[[uuid.UUID], None],
+    *,
+    soft_time_limit: float | None = None,
+    hard_time_limit: float | None = None,
 ) -> Outcome:
-    with session_scope() as session:
-        claim = trial_store.claim(session, trial_id, worker_name, gpu_uuid)
+    claim = with_db_retry(f"claim trial {trial_id}", lambda: _claim(trial_id, worker_name, gpu_uuid))
     if claim is None:
         logger.info("trial %s is not claimable (duplicate delivery, finished or cancelled); skipped", trial_id)
         return Outcome(trial_id, "skipped")
@@ -80,11 +181,15 @@ def evaluate(
         profile=claim.profile == ProfileMode.ALL.value,
         seed=(claim.seed * 1_000_003 + claim.trial_id) & 0x7FFFFFFF,
     )
+    # The lease is kept through the write too: a write retried across a database restart must not
+    # find its lease reaped merely because the heartbeats stopped when the measurement ended.
     with LeaseKeeper(claim.trial_id, claim.attempt, heartbeat_seconds) as lease:
-        measurement = backend.measure(request, keep_alive=lease.alive)
-    with session_scope() as session:
-        written = trial_store.record_result(session, claim.trial_id, claim.attempt, measurement)
+        measurement = _measure(backend, request, lease, TimeLimits(soft_time_limit, hard_time_limit))
+        written = with_db_retry(f"record trial {trial_id}", lambda: _record(claim, measurement))
     if not written:
         logger.warning("trial %s attempt %s lost its lease; result discarded", trial_id, claim.attempt)
-    request_next_step(claim.job_id)
+    try:
+        request_next_step(claim.job_id)
+    except Exception:  # broker down: the result is stored; the coordinator's housekeeping steps the job
+        logger.warning("could not request the next step of job %s; housekeeping will", claim.job_id, exc_info=True)
     return Outcome(trial_id, "recorded" if written else "stale", claim.job_id)

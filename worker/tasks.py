@@ -102,5 +102,8 @@ def evaluate(trial_id: int) -> str:
         _WorkerState.gpu_uuid,
         settings.heartbeat_seconds,
         _request_next_step,
+        # The solo pool ignores Celery's own time limits; the runner enforces the same values.
+        soft_time_limit=settings.trial_soft_time_limit,
+        hard_time_limit=settings.trial_hard_time_limit,
     )
     return outcome.status

@@ -1,0 +1,170 @@
+"""A farm of real processes on servers this harness owns, for fault injection.
+
+Unlike the test suite's shared services, the PostgreSQL and Redis here are embedded servers started
+in the harness's own directory, so restarting, flushing or killing them touches nothing else on the
+machine. Every component is a real process (uvicorn, Celery coordinator, Celery solo workers),
+started through the ``kernelfarm`` CLI exactly as an operator would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import redis
+from sqlalchemy import create_engine, text
+
+from core.migrate import upgrade
+from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port
+from kernelfarm.stack import ProcessInfo, _alive, spawn
+
+logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDED = REPO / "kernels" / "recorded"
+CONVOLUTION = RECORDED / "convolution_RTX_3090.json.gz"
+RTX3090 = "nvidia-geforce-rtx-3090"
+
+# Fast clocks so failures are detected in seconds (the defaults are tuned for real GPUs).
+FAST_TIMINGS = {
+    "KERNELFARM_HEARTBEAT_SECONDS": "0.5",
+    "KERNELFARM_LEASE_SECONDS": "4",
+    "KERNELFARM_WORKER_TTL_SECONDS": "4",
+    "KERNELFARM_REAP_INTERVAL_SECONDS": "1",
+    "KERNELFARM_REDISPATCH_AFTER_SECONDS": "6",
+}
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class ChaosFarm:
+    directory: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    postgres: EmbeddedPostgres | None = None
+    redis_server: EmbeddedRedis | None = None
+    api_port: int = 0
+    processes: dict[str, ProcessInfo] = field(default_factory=dict)
+    _names: itertools.count = field(default_factory=itertools.count)
+
+    # ------------------------------------------------------------------ servers
+    @property
+    def database_url(self) -> str:
+        assert self.postgres is not None
+        return self.postgres.url.rsplit("/", 1)[0] + "/kernelfarm"
+
+    @property
+    def redis_url(self) -> str:
+        assert self.redis_server is not None
+        return self.redis_server.url
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def start_servers(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.postgres = EmbeddedPostgres(self.directory / "postgres")
+        self.postgres.start()
+        engine = create_engine(self.postgres.url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as connection:
+            connection.execute(text("DROP DATABASE IF EXISTS kernelfarm"))
+            connection.execute(text("CREATE DATABASE kernelfarm"))
+        engine.dispose()
+        upgrade(self.database_url)
+        self.redis_server = EmbeddedRedis(self.directory / "redis")
+        self.redis_server.start()
+        self.api_port = free_port()
+
+    def restart_postgres(self, down_seconds: float = 1.0) -> None:
+        """Immediate shutdown (like a crash: clients see their connections die) and a restart on
+        the same port after ``down_seconds``."""
+        assert self.postgres is not None
+        self.postgres.stop("immediate")
+        time.sleep(down_seconds)
+        self.postgres.start()
+
+    def flush_and_restart_redis(self, down_seconds: float = 1.0) -> None:
+        """Every queued and unacknowledged message is lost: FLUSHALL, then kill -9 and start an
+        empty server on the same port (it never persists anything)."""
+        assert self.redis_server is not None and self.redis_server.pid is not None
+        with contextlib.suppress(redis.RedisError):
+            redis.Redis.from_url(self.redis_url).flushall()
+        os.kill(self.redis_server.pid, signal.SIGKILL)
+        wait_for(lambda: not _alive(self.redis_server.pid), 10, "redis to die")  # type: ignore[union-attr, arg-type]
+        time.sleep(down_seconds)
+        self.redis_server.start()
+
+    # ------------------------------------------------------------------ components
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(FAST_TIMINGS)
+        env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, "OMP_NUM_THREADS": "1",
+                    "PYTHONPATH": str(REPO)})  # fmt: skip
+        env.update(self.extra_env)
+        env.update(extra)
+        return env
+
+    def _start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:
+        info = spawn(name, argv, self.env(**env), self.directory / "logs")
+        self.processes[name] = info
+        return info
+
+    def start_api(self, workers: int = 1) -> ProcessInfo:
+        info = self._start("api", [sys.executable, "-m", "kernelfarm", "serve-api", "--port", str(self.api_port),
+                                   "--workers", str(workers)])  # fmt: skip
+        wait_for(self.api_ready, 60, "the API")
+        return info
+
+    def api_ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.api_url}/ready", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def start_coordinator(self) -> ProcessInfo:
+        return self._start("coordinator", [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", "2",
+                                           "--schedule", str(self.directory / "celerybeat-schedule")])  # fmt: skip
+
+    def start_worker(self, sleep_ms: float = 0.0, landscape: Path = CONVOLUTION, **env: str) -> ProcessInfo:
+        name = f"w{next(self._names)}"
+        return self._start(name, [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
+                                  "--landscape", str(landscape), "--sleep-ms", str(sleep_ms)], **env)  # fmt: skip
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        info = self.processes.pop(name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(info.pid, sig)
+        wait_for(lambda: not _alive(info.pid), 20, f"{name} to exit")
+
+    def workers(self) -> list[str]:
+        return [n for n, p in self.processes.items() if n.startswith("w") and _alive(p.pid)]
+
+    def log(self, name: str) -> str:
+        path = self.directory / "logs" / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        for name in list(self.processes):
+            with contextlib.suppress(TimeoutError):
+                self.kill(name, signal.SIGTERM if name == "api" else signal.SIGKILL)
+        if self.redis_server is not None and self.redis_server.pid and _alive(self.redis_server.pid):
+            os.kill(self.redis_server.pid, signal.SIGKILL)
+        if self.postgres is not None:
+            self.postgres.stop("immediate")
