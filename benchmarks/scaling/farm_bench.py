@@ -79,6 +79,7 @@ class RunResult:
     ask_median_ms: float
     trials_per_step: float
     cpu_cores: dict[str, float] = field(default_factory=dict)
+    parallelism: int = 0  # per job
     load_avg_before: float = 0.0
 
 
@@ -215,7 +216,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def run_once(stack: Stack, workers: int, jobs: int, budget: int, strategy: str | None, seed: int,
-             timeout: float) -> RunResult:  # fmt: skip
+             timeout: float, parallelism_factor: float = 1.0) -> RunResult:  # fmt: skip
     stack.grow_to(workers)
     time.sleep(2)  # let start-up CPU settle before measuring
     log_offset = stack.coordinator_log().stat().st_size
@@ -225,14 +226,15 @@ def run_once(stack: Stack, workers: int, jobs: int, budget: int, strategy: str |
     body: dict[str, object] = {"kernel": "convolution_kernel", "gpu_model": RTX3090,
                                "budget_trials": budget // jobs,
                                # the fleet split between the jobs: as many trials in flight as workers
-                               "parallelism": -(-workers // jobs)}  # fmt: skip
+                               "parallelism": max(1, round(-(-workers // jobs) * parallelism_factor))}  # fmt: skip
     if strategy:
         body["strategy"] = strategy
-    job_ids = []
+    job_ids, strategies = [], set()
     for index in range(jobs):
         created = client.post("/v1/jobs", json={**body, "seed": seed + index})
         created.raise_for_status()
         job_ids.append(created.json()["id"])
+        strategies.add(created.json()["strategy"])  # what "default" resolved to at this commit
     started = time.monotonic()
 
     def finished() -> bool:
@@ -244,9 +246,11 @@ def run_once(stack: Stack, workers: int, jobs: int, budget: int, strategy: str |
     cpu_after = stack.cpu_seconds()
     trials = [t for job_id in job_ids for t in _all_trials(client, job_id)]
     log_text = stack.coordinator_log().read_text(errors="replace")[log_offset:]
-    result = summarize(workers, jobs, strategy or "default", stack.sleep_ms, stack.time_scale, trials, log_text)
+    label = ("default=" if not strategy else "") + "/".join(sorted(strategies))
+    result = summarize(workers, jobs, label, stack.sleep_ms, stack.time_scale, trials, log_text)
     result.cpu_cores = {k: round((cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0)) / elapsed, 3) for k in cpu_after}
     result.load_avg_before = load_before
+    result.parallelism = int(body["parallelism"])  # type: ignore[call-overload]
     return result
 
 
@@ -323,6 +327,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sleep-ms", type=float, default=20.0)
     parser.add_argument("--time-scale", type=float, default=100.0)
     parser.add_argument("--strategy", default=None, help="job strategy; the farm's default when omitted")
+    parser.add_argument(
+        "--parallelism-factor",
+        type=float,
+        default=1.0,
+        help="job parallelism = factor x workers/jobs; > 1 keeps trials queued ahead of the workers",
+    )
     parser.add_argument("--coordinator-concurrency", type=int, default=2)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=240.0, help="per run")
@@ -340,7 +350,9 @@ def main(argv: list[str] | None = None) -> None:
         for workers in sorted(args.workers):
             for jobs in args.jobs:
                 budget = max(args.min_budget, args.trials_per_worker * workers)
-                result = run_once(stack, workers, jobs, budget, args.strategy, args.seed, args.timeout)
+                result = run_once(
+                    stack, workers, jobs, budget, args.strategy, args.seed, args.timeout, args.parallelism_factor
+                )
                 results.append(result)
                 logger.info("%s", json.dumps(asdict(result)))
                 if args.json:  # written after every run: a later timeout keeps the earlier numbers
@@ -355,7 +367,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def table(results: list[RunResult]) -> str:
-    header = ("| workers | jobs | strategy | trials | wall s | trials/h | busy (db) | busy (sleep) | gap p50/p90 ms "
+    header = ("| workers | jobs | parallelism/job | strategy | trials | wall s | trials/h | busy (db) | busy (sleep) "
+              "| gap p50/p90 ms "
               "| result→step / step→claim p50 ms | advance steps | advance p50/p90 ms | ask p50 ms | trials/step "
               "| CPU cores: coord / pg / redis / "
               "api / workers |")  # fmt: skip
@@ -364,7 +377,8 @@ def table(results: list[RunResult]) -> str:
         cpu = r.cpu_cores
         nominal = f"{r.busy_nominal:.3f}" if r.busy_nominal is not None else "—"
         lines.append(
-            f"| {r.workers} | {r.jobs} | {r.strategy} | {r.trials} | {r.wall_s:.1f} | {r.trials_per_hour} "
+            f"| {r.workers} | {r.jobs} | {r.parallelism} | {r.strategy} | {r.trials} | {r.wall_s:.1f} "
+            f"| {r.trials_per_hour} "
             f"| {r.busy_db:.3f} | {nominal} | {r.gap_median_ms:.0f} / {r.gap_p90_ms:.0f} "
             f"| {r.to_step_median_ms:.0f} / {r.step_to_claim_median_ms:.0f} | {r.advance_steps} "
             f"| {r.advance_median_ms:.0f} / {r.advance_p90_ms:.0f} | {r.ask_median_ms:.0f} | {r.trials_per_step} "
