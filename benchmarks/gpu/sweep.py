@@ -121,11 +121,12 @@ def profile_overheads(backend: CudaBackend, kernel: str, problem: dict[str, Any]
     out["batched_ncu_wall_s"] = time.perf_counter() - start
     out["batch_size"] = len(reqs)
     out["batched_ncu_per_trial_s"] = out["batched_ncu_wall_s"] / len(reqs)
-    out["profile_errors"] = [b.get("profile_error") for b in batch if b.get("profile_error")]
-    out["sample_metrics"] = batch[0] if batch else {}
+    out["profile_errors"] = [b.error for b in batch if b.error]
+    metrics = [dict(b.metrics or {}) for b in batch]
+    out["sample_metrics"] = metrics[0] if metrics else {}
     out["ncu_vs_events"] = [
         (b.get("ncu_duration_ns", 0) * 1e-6) / m.timing.median_ms
-        for b, m in zip(batch, none, strict=True)
+        for b, m in zip(metrics, none, strict=True)
         if m.timing is not None and b.get("ncu_duration_ns")
     ]
     return out
@@ -269,7 +270,8 @@ def tables(report: dict[str, Any]) -> str:
     for r in report["comparison"]:
         lines.append(
             f"| {r['kernel']} | {problem_slug(r['problem'])} | {_f(r['ours_ms'], 4)} | {r['library']} | "
-            f"{_f(r['library_ms'], 4)} | {_f(r['speedup_vs_library'], 2)} | {_f((r['ours_bytes_per_s'] or 0) / 1e12, 2)} | "
+            f"{_f(r['library_ms'], 4)} | {_f(r['speedup_vs_library'], 2)} | "
+            f"{_f((r['ours_bytes_per_s'] or 0) / 1e12, 2)} | "
             f"{_f(100 * (r['copy_bw_fraction'] or 0), 1)} | {_f((r['ours_flops_per_s'] or 0) / 1e12, 1)} |"
         )
     lines += [
@@ -281,7 +283,8 @@ def tables(report: dict[str, Any]) -> str:
     for s in report["sweeps"]:
         lines.append(
             f"| {s['kernel']} | {problem_slug(s['problem'])} | {s['valid_space']} | {s['sampled']} | {s['ok']} | "
-            f"{s['failures'] or '-'} | {_f(s['best_ms'], 4)} | {_f(s['median_config_ms'], 4)} | {_f(s['worst_ms'], 3)} | "
+            f"{s['failures'] or '-'} | {_f(s['best_ms'], 4)} | {_f(s['median_config_ms'], 4)} | "
+            f"{_f(s['worst_ms'], 3)} | "
             f"{_f(s['compile_s_mean'], 2)}/{_f(s['compile_s_max'], 2)} | {_f(s['wall_s'], 1)} | "
             f"{_f(100 * s['busy_fraction'], 0)}% |"
         )

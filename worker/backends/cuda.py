@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from core.gpu import model_slug
 from core.measurement import Measurement, TimingStats
 from core.states import FailureKind
 from kernels.spec import KernelSpec
-from worker.backends.base import Backend, DeviceIdentity, MeasureRequest
+from worker.backends.base import Backend, DeviceIdentity, MeasureRequest, ProfileOutcome
 from worker.cuda import device as nvml
 from worker.cuda.bench import BenchPolicy
 from worker.cuda.compiler import CompileJob, CompilePool, CompileResult, nvrtc_version
@@ -57,6 +57,7 @@ class CudaBackend(Backend):
         options: CudaBackendOptions | None = None,
         specs: Mapping[str, KernelSpec] | None = None,
         spec_refs: Mapping[str, str] | None = None,
+        device_index: int | None = None,
     ) -> None:
         """
         Args:
@@ -64,8 +65,12 @@ class CudaBackend(Backend):
             specs: kernels by name; default: the registry. Kernels outside the registry (the
                 tests' fault kernel) need ``spec_refs`` too, so the child can import them.
             spec_refs: kernel name -> "module:ATTR" of its KernelSpec, for the child processes.
+            device_index: shorthand for ``options.device_ordinal`` (CUDA numbering, after
+                CUDA_VISIBLE_DEVICES).
         """
         self.options = options or CudaBackendOptions()
+        if device_index is not None:
+            self.options = replace(self.options, device_ordinal=device_index)
         self._specs = dict(specs) if specs is not None else None
         self._refs = dict(spec_refs or {})
         cache = self.options.cache_dir or Path(tempfile.gettempdir()) / "kernelfarm-cuda"
@@ -132,13 +137,12 @@ class CudaBackend(Backend):
         request asks for it in one ncu process."""
         self.prepare(list(requests))
         results = [self._measure_one(r, keep_alive) for r in requests]
-        wanted = [
-            i for i, (r, m) in enumerate(zip(requests, results, strict=True)) if r.profile and m.verified
-        ]
+        wanted = [i for i, (r, m) in enumerate(zip(requests, results, strict=True)) if r.profile and m.verified]
         if wanted:
             profiled = self.profile([requests[i] for i in wanted])
-            for i, metrics in zip(wanted, profiled, strict=True):
+            for i, outcome in zip(wanted, profiled, strict=True):
                 m = results[i]
+                metrics = dict(outcome.metrics) if outcome.metrics else {"profile_error": outcome.error}
                 results[i] = Measurement(
                     timing=m.timing, verified=True, metrics={**m.metrics, **metrics}, provenance=m.provenance
                 )
@@ -152,7 +156,9 @@ class CudaBackend(Backend):
         if spec.cuda is None:
             return f"{spec.name} has no CUDA implementation"
         if not spec.space.contains(request.config, request.problem):
-            return f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
+            return (
+                f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
+            )
         return None
 
     def _measure_one(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None) -> Measurement:
@@ -174,9 +180,7 @@ class CudaBackend(Backend):
             **{f"ptxas_{k}": v for k, v in compiled.resources.items()},
         }
         if not compiled.ok:
-            return Measurement.failed(
-                FailureKind.COMPILE, compiled.log, metrics=compile_metrics, provenance=base
-            )
+            return Measurement.failed(FailureKind.COMPILE, compiled.log, metrics=compile_metrics, provenance=base)
         clocks_before = nvml.read_clocks(self.device.index)
         started = time.perf_counter()
         reply = self._child.ask(
@@ -207,9 +211,7 @@ class CudaBackend(Backend):
             metrics["rel_error"] = reply["rel_error"]
         if reply.get("status") != "ok":
             kind = FailureKind(reply.get("kind", FailureKind.CRASH.value))
-            return Measurement.failed(
-                kind, str(reply.get("message", "")), metrics=metrics, provenance=provenance
-            )
+            return Measurement.failed(kind, str(reply.get("message", "")), metrics=metrics, provenance=provenance)
         timing = TimingStats.from_times(reply["times_ms"])
         metrics |= self._roofline(request, timing)
         return Measurement(timing=timing, verified=True, metrics=metrics, provenance=provenance)
@@ -263,32 +265,42 @@ class CudaBackend(Backend):
         }
 
     # ------------------------------------------------------------------ profile
-    def profile(self, requests: Sequence[MeasureRequest]) -> list[dict[str, Any]]:
-        """One ncu process for all ``requests`` (their cubins must be compiled). Each result holds
-        the ncu metrics, or ``profile_error`` when the profiler failed for it."""
-        targets = []
-        for request in requests:
+    def profile(self, requests: list[MeasureRequest]) -> list[ProfileOutcome]:
+        """Profile ``requests`` in ONE ncu process (its start-up, 1.5-3 s, is paid once per batch).
+
+        Returns:
+            One outcome per request, in order: the ncu metrics (plus ``ncu_wall_s``, this request's
+            share of the batch's wall time, and ``ncu_batch_size``), or the reason there are none.
+        """
+        outcomes: list[ProfileOutcome | None] = [None] * len(requests)
+        targets, where = [], []
+        for i, request in enumerate(requests):
+            if (invalid := self._valid(request)) is not None:
+                outcomes[i] = ProfileOutcome(None, invalid)
+                continue
             compiled = self._pool.result(self.compile_job(request))
+            if compiled.cubin_path is None:
+                outcomes[i] = ProfileOutcome(None, "compilation failed")
+                continue
+            where.append(i)
             targets.append(
                 ProfileTarget(
                     request.kernel_name,
                     dict(request.problem),
                     dict(request.config),
-                    compiled.cubin_path or "",
+                    compiled.cubin_path,
                     request.seed,
                 )
             )
-        batch = profile_batch(
-            targets, self._refs, self.options.device_ordinal, self.options.profile_timeout_s
-        )
-        share = batch.wall_s / max(1, len(requests))
-        out = []
-        for metrics in batch.metrics:
-            if metrics is None:
-                out.append({"profile_error": batch.error or "not profiled", "ncu_wall_s": share})
-            else:
-                out.append({**metrics, "ncu_wall_s": share, "ncu_batch_size": len(requests)})
-        return out
+        if targets:
+            batch = profile_batch(targets, self._refs, self.options.device_ordinal, self.options.profile_timeout_s)
+            share = batch.wall_s / len(targets)
+            for i, metrics in zip(where, batch.metrics, strict=True):
+                if metrics is None:
+                    outcomes[i] = ProfileOutcome(None, batch.error or "not profiled")
+                else:
+                    outcomes[i] = ProfileOutcome({**metrics, "ncu_wall_s": share, "ncu_batch_size": len(targets)})
+        return [o if o is not None else ProfileOutcome(None, "not profiled") for o in outcomes]
 
     def close(self) -> None:
         self._child.close()
