@@ -225,6 +225,8 @@ def run_once(stack: Stack, workers: int, jobs: int, budget: int, strategy: str |
     client = httpx.Client(base_url=stack.api_url, headers={"Authorization": f"Bearer {stack.token}"}, timeout=60)
     body: dict[str, object] = {"kernel": "convolution_kernel", "gpu_model": RTX3090,
                                "budget_trials": budget // jobs,
+                               # replay workers have no profiler: measure scheduling, not ncu batches
+                               "profile": "none",
                                # the fleet split between the jobs: as many trials in flight as workers
                                "parallelism": max(1, round(-(-workers // jobs) * parallelism_factor))}  # fmt: skip
     if strategy:

@@ -80,7 +80,7 @@ def make_job(strategy: str | None, budget: int, parallelism: int) -> str:
     from api.schemas import JobCreate
 
     body: dict[str, Any] = {"kernel": "convolution_kernel", "gpu_model": RTX3090, "budget_trials": budget,
-                            "parallelism": parallelism, "seed": 11}  # fmt: skip
+                            "parallelism": parallelism, "seed": 11, "profile": "none"}  # fmt: skip
     if strategy:
         body["strategy"] = strategy
     with session_scope() as session:

@@ -236,7 +236,7 @@ def test_workers_in_other_namespaces_survive_a_cut_link(netns_farm: NetnsFarm) -
         _poll(two_live_workers, 60, "both workers to register over the veths", farm)
         created = http.call("POST", "/v1/jobs", json={"kernel": "convolution_kernel", "gpu_model": RTX3090,
                                                       "budget_trials": BUDGET, "parallelism": 2, "seed": 5,
-                                                      "strategy": "random"})  # fmt: skip
+                                                      "strategy": "random", "profile": "none"})  # fmt: skip
         assert created.status_code == 201, created.text
         job_id = created.json()["id"]
 
