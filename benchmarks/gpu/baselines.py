@@ -34,6 +34,24 @@ def torch_baseline(kernel: str, problem: Mapping[str, Any]) -> tuple[str, Callab
         a16 = (torch.rand(m, k, device=dev) * 2 - 1).to(torch.bfloat16)
         w16 = (torch.rand(n, k, device=dev) * 2 - 1).to(torch.bfloat16)
         return "cuBLAS bf16 (torch.matmul(A, B.T))", lambda: torch.matmul(a16, w16.T)
+    if kernel == "flash_attention":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        shape = (int(problem["B"]), int(problem["H"]), int(problem["S"]), int(problem["D"]))
+        q, k, v = (torch.randn(shape, device=dev, dtype=torch.bfloat16) for _ in range(3))
+        causal = bool(problem["causal"])
+
+        def sdpa() -> Any:
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        return "torch SDPA, flash backend", sdpa
+    if kernel == "conv2d":
+        torch.backends.cudnn.benchmark = True  # let cuDNN pick its fastest algorithm
+        n, h, w, c, ko, r = (int(problem[x]) for x in ("N", "H", "W", "C", "K", "R"))
+        x = torch.rand(n, c, h, w, device=dev).to(torch.bfloat16).to(memory_format=torch.channels_last)
+        wt = (torch.rand(ko, c, r, r, device=dev) - 0.5).to(torch.bfloat16).to(memory_format=torch.channels_last)
+        return "cuDNN (torch conv2d, NHWC, benchmark=True)", lambda: torch.nn.functional.conv2d(x, wt, padding=r // 2)
     return None
 
 

@@ -51,6 +51,10 @@ PLANS: dict[str, list[tuple[str, dict[str, Any], int]]] = {
         ("matmul_fp32", {"M": 2048, "N": 2048, "K": 2048}, 160),
         ("matmul_bf16", {"M": 4096, "N": 4096, "K": 4096}, 220),
         ("matmul_bf16", {"M": 8192, "N": 8192, "K": 8192}, 100),
+        ("flash_attention", {"B": 4, "H": 16, "S": 4096, "D": 128, "causal": 0}, 200),
+        ("flash_attention", {"B": 4, "H": 16, "S": 4096, "D": 64, "causal": 1}, 200),
+        ("conv2d", {"N": 32, "H": 28, "W": 28, "C": 256, "K": 256, "R": 3}, 200),
+        ("conv2d", {"N": 32, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3}, 150),
     ],
 }
 SWEEP_POLICY = BenchPolicy(warmup_s=0.01, min_reps=10, max_reps=200, max_time_s=0.4, target_rel_error=0.01)
@@ -242,10 +246,10 @@ def main() -> int:
         sweeps.append(s)
     report["sweeps"] = sweeps
 
-    prof_kernel = "softmax" if not only or "softmax" in only else sorted(only)[0]
-    prof_problem = ROW_PROBLEMS[0] if prof_kernel == "softmax" else PLANS["quick"][2][1]
-    report["profile"] = profile_overheads(backend, prof_kernel, prof_problem, sample(prof_kernel, prof_problem, 8, 5))
-    logger.info("profile overheads: %s", {k: v for k, v in report["profile"].items() if k != "sample_metrics"})
+    if not only or "softmax" in only:
+        configs = sample("softmax", ROW_PROBLEMS[0], 8, 5)
+        report["profile"] = profile_overheads(backend, "softmax", ROW_PROBLEMS[0], configs)
+        logger.info("profile overheads: %s", {k: v for k, v in report["profile"].items() if k != "sample_metrics"})
     report["child_restarts"] = backend._child.restarts
     backend.close()
 
@@ -288,7 +292,9 @@ def tables(report: dict[str, Any]) -> str:
             f"{_f(s['compile_s_mean'], 2)}/{_f(s['compile_s_max'], 2)} | {_f(s['wall_s'], 1)} | "
             f"{_f(100 * s['busy_fraction'], 0)}% |"
         )
-    p = report["profile"]
+    p = report.get("profile")
+    if not p:
+        return "\n".join(lines)
     lines += [
         "",
         f"profile ({p['kernel']}): none {_f(p['none_wall_per_trial_s'], 3)} s/trial; unbatched ncu "
