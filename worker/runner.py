@@ -93,12 +93,15 @@ class TimeLimits:
         self.soft, self.hard = soft_seconds, hard_seconds
         self._timer: threading.Timer | None = None
         self._previous: object = None
+        self._outer_timer = 0.0  # an ITIMER_REAL someone else armed (pytest-timeout): restored on exit
+        self._armed_at = 0.0
         self._armed = False
 
     def __enter__(self) -> TimeLimits:
         if self.soft and threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGALRM, self._on_soft_limit)
-            signal.setitimer(signal.ITIMER_REAL, self.soft)
+            self._outer_timer = signal.setitimer(signal.ITIMER_REAL, self.soft)[0]
+            self._armed_at = time.monotonic()
             self._armed = True
         if self.hard:
             self._timer = threading.Timer(self.hard, self._on_hard_limit)
@@ -110,6 +113,9 @@ class TimeLimits:
         if self._armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._previous)  # type: ignore[arg-type]
+            if self._outer_timer > 0:
+                remaining = self._outer_timer - (time.monotonic() - self._armed_at)
+                signal.setitimer(signal.ITIMER_REAL, max(remaining, 0.001))
         if self._timer is not None:
             self._timer.cancel()
 

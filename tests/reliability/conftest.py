@@ -1,0 +1,105 @@
+# ruff: noqa: E402 - the sys.path line below must run before the harness imports
+"""Fixtures for the fault-injection suite: a farm on servers the suite owns (so restarting or
+flushing them touches nothing else on the machine), and helpers to make jobs and trials directly."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+# The harness lives in benchmarks/reliability (the chaos script runs the same code); the package
+# is not installed, and --import-mode=importlib does not put the repository root on sys.path.
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.reliability.audit import install_audit
+from benchmarks.reliability.farm import RTX3090, ChaosFarm
+from core.celery_app import EVALUATE_TASK, make_celery
+from core.db import session_scope
+from core.gpu import queue_for
+from core.settings import Settings
+from core.store import jobs as job_store
+from core.store import trials as trial_store
+from core.store.kernels import ensure_kernel
+from kernels.registry import get_kernel
+
+QUEUE = queue_for(RTX3090)
+
+
+@pytest.fixture(scope="module")
+def own_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
+    farm = ChaosFarm(Path(tmp_path_factory.mktemp("own-farm")))
+    try:
+        farm.start_servers()
+        install_audit(farm.database_url)
+        yield farm
+    finally:
+        farm.stop()
+
+
+def make_job(database_url: str, configs: list[dict[str, Any]], *, budget: int | None = None,
+             parallelism: int = 2) -> tuple[uuid.UUID, list[int]]:  # fmt: skip
+    """A running convolution job holding ``configs`` as queued trials (no coordinator needed)."""
+    spec = get_kernel("convolution_kernel")
+    with session_scope(database_url) as session:
+        kernel = ensure_kernel(session, spec)
+        fields: dict[str, Any] = dict(
+            kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
+            problem_key=spec.problem_key(spec.default_problem), gpu_model=RTX3090, space={},
+            strategy="random", strategy_options={}, seed=1, budget_trials=budget or len(configs),
+            budget_seconds=None, parallelism=parallelism, profile="none", warm_start=False, owner="test",
+        )  # fmt: skip
+        if "profile_top_k" in job_store.NewJob.__dataclass_fields__:  # added by the profiling work
+            fields["profile_top_k"] = 0
+        job = job_store.create_job(session, job_store.NewJob(**fields))
+        job.state = "running"
+        trials = trial_store.add_trials(session, job, [(spec.space.key(c), c) for c in configs])
+        trial_store.mark_dispatched(session, [t.id for t in trials])
+        return job.id, [t.id for t in trials]
+
+
+def valid_configs(n: int, offset: int = 0) -> list[dict[str, Any]]:
+    """n configs the convolution recording measured successfully (so replay completes them)."""
+    from benchmarks.reliability.farm import CONVOLUTION
+    from core.landscape import load_landscape
+
+    landscape = load_landscape(CONVOLUTION)
+    keys = sorted(k for k, e in landscape.entries.items() if e.failure is None)
+    space = get_kernel("convolution_kernel").space
+    return [space.config_from_key(k) for k in keys[offset : offset + n]]
+
+
+def send_evaluate(farm: ChaosFarm, trial_id: int, times: int = 1) -> None:
+    app = make_celery(Settings(database_url=farm.database_url, redis_url=farm.redis_url))
+    for _ in range(times):
+        app.send_task(EVALUATE_TASK, args=[trial_id], queue=QUEUE)
+    app.close()
+
+
+def trial_rows(database_url: str, job_id: uuid.UUID) -> list[Any]:
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT id, state, attempt, worker_name, failure_kind, failure_message, started_at, finished_at "
+                 "FROM trials WHERE job_id = :j ORDER BY seq"), {"j": str(job_id)}
+        ).all()  # fmt: skip
+    engine.dispose()
+    return list(rows)
+
+
+def terminal_transitions(database_url: str, trial_id: int) -> int:
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        count = connection.execute(
+            text("SELECT count(*) FROM chaos_trial_transitions WHERE trial_id = :t "
+                 "AND new_state IN ('complete', 'failed')"), {"t": trial_id}
+        ).scalar_one()  # fmt: skip
+    engine.dispose()
+    return int(count)
