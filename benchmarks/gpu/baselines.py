@@ -60,3 +60,12 @@ def time_library(launch: Callable[[], Any], policy: BenchPolicy) -> TimingStats:
 
     flush = L2Flusher(int(cp.cuda.Device().attributes["L2CacheSize"]))
     return time_kernel(launch, policy, flush=flush)
+
+
+def time_copy(n_bytes: int, policy: BenchPolicy) -> TimingStats:
+    """A device-to-device copy of ``n_bytes`` (read n, write n), timed like every kernel."""
+    import cupy as cp
+
+    src = cp.random.default_rng(5).random(n_bytes // 4, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    return time_library(lambda: cp.copyto(dst, src), policy)
