@@ -144,14 +144,22 @@ def read_project(root: Path) -> ProjectInfo:
     return ProjectInfo(project["name"], project["version"], tuple(project.get("dependencies", ())), extras)
 
 
-def run_pip(python: str, args: list[str]) -> None:
-    command = [python, "-m", "pip", *args]
-    # The platform list runs to dozens of tags; the first one says enough at INFO level.
-    shown = [arg for i, arg in enumerate(args) if "--platform" not in args[max(i - 1, 0) : i + 1]]
-    platforms = args.count("--platform")
-    log.info("$ pip %s%s", shlex.join(shown), f"  [--platform x{platforms}]" if platforms else "")
-    log.debug("$ %s", shlex.join(command))
-    subprocess.run(command, check=True)
+@dataclass(frozen=True)
+class Pip:
+    """The pip that resolves, downloads and builds, with options for every call (an index mirror,
+    ``--no-index --find-links DIR`` for a fully offline rebuild, ...)."""
+
+    python: str
+    options: tuple[str, ...] = ()
+
+    def run(self, args: list[str]) -> None:
+        command = [self.python, "-m", "pip", *args, *self.options]
+        # The platform list runs to dozens of tags; their count says enough at INFO level.
+        shown = [arg for i, arg in enumerate(command[3:]) if "--platform" not in command[2 + i : 4 + i]]
+        platforms = command.count("--platform")
+        log.info("$ pip %s%s", shlex.join(shown), f"  [--platform x{platforms}]" if platforms else "")
+        log.debug("$ %s", shlex.join(command))
+        subprocess.run(command, check=True)
 
 
 @dataclass(frozen=True)
@@ -204,7 +212,7 @@ class Exclusions:
         ]
 
 
-def resolve(python: str, target: Target, requirements: list[str], exclusions: Exclusions) -> list[Pin]:
+def resolve(pip: Pip, target: Target, requirements: list[str], exclusions: Exclusions) -> list[Pin]:
     """Resolve the full dependency set for the target without downloading the wheels.
 
     ``pip install --dry-run --report`` runs pip's real resolver against the target's tags and
@@ -214,8 +222,7 @@ def resolve(python: str, target: Target, requirements: list[str], exclusions: Ex
         report_path = Path(scratch) / "report.json"
         constraints = Path(scratch) / "target-has.txt"
         constraints.write_text("".join(line + "\n" for line in exclusions.constraints()), encoding="utf-8")
-        run_pip(
-            python,
+        pip.run(
             [
                 *("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report_path)),
                 *("--constraint", str(constraints)),
@@ -232,7 +239,7 @@ def resolve(python: str, target: Target, requirements: list[str], exclusions: Ex
     return sorted(pins, key=lambda pin: pin.name)
 
 
-def download(python: str, target: Target, pins: list[Pin], dest: Path) -> None:
+def download(pip: Pip, target: Target, pins: list[Pin], dest: Path) -> None:
     # --no-deps: the set is already resolved and complete; letting pip resolve again would pull
     # the excluded packages straight back in. Hashes pin the exact files the resolver chose.
     lock = dest / "requirements.lock"
@@ -241,7 +248,7 @@ def download(python: str, target: Target, pins: list[Pin], dest: Path) -> None:
     args = ["download", "--no-deps", "--dest", str(dest), *target.pip_args(), "-r", str(lock)]
     if hashed:
         args.append("--require-hashes")
-    run_pip(python, args)
+    pip.run(args)
 
 
 def copy_tree(root: Path, into: Path) -> Path:
@@ -264,11 +271,11 @@ def copy_tree(root: Path, into: Path) -> Path:
     return into
 
 
-def build_project_wheel(python: str, root: Path, dest: Path) -> Path:
+def build_project_wheel(pip: Pip, root: Path, dest: Path) -> Path:
     with tempfile.TemporaryDirectory() as scratch:
         tree = copy_tree(root, Path(scratch) / "src")
         out = Path(scratch) / "out"
-        run_pip(python, ["wheel", "--no-deps", "--wheel-dir", str(out), str(tree)])
+        pip.run(["wheel", "--no-deps", "--wheel-dir", str(out), str(tree)])
         (wheel,) = out.glob("*.whl")
         final = dest / wheel.name
         shutil.move(str(wheel), final)
@@ -326,12 +333,13 @@ def build(args: argparse.Namespace) -> Path:
         shutil.rmtree(dest)
     dest.mkdir(parents=True, exist_ok=True)
 
-    pins = resolve(args.pip_python, target, requirements, exclusions)
+    pip = Pip(args.pip_python, tuple(args.pip_option))
+    pins = resolve(pip, target, requirements, exclusions)
     carried = [pin for pin in pins if pin.name not in exclusions]
     log.info("resolved %d packages for %s; carrying %d", len(pins), target.tag, len(carried))
-    download(args.pip_python, target, carried, dest)
+    download(pip, target, carried, dest)
     if not args.no_project_wheel:
-        log.info("built %s", build_project_wheel(args.pip_python, args.project, dest).name)
+        log.info("built %s", build_project_wheel(pip, args.project, dest).name)
     write_manifest(dest, project, target, args.extra, exclusions.expected_on_target(), carried)
     if args.archive:
         archive = dest.with_name(dest.name + ".tar.gz")
@@ -391,6 +399,13 @@ def parser() -> argparse.ArgumentParser:
         "--pip-python",
         default=sys.executable,
         help="interpreter whose pip resolves and downloads (default: this one)",
+    )
+    p.add_argument(
+        "--pip-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="extra option for every pip call, e.g. --pip-option=--index-url=URL (repeatable)",
     )
     p.add_argument("--no-project-wheel", action="store_true", help="dependencies only")
     p.add_argument("--clean", action="store_true", help="replace a non-empty --dest")
