@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     # A queued trial not claimed for this long is sent again (its message may have been lost).
     redispatch_after_seconds: float = 30.0
 
+    # Queued trials of the current job handed to the backend to compile ahead (0: off).
+    compile_ahead: int = 4
     # Nsight Compute profiles are taken in batches of this many trials (one ncu process each).
     profile_batch_size: int = 8
     # A profile batch not answered for this long is sent again.

@@ -31,9 +31,10 @@ from sqlalchemy.exc import DBAPIError
 
 from core.db import session_scope
 from core.measurement import Measurement
-from core.states import FailureKind, ProfileMode
+from core.states import FailureKind
 from core.store import trials as trial_store
 from worker.backends.base import Backend, MeasureRequest
+from worker.lookahead import request_seed, upcoming_requests
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,17 @@ def _measure(backend: Backend, request: MeasureRequest, lease: LeaseKeeper, limi
         return Measurement.failed(FailureKind.TIMEOUT, str(exc))
 
 
+def _compile_ahead(backend: Backend, job_id: uuid.UUID, lookahead: int) -> None:
+    """Hand the job's next queued trials to the backend so it compiles them while this one is
+    measured. Best effort: a failure here only costs the head start."""
+    try:
+        with session_scope() as session:
+            upcoming = upcoming_requests(session, job_id, lookahead)
+        backend.prepare(upcoming)
+    except Exception:
+        logger.warning("compile-ahead for job %s failed; continuing", job_id, exc_info=True)
+
+
 def evaluate(
     trial_id: int,
     backend: Backend,
@@ -175,6 +187,7 @@ def evaluate(
     *,
     soft_time_limit: float | None = None,
     hard_time_limit: float | None = None,
+    lookahead: int = 0,
 ) -> Outcome:
     claim = with_db_retry(f"claim trial {trial_id}", lambda: _claim(trial_id, worker_name, gpu_uuid))
     if claim is None:
@@ -184,9 +197,13 @@ def evaluate(
         kernel_name=claim.kernel_name,
         problem=claim.problem,
         config=claim.config,
-        profile=claim.profile == ProfileMode.ALL.value,
-        seed=(claim.seed * 1_000_003 + claim.trial_id) & 0x7FFFFFFF,
+        # Profiles are taken later, in batches (tuner/profiling.py): one ncu process per trial
+        # would cost seconds of start-up each.
+        profile=False,
+        seed=request_seed(claim.seed, claim.trial_id),
     )
+    if lookahead:
+        _compile_ahead(backend, claim.job_id, lookahead)
     # The lease is kept through the write too: a write retried across a database restart must not
     # find its lease reaped merely because the heartbeats stopped when the measurement ended.
     with LeaseKeeper(claim.trial_id, claim.attempt, heartbeat_seconds) as lease:

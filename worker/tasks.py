@@ -15,7 +15,7 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
-from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, TUNER_QUEUE, make_celery
+from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
 from core.db import session_scope
 from core.gpu import queue_for
 from core.settings import get_settings
@@ -23,6 +23,7 @@ from core.store import workers as worker_store
 from worker import runner
 from worker.backend_factory import make_backend
 from worker.backends.base import Backend
+from worker.profiling import profile_trials
 
 logger = logging.getLogger(__name__)
 settings = get_settings()
@@ -105,5 +106,14 @@ def evaluate(trial_id: int) -> str:
         # The solo pool ignores Celery's own time limits; the runner enforces the same values.
         soft_time_limit=settings.trial_soft_time_limit,
         hard_time_limit=settings.trial_hard_time_limit,
+        lookahead=settings.compile_ahead,
     )
     return outcome.status
+
+
+@app.task(name=PROFILE_TASK, acks_late=True, reject_on_worker_lost=True)
+def profile(job_id: str, trial_ids: list[int]) -> int:
+    """A batch of Nsight Compute profiles, between measurements on this GPU."""
+    recorded = profile_trials(uuid.UUID(job_id), trial_ids, _backend(), _WorkerState.name)
+    _request_next_step(uuid.UUID(job_id))  # the job may be waiting only for these to complete
+    return recorded
