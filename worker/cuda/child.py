@@ -99,9 +99,7 @@ class Session:
             self._modules[cubin] = module
         return module.get_function(entry)
 
-    def data(
-        self, spec: KernelSpec, problem: Mapping[str, Any], seed: int
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def data(self, spec: KernelSpec, problem: Mapping[str, Any], seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
         key = (spec.name, tuple(sorted(problem.items())), seed)
         if key != self._data_key:
             assert spec.cuda is not None
@@ -245,10 +243,12 @@ def serve(conn: Connection, device_ordinal: int, refs: Mapping[str, str]) -> Non
                 text += "\n" + traceback.format_exc(limit=6)
             reply = _failure(kind, text)
             reply["poisoned"] = poisoned
+            reply["seq"] = message.get("seq")
             conn.send(reply)
             if poisoned:
                 return  # exit: the parent starts a fresh child with a fresh context
             continue
+        reply["seq"] = message.get("seq")
         conn.send(reply)
 
 

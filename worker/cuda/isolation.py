@@ -28,8 +28,13 @@ class ChildGone(Exception):
 
 class MeasuringChild:
     def __init__(
-        self, device_ordinal: int = 0, refs: Mapping[str, str] | None = None, start_timeout_s: float = 120.0
+        self,
+        device_ordinal: int = 0,
+        refs: Mapping[str, str] | None = None,
+        start_timeout_s: float = 120.0,
+        target: Callable[..., None] | None = None,
     ) -> None:
+        """``target(conn, device_ordinal, refs)`` is the child's main loop; tests pass a fake."""
         self.device_ordinal = device_ordinal
         self.refs = dict(refs or {})
         self.start_timeout_s = start_timeout_s
@@ -37,13 +42,15 @@ class MeasuringChild:
         self._conn: Connection | None = None
         self.environment: dict[str, Any] = {}
         self.restarts = 0
+        self._sequence = 0
+        self._target = target or child.serve
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self) -> None:
         context = multiprocessing.get_context("spawn")
         parent, child_end = context.Pipe()
         process = context.Process(
-            target=child.serve,
+            target=self._target,
             args=(child_end, self.device_ordinal, self.refs),
             daemon=True,
             name=f"kernelfarm-measure-{self.device_ordinal}",
@@ -95,7 +102,19 @@ class MeasuringChild:
             self._kill()
             self._start()
         assert self._conn is not None and self._process is not None
-        self._conn.send(dict(message))
+        self._sequence += 1
+        sequence = self._sequence
+        try:
+            self._conn.send({**message, "seq": sequence})
+            return self._wait(sequence, timeout_s, keep_alive)
+        except BaseException:
+            # Interrupted (a Celery soft time limit, Ctrl-C): the child may still be working and its
+            # late reply would answer the next request. Replace it.
+            self._kill()
+            raise
+
+    def _wait(self, sequence: int, timeout_s: float, keep_alive: Callable[[], bool] | None) -> dict[str, Any]:
+        assert self._conn is not None and self._process is not None
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -121,6 +140,9 @@ class MeasuringChild:
                         "kind": FailureKind.CRASH.value,
                         "message": f"measuring child died without a reply (exit code {code})",
                     }
+                if reply.get("seq") not in (None, sequence):
+                    logger.warning("discarding a stale reply of request %s", reply.get("seq"))
+                    continue
                 if reply.get("poisoned"):
                     self._kill()
                 return reply

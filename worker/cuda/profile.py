@@ -115,9 +115,7 @@ def profile_batch(
         job.write_text(
             json.dumps(
                 {
-                    "targets": [
-                        t.__dict__ | {"problem": dict(t.problem), "config": dict(t.config)} for t in targets
-                    ],
+                    "targets": [t.__dict__ | {"problem": dict(t.problem), "config": dict(t.config)} for t in targets],
                     "refs": dict(refs or {}),
                     "device": device_ordinal,
                     "launched": str(done),

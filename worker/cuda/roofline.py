@@ -22,9 +22,7 @@ class Ceilings:
         return self.tensor_flops if kind == "tensor" else self.fp32_flops
 
 
-def classify(
-    flops: float, bytes_moved: float, seconds: float, ceilings: Ceilings, peak_kind: str
-) -> dict[str, Any]:
+def classify(flops: float, bytes_moved: float, seconds: float, ceilings: Ceilings, peak_kind: str) -> dict[str, Any]:
     """Achieved rates, their fractions of the ceilings, and compute- vs memory-bound.
 
     A kernel is memory-bound when its arithmetic intensity (FLOP per DRAM byte of the minimum
