@@ -172,7 +172,11 @@ def documented_commands() -> list[CommandUse]:
             continue
         if not fenced:
             continue
-        for match in re.finditer(r"(?:^|[\s;&|(`'\"])(kernelfarm(?:-healthcheck)? [^\n;&|)`'\"#]*)", line):
+        # A command name, then a subcommand word (so `useradd ... kernelfarm` is not a command),
+        # and not the namespace of `kubectl -n kernelfarm ...`.
+        pattern = r"(?:^|[\s;&|(`'\"/])(?<!-n )(kernelfarm(?:-healthcheck)? [a-z][^\n;&|)`'\"#\\]*)"
+        code = re.split(r"(?:^|\s)#", line, maxsplit=1)[0]  # shell comments are prose
+        for match in re.finditer(pattern, code):
             argv = tuple(shlex.split(match.group(1)))
             if argv:
                 uses.append(CommandUse(f"DEPLOY.md:{number}", argv))

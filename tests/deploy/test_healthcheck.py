@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from sqlalchemy import delete
 
 from core.db import session_scope
+from core.models import GpuWorker
 from core.settings import get_settings
 from core.store import workers as worker_store
 from tests.conftest import Services, fresh_database
@@ -75,14 +77,19 @@ def test_worker_heartbeat(database_url: str, capsys: pytest.CaptureFixture[str])
     name = f"hc-test@{socket.gethostname()}"
     with session_scope(database_url) as session:
         worker_store.register_worker(session, worker_store.WorkerIdentity(
-            name=name, hostname=socket.gethostname(), backend="replay", gpu_model="test-gpu",
-            gpu_name="Test GPU", queue="gpu.test-gpu"))  # fmt: skip
-    assert run("worker", "--name", name) == 0
-    assert run("worker") == 0  # any worker registered from this host
-    with session_scope(database_url) as session:
-        worker_store.stop_worker(session, name)
-    assert run("worker", "--name", name) == 1
-    assert "no fresh heartbeat" in capsys.readouterr().err
+            name=name, hostname=socket.gethostname(), backend="replay", gpu_model="hc-test-gpu",
+            gpu_name="Test GPU", queue="gpu.hc-test-gpu"))  # fmt: skip
+    try:
+        assert run("worker", "--name", name) == 0
+        assert run("worker") == 0  # any worker registered from this host
+        with session_scope(database_url) as session:
+            worker_store.stop_worker(session, name)
+        assert run("worker", "--name", name) == 1
+        assert "no fresh heartbeat" in capsys.readouterr().err
+    finally:
+        # The session database is shared with other tests that count workers: leave no trace.
+        with session_scope(database_url) as session:
+            session.execute(delete(GpuWorker).where(GpuWorker.name == name))
 
 
 def test_celery_ping_without_a_coordinator(redis_url: str, fresh_settings: pytest.MonkeyPatch,
