@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from core.errors import ConstraintError
 
 MAX_EXPRESSION_LENGTH = 500
 MAX_NODES = 200
+MAX_INTEGER = 2**63 - 1  # constants must fit numpy's int64 columns
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -54,11 +56,21 @@ class Constraint:
     names: frozenset[str]
 
     def evaluate(self, values: Mapping[str, Any]) -> Any:
+        """The constraint's truth value(s) for ``values`` (scalars or equally long arrays).
+
+        Raises:
+            ConstraintError: when a name has no value, or the values do not support the
+                expression (e.g. arithmetic on a string parameter).
+        """
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             try:
                 result = _interpret(self.tree.body, values)
             except ZeroDivisionError:
                 return False
+            except KeyError as exc:
+                raise ConstraintError(f"constraint {self.text!r} needs a value for {exc.args[0]!r}") from None
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise ConstraintError(f"constraint {self.text!r} cannot be evaluated: {exc}") from None
         return result
 
 
@@ -78,9 +90,13 @@ def parse_constraint(text: str, allowed_names: set[str] | frozenset[str]) -> Con
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise ConstraintError(f"constraint longer than {MAX_EXPRESSION_LENGTH} characters")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        with warnings.catch_warnings():  # e.g. "invalid decimal literal": user text must not spam logs
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ConstraintError(f"cannot parse constraint {text!r}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError, OverflowError):  # e.g. NUL bytes, deep nesting
+        raise ConstraintError(f"cannot parse constraint {text!r}") from None
     names: set[str] = set()
     count = 0
     for node in ast.walk(tree):
@@ -102,10 +118,15 @@ def _check_node(node: ast.AST, text: str, allowed: set[str] | frozenset[str], na
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int | float):
             raise ConstraintError(f"constraint {text!r}: only numeric constants are allowed")
+        if isinstance(node.value, int) and abs(node.value) > MAX_INTEGER:
+            raise ConstraintError(f"constraint {text!r}: integer constant out of range")
         return
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
             raise ConstraintError(f"constraint {text!r}: only min(), max() and abs() may be called")
+        arity_ok = len(node.args) == 1 if node.func.id == "abs" else len(node.args) >= 2
+        if not arity_ok:
+            raise ConstraintError(f"constraint {text!r}: abs() takes one argument, min() and max() two or more")
         return
     if isinstance(node, ast.BinOp) and type(node.op) not in _BINARY:
         raise ConstraintError(f"constraint {text!r}: operator {type(node.op).__name__} is not allowed")
@@ -126,8 +147,10 @@ def _interpret(node: ast.expr, values: Mapping[str, Any]) -> Any:
         return values[node.id]
     if isinstance(node, ast.BinOp):
         left, right = _interpret(node.left, values), _interpret(node.right, values)
-        if isinstance(node.op, ast.Pow) and _is_array(left):
-            left = np.asarray(left, dtype=np.float64)  # integer arrays refuse negative powers
+        if isinstance(node.op, ast.Pow):
+            # In floating point: Python ints would compute 10 ** 10 ** 9 exactly (a denial of
+            # service), integer arrays refuse negative powers, and (-8) ** 0.5 is complex.
+            return np.power(np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64))
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp):
         operand = _interpret(node.operand, values)

@@ -22,6 +22,7 @@ import numpy as np
 
 from core.space import Config, SearchSpace
 from core.states import FailureKind
+from tuner.optimizers.candidates import candidate_table
 
 
 @dataclass(frozen=True)
@@ -92,17 +93,13 @@ class Optimizer(ABC):
     # ---------------------------------------------------------------- helpers shared by strategies
     def candidates(self) -> np.ndarray:
         """Index matrix of valid configs not yet observed or pending (see SearchSpace.valid_indices)."""
-        valid = self.space.valid_indices(self.context)
-        seen = {self.space.key(o.config) for o in self.history}
-        if not seen:
-            return valid
-        keys = self._keys(valid)
-        mask = np.fromiter((k not in seen for k in keys), dtype=bool, count=len(keys))
-        return valid[mask]
-
-    def _keys(self, indices: np.ndarray) -> list[str]:
-        value_text = [[str(v) for v in p.values] for p in self.space.parameters]
-        return [",".join(value_text[j][i] for j, i in enumerate(row)) for row in indices.tolist()]
+        table = candidate_table(self.space, self.context)
+        if not self.history:
+            return table.indices
+        seen = table.rows_of([o.config for o in self.history], self.space.names)
+        free = np.ones(len(table), dtype=bool)
+        free[seen[seen >= 0]] = False
+        return table.indices[free]
 
     def rng(self) -> np.random.Generator:
         # Seed with the history length too, so successive steps of one job draw fresh numbers

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from core.errors import InvalidInput
 from tuner.optimizers.base import Optimizer
+from tuner.optimizers.bayes import BayesianOptimizer
+from tuner.optimizers.genetic import GeneticAlgorithm
 from tuner.optimizers.random_search import RandomSearch
 
 STRATEGIES: dict[str, type[Optimizer]] = {
+    BayesianOptimizer.name: BayesianOptimizer,
+    GeneticAlgorithm.name: GeneticAlgorithm,
     RandomSearch.name: RandomSearch,
 }
 DEFAULT_STRATEGY = RandomSearch.name

@@ -1,0 +1,99 @@
+# Mount in kernelfarm/cli.py with exactly this line (it registers the command function itself, so
+# `kernelfarm bench-strategies LANDSCAPE... --strategy NAME ...` needs no sub-command name):
+#
+#     app.command("bench-strategies")(bench_strategies.bench_strategies)
+#
+# (after `from kernelfarm.commands import bench_strategies`). ``app`` below is the same command as
+# a stand-alone typer app: `python -m kernelfarm.commands.bench_strategies LANDSCAPE...`.
+"""``kernelfarm bench-strategies``: replay recorded landscapes through search strategies.
+
+Reports, per landscape and strategy, the mean fraction of the optimum (t_opt / t_best) after
+25/50/100/200 evaluations, the median evaluations to reach 0.90 and 0.95 of it with the share of
+runs that did, the share of evaluations spent on failing configs, and the optimizer's median
+wall time per ask. A table for people, ``--json`` for machines (layout: tuner/bench/report.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from core.errors import InvalidInput
+from core.strategies import DEFAULT_STRATEGY
+from tuner.bench.report import tables
+from tuner.bench.runner import BenchSettings, run_benchmark
+
+log = logging.getLogger(__name__)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command()
+def bench_strategies(
+    landscapes: Annotated[list[Path], typer.Argument(help="Kernel Tuner cache files (.json or .json.gz).")],
+    strategy: Annotated[
+        list[str] | None, typer.Option("--strategy", "-s", help="Strategy to run (repeatable).")
+    ] = None,
+    budget: Annotated[int, typer.Option(min=1, help="Evaluations per run.")] = 200,
+    repeats: Annotated[int, typer.Option(min=1, help="Runs per strategy and landscape.")] = 10,
+    keep_failures: Annotated[
+        bool, typer.Option("--keep-failures", help="Leave failed configs in the space; each costs an evaluation.")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the first repeat (repeat r uses seed + r).")] = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Configs asked per step (k free workers).")] = 1,
+    jobs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", help="Strategy option STRATEGY.KEY=VALUE (JSON value), repeatable."),
+    ] = None,
+) -> None:
+    """Replay landscapes through search strategies and score them."""
+    for path in landscapes:
+        if not path.is_file():
+            raise typer.BadParameter(f"{path} is not a file", param_hint="LANDSCAPE")
+    strategies = list(dict.fromkeys(strategy or [DEFAULT_STRATEGY]))
+    settings = BenchSettings(
+        budget=budget,
+        repeats=repeats,
+        keep_failures=keep_failures,
+        seed=seed,
+        batch=batch,
+        jobs=jobs,
+        options=_parse_options(option or [], strategies),
+    )
+    console = Console()
+    try:
+        with console.status("replaying…"):
+            report = run_benchmark(landscapes, strategies, settings, progress=log.info)
+    except InvalidInput as exc:
+        raise typer.BadParameter(str(exc)) from None
+    for table in tables(report):
+        console.print(table)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+        console.print(f"wrote {json_path}")
+
+
+def _parse_options(items: list[str], strategies: list[str]) -> dict[str, dict[str, Any]]:
+    options: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head, sep, text = item.partition("=")
+        name, dot, key = head.partition(".")
+        if not sep or not dot or name not in strategies:
+            raise typer.BadParameter(f"{item!r}: expected STRATEGY.KEY=VALUE for a chosen strategy", param_hint="--option")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        options.setdefault(name, {})[key] = value
+    return options
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,126 @@
+"""Property tests of the constraint parser: user text is never executed, only interpreted.
+
+- arbitrary text either parses or raises ConstraintError, nothing else;
+- an accepted expression contains only whitelisted nodes (no attribute access, subscripts,
+  calls other than min/max/abs, lambdas, comprehensions, strings, ...);
+- evaluating an accepted expression on scalars or arrays returns booleans or raises
+  ConstraintError, and scalar and vectorized evaluation agree;
+- hostile classics are refused, and huge powers evaluate instantly instead of computing a
+  million-digit integer.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.constraints import Constraint, parse_constraint
+from core.errors import ConstraintError
+
+NAMES = frozenset({"a", "b", "c"})
+ALLOWED_NODES = (
+    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd, ast.BinOp,
+    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.Compare, ast.Eq, ast.NotEq,
+    ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Load, ast.IfExp, ast.Name, ast.Constant, ast.Call,
+)  # fmt: skip
+
+# Python-like fragments, hostile ones included, so the generator reaches the parser's corners.
+TOKENS = st.sampled_from([
+    "a", "b", "c", "d", "0", "1", "2", "3.5", "1e308", "10", "-", "+", "*", "/", "//", "%", "**", "(", ")",
+    "<", "<=", "==", "!=", ">", ">=", " and ", " or ", "not ", " if ", " else ", "min(", "max(", "abs(", ",",
+    ".", "__class__", "__import__", "[", "]", "lambda x: ", "'s'", "\"\"", "open(", "os", ":", "for ", " in ",
+    "{", "}", "@", "~", "<<", "&", "|", "^", "=", ":=", "\n", "\x00", "yield ", "await ", "*", "True", "None",
+])  # fmt: skip
+EXPRESSIONS = st.lists(TOKENS, min_size=1, max_size=25).map("".join)
+SCALARS = st.integers(-1000, 1000) | st.floats(-1e6, 1e6, allow_nan=False)
+
+
+def _parse(text: str) -> Constraint | None:
+    try:
+        return parse_constraint(text, NAMES)
+    except ConstraintError:
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=120) | EXPRESSIONS)
+def test_arbitrary_text_parses_or_raises_constraint_error(text: str) -> None:
+    constraint = _parse(text)  # anything but ConstraintError propagates and fails the test
+    if constraint is not None:
+        for node in ast.walk(constraint.tree):
+            assert isinstance(node, ALLOWED_NODES), type(node).__name__
+            if isinstance(node, ast.Call):
+                assert isinstance(node.func, ast.Name) and node.func.id in {"min", "max", "abs"}
+            if isinstance(node, ast.Constant):
+                assert type(node.value) in (int, float)
+        assert constraint.names <= NAMES
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(EXPRESSIONS, SCALARS, SCALARS, SCALARS)
+def test_accepted_expressions_evaluate_to_booleans_or_constraint_error(text: str, a: float, b: float, c: float) -> None:
+    constraint = _parse(text)
+    if constraint is None:
+        return
+    try:
+        scalar = constraint.evaluate({"a": a, "b": b, "c": c})
+    except ConstraintError:
+        return
+    columns = {"a": np.array([a, a]), "b": np.array([b, b]), "c": np.array([c, c])}
+    vector = constraint.evaluate(columns)
+    truth = np.broadcast_to(np.asarray(vector, dtype=bool), (2,))
+    assert bool(np.asarray(scalar, dtype=bool)) == bool(truth[0])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "().__class__.__bases__[0].__subclasses__()",
+        "__import__('os').system('true')",
+        "a.real > 0",
+        "a[0] > 1",
+        "(lambda: 1)() > 0",
+        "[x for x in (1, 2)]",
+        "open('/etc/passwd')",
+        "eval('1')",
+        "min(a, b, key=abs) > 0",
+        "a if b else c if 'x' else 1",
+        "a == 'row'",
+        "(a := 3) > 1",
+        "a << 2 > 1",
+        "min() > 0",
+        "abs(a, b) > 0",
+        "a > 1\x00",
+        "- " * 300 + "a",
+        "a > " + "9" * 40,
+        "e > 0",
+    ],
+)
+def test_hostile_or_malformed_text_is_refused(text: str) -> None:
+    with pytest.raises(ConstraintError):
+        parse_constraint(text, NAMES | {"d"})
+
+
+def test_huge_powers_are_cheap() -> None:
+    constraint = parse_constraint("a ** b ** c > 1", NAMES)
+    start = time.perf_counter()
+    assert constraint.evaluate({"a": 10, "b": 10, "c": 9})
+    assert time.perf_counter() - start < 0.1
+    assert constraint.evaluate({"a": np.array([10, -8]), "b": np.array([10, 1]), "c": np.array([9, 0.5])}).tolist() == [
+        True,
+        False,
+    ]
+
+
+def test_values_that_do_not_fit_the_expression_raise_constraint_error() -> None:
+    constraint = parse_constraint("a * 2 > b", NAMES)
+    with pytest.raises(ConstraintError):
+        constraint.evaluate({"a": "row", "b": 1})
+    with pytest.raises(ConstraintError):
+        constraint.evaluate({"a": 1})
+    assert parse_constraint("a % b == 0", NAMES).evaluate({"a": 4, "b": 0}) is False

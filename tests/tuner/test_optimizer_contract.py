@@ -1,0 +1,133 @@
+"""The contract every strategy keeps (tuner/optimizers/base.py), run over the whole registry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.space import Config
+from core.states import FailureKind
+from core.strategies import DEFAULT_STRATEGY as API_DEFAULT
+from core.strategies import STRATEGY_NAMES
+from tuner.optimizers.base import Observation, Optimizer
+from tuner.optimizers.registry import DEFAULT_STRATEGY, STRATEGIES, get_strategy
+from tests.tuner.conftest import CONTEXT, SPACE, TINY, drive, objective
+
+# Model-based strategies reach their model phase quickly with these options.
+FAST = {"bayes": {"n_init": 4}, "genetic": {"population": 6}}
+ALL = sorted(STRATEGIES)
+
+
+def options(name: str) -> dict[str, object]:
+    return dict(FAST.get(name, {}))
+
+
+def keys(configs: list[Config]) -> list[str]:
+    return [SPACE.key(c) for c in configs]
+
+
+def test_api_names_match_the_registry() -> None:
+    assert set(STRATEGY_NAMES) == set(STRATEGIES)
+    assert API_DEFAULT == DEFAULT_STRATEGY
+    assert DEFAULT_STRATEGY in STRATEGIES
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_proposals_are_valid_distinct_and_new(name: str) -> None:
+    def check(configs: list[Config], history: list[Observation]) -> None:
+        assert len(configs) == 5
+        assert all(SPACE.contains(c, CONTEXT) for c in configs)
+        assert len(set(keys(configs))) == len(configs)
+        assert not set(keys(configs)) & {SPACE.key(o.config) for o in history}
+
+    history = drive(get_strategy(name), SPACE, CONTEXT, steps=8, batch=5, options=options(name), check=check)
+    assert len(history) == 40
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_configs_hold_plain_python_values(name: str) -> None:
+    history = drive(get_strategy(name), SPACE, CONTEXT, steps=3, batch=3, options=options(name))
+    configs = get_strategy(name).from_history(SPACE, CONTEXT, history, 1, options(name)).ask(4)
+    for config in configs:
+        for value in config.values():
+            assert type(value) in (int, float, str), (name, type(value))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_deterministic_for_a_seed(name: str) -> None:
+    runs = [drive(get_strategy(name), SPACE, CONTEXT, steps=5, batch=3, seed=7, options=options(name)) for _ in range(2)]
+    assert keys([o.config for o in runs[0]]) == keys([o.config for o in runs[1]])
+    other = drive(get_strategy(name), SPACE, CONTEXT, steps=5, batch=3, seed=8, options=options(name))
+    assert keys([o.config for o in other]) != keys([o.config for o in runs[0]])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pending_configs_are_not_proposed_again(name: str) -> None:
+    history = drive(get_strategy(name), SPACE, CONTEXT, steps=3, batch=4, options=options(name))
+    first = get_strategy(name).from_history(SPACE, CONTEXT, history, 0, options(name)).ask(4)
+    pending = history + [Observation(c, None, pending=True) for c in first]
+    second = get_strategy(name).from_history(SPACE, CONTEXT, pending, 0, options(name)).ask(4)
+    assert len(second) == 4
+    assert not set(keys(first)) & set(keys(second))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fewer_only_when_exhausted(name: str) -> None:
+    valid = TINY.valid_configs()
+    assert len(valid) == 5
+    history: list[Observation] = []
+    proposed = get_strategy(name).from_history(TINY, {}, history, 0, options(name)).ask(3)
+    assert len(proposed) == 3
+    history += [Observation(c, float(c["a"])) for c in proposed]
+    rest = get_strategy(name).from_history(TINY, {}, history, 0, options(name)).ask(10)
+    assert sorted(TINY.key(c) for c in proposed + rest) == sorted(TINY.key(c) for c in valid)
+    history += [Observation(c, None, FailureKind.COMPILE) for c in rest]
+    assert get_strategy(name).from_history(TINY, {}, history, 0, options(name)).ask(2) == []
+    assert get_strategy(name).from_history(TINY, {}, [], 0, options(name)).ask(0) == []
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_history_outside_the_space_is_ignored(name: str) -> None:
+    stranger = {"bx": 64, "by": 1, "tile": 1, "layout": "row", "fixed": 7}  # 64 is not a value of bx
+    history = [Observation(stranger, 1.0), Observation({"bx": 1}, 2.0)]
+    configs = get_strategy(name).from_history(SPACE, CONTEXT, history, 0, options(name)).ask(3)
+    assert len(configs) == 3 and all(SPACE.contains(c, CONTEXT) for c in configs)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_all_failures_so_far_still_proposes(name: str) -> None:
+    history = [Observation(c, None, FailureKind.LAUNCH) for c in SPACE.valid_configs(CONTEXT)[:12]]
+    configs = get_strategy(name).from_history(SPACE, CONTEXT, history, 0, options(name)).ask(4)
+    assert len(configs) == 4 and not set(keys(configs)) & set(keys([o.config for o in history]))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_prior_observations_are_usable(name: str) -> None:
+    prior = [Observation(c, objective(c), None if objective(c) else FailureKind.LAUNCH) for c in SPACE.valid_configs(CONTEXT)[::7]]
+    history = drive(get_strategy(name), SPACE, CONTEXT, steps=2, batch=3, options=options(name))
+    configs = get_strategy(name).from_history(SPACE, CONTEXT, history, 0, options(name), prior=prior).ask(4)
+    assert len(configs) == 4 and all(SPACE.contains(c, CONTEXT) for c in configs)
+    assert not set(keys(configs)) & set(keys([o.config for o in history]))
+
+
+def test_unknown_strategy_is_invalid_input() -> None:
+    from core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        get_strategy("nope")
+
+
+def test_every_strategy_subclasses_the_contract() -> None:
+    for name, cls in STRATEGIES.items():
+        assert issubclass(cls, Optimizer) and cls.name == name
+
+
+def test_bayes_learns_to_avoid_failing_configs() -> None:
+    """With failures teaching it, the BO's late proposals rarely fail (the space's failing corner
+    is ~20% of it); random search keeps failing at the base rate."""
+    failing = [c for c in SPACE.valid_configs(CONTEXT) if objective(c) is None]
+    rate = len(failing) / len(SPACE.valid_configs(CONTEXT))
+    history = drive(get_strategy("bayes"), SPACE, CONTEXT, steps=10, batch=4, options={"n_init": 8})
+    late = history[16:]
+    late_rate = np.mean([o.value is None for o in late])
+    assert rate > 0.1 and late_rate < rate / 2

@@ -1,0 +1,1 @@
+"""Strategy benchmark: replay recorded landscapes through the optimizer contract, score the runs."""
