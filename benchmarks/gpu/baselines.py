@@ -29,7 +29,7 @@ def torch_baseline(kernel: str, problem: Mapping[str, Any]) -> tuple[str, Callab
         a = torch.rand(m, k, device=dev) * 2 - 1
         bb = torch.rand(k, n, device=dev) * 2 - 1
         return "cuBLAS SGEMM (torch.matmul, TF32 off)", lambda: torch.matmul(a, bb)
-    if kernel == "matmul_bf16":
+    if kernel in ("matmul_bf16", "matmul_bf16_wgmma"):
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
         a16 = (torch.rand(m, k, device=dev) * 2 - 1).to(torch.bfloat16)
         w16 = (torch.rand(n, k, device=dev) * 2 - 1).to(torch.bfloat16)

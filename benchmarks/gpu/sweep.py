@@ -51,6 +51,8 @@ PLANS: dict[str, list[tuple[str, dict[str, Any], int]]] = {
         ("matmul_fp32", {"M": 2048, "N": 2048, "K": 2048}, 160),
         ("matmul_bf16", {"M": 4096, "N": 4096, "K": 4096}, 220),
         ("matmul_bf16", {"M": 8192, "N": 8192, "K": 8192}, 100),
+        ("matmul_bf16_wgmma", {"M": 4096, "N": 4096, "K": 4096}, 240),
+        ("matmul_bf16_wgmma", {"M": 8192, "N": 8192, "K": 8192}, 120),
         ("flash_attention", {"B": 4, "H": 16, "S": 4096, "D": 128, "causal": 0}, 200),
         ("flash_attention", {"B": 4, "H": 16, "S": 4096, "D": 64, "causal": 1}, 200),
         ("conv2d", {"N": 32, "H": 28, "W": 28, "C": 256, "K": 256, "R": 3}, 200),
