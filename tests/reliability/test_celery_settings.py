@@ -17,7 +17,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from benchmarks.reliability.farm import ChaosFarm, wait_for
 from core.celery_app import check_timing_invariants, make_celery
+from core.db import session_scope
 from core.settings import Settings
+from core.store.jobs import cancel_job
 from tests.reliability.conftest import QUEUE, make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
 from worker.runner import HARD_LIMIT_EXIT_CODE, TimeLimits
 
@@ -94,7 +96,7 @@ def test_acks_late_kill9_mid_trial_keeps_the_message_and_counts_the_trial_once(o
 
 
 def test_prefetch_one_leaves_the_next_trial_for_another_worker(own_farm: ChaosFarm) -> None:
-    busy = own_farm.start_worker(sleep_ms=8000)
+    busy = own_farm.start_worker(sleep_ms=60_000)  # busy for the whole test
     job_id, trial_ids = make_job(own_farm.database_url, valid_configs(2, offset=10))
     for trial_id in trial_ids:
         send_evaluate(own_farm, trial_id)
@@ -109,6 +111,8 @@ def test_prefetch_one_leaves_the_next_trial_for_another_worker(own_farm: ChaosFa
         assert second.worker_name.split("@")[0] == idle.name and first.worker_name.split("@")[0] == busy.name
         assert first.state == "running"  # the second trial finished while the first was still measured
     finally:
+        with session_scope(own_farm.database_url) as session:
+            cancel_job(session, job_id)  # so no later test's reaper finds the abandoned lease
         own_farm.kill(busy.name)
         own_farm.kill(idle.name)
 

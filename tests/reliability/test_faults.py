@@ -3,12 +3,14 @@ written once, and never reaped while its worker is alive."""
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from benchmarks.reliability.farm import ChaosFarm, wait_for
 from tests.reliability.conftest import make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
 
-LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+SKEW_DIR = Path(__file__).resolve().parent / "skew"
 
 
 def all_finished(farm: ChaosFarm, job_id) -> bool:  # type: ignore[no-untyped-def]
@@ -33,11 +35,11 @@ def test_every_task_delivered_three_times_is_counted_once(own_farm: ChaosFarm) -
 
 def test_a_worker_clock_hours_off_changes_nothing(own_farm: ChaosFarm) -> None:
     """Leases are stamped and judged by the database clock, so a worker whose clock is 6 h ahead
-    (and another 6 h behind) is neither reaped nor allowed to outlive its lease. libfaketime moves
-    the whole process's wall clock (Python, libpq, kombu), not only time.time()."""
-    skew = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-    ahead = own_farm.start_worker(sleep_ms=2500, FAKETIME="+6h", **skew)
-    behind = own_farm.start_worker(sleep_ms=2500, FAKETIME="-6h", **skew)
+    (and another 6 h behind) is neither reaped nor allowed to outlive its lease. The skew is applied
+    by skew/sitecustomize.py (time.time in the whole worker process: kombu, Celery, logging)."""
+    pythonpath = f"{SKEW_DIR}{os.pathsep}{own_farm.env()['PYTHONPATH']}"
+    ahead = own_farm.start_worker(sleep_ms=2500, PYTHONPATH=pythonpath, KERNELFARM_TEST_CLOCK_SKEW_SECONDS="21600")
+    behind = own_farm.start_worker(sleep_ms=2500, PYTHONPATH=pythonpath, KERNELFARM_TEST_CLOCK_SKEW_SECONDS="-21600")
     own_farm.start_coordinator()  # the reaper (lease 4 s): it must not take these trials away
     try:
         job_id, trial_ids = make_job(own_farm.database_url, valid_configs(6, offset=40), parallelism=2)
@@ -45,7 +47,7 @@ def test_a_worker_clock_hours_off_changes_nothing(own_farm: ChaosFarm) -> None:
             send_evaluate(own_farm, trial_id)
         wait_for(lambda: all_finished(own_farm, job_id), 120, "all trials")
         rows = trial_rows(own_farm.database_url, job_id)
-        assert [r.state for r in rows] == ["complete"] * 6
+        assert [r.state for r in rows] == ["complete"] * 6, [r.failure_message for r in rows]
         assert all(r.attempt == 1 for r in rows)  # none reaped: each trial took > 2 heartbeats of a 4 s lease
         assert {r.worker_name.split("@")[0] for r in rows} == {ahead.name, behind.name}
         assert all(terminal_transitions(own_farm.database_url, t) == 1 for t in trial_ids)
