@@ -3,8 +3,11 @@
 // shared memory by cp.async (STAGES deep) into the non-swizzled "core matrix" layout (8 rows x 16
 // bytes contiguous) that wgmma reads through shared-memory descriptors; each warpgroup (4 warps)
 // computes MT blocks of 64 x BN with one wgmma m64nBNk16 per block and k16 step.
-// Defines: M, N, K, BN, WGS (warpgroups along M), MT, BK, STAGES, GROUP_M, DESC_SWAP (0: LBO = K
-// direction, the PTX ISA's reading; 1: swapped, kept as a tunable guard against misreading it).
+// One wgmma group stays in flight while the next tile's copies are issued.
+// Defines: M, N, K, BN, WGS (warpgroups along M), MT, BK, STAGES, GROUP_M, LOAD_MAP (0: a thread per
+// 16-byte chunk, consecutive threads on consecutive rows; 1: thread pairs read a row's 32-byte sector).
+// Descriptors: leading byte offset = distance between core matrices along K, stride byte offset =
+// along M/N (measured: the swapped reading gives wrong results on an H100).
 
 typedef unsigned short bf16;
 
@@ -105,12 +108,20 @@ kf_matmul_bf16_wgmma(const bf16* __restrict__ A, const bf16* __restrict__ B, bf1
         // consecutive threads take consecutive rows: one core matrix = 8 threads' 128 contiguous bytes
 #pragma unroll
         for (int c = tid; c < A_CHUNKS; c += THREADS) {
+#if LOAD_MAP
+            const int r = (c / 2) % BM, kc = (c / 2 / BM) * 2 + (c % 2);
+#else
             const int r = c % BM, kc = c / BM;
+#endif
             cp_async16(as + core_offset(r, kc), Ag + (long)r * K + k0 + kc * 8);
         }
 #pragma unroll
         for (int c = tid; c < B_CHUNKS; c += THREADS) {
+#if LOAD_MAP
+            const int r = (c / 2) % BN, kc = (c / 2 / BN) * 2 + (c % 2);
+#else
             const int r = c % BN, kc = c / BN;
+#endif
             cp_async16(bs + core_offset(r, kc), Bg + (long)r * K + k0 + kc * 8);
         }
     };
@@ -127,20 +138,13 @@ kf_matmul_bf16_wgmma(const bf16* __restrict__ A, const bf16* __restrict__ B, bf1
         if (s < KT) load_stage(s, s * BK);
         cp_commit();
     }
-#if DESC_SWAP
-    const unsigned LEAD = KCORES * 128, STRIDE = 128;
-#else
     const unsigned LEAD = 128, STRIDE = KCORES * 128;
-#endif
 
     for (int kt = 0; kt < KT; ++kt) {
         cp_wait<STAGES - 2>();
         // cp.async wrote through the generic proxy; wgmma reads through the async proxy.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
-        const int next = kt + STAGES - 1;
-        if (next < KT) load_stage(next % STAGES, next * BK);
-        cp_commit();
 
         const unsigned char* as = As + (kt % STAGES) * BM * BK * 2;
         const unsigned char* bs = Bs + (kt % STAGES) * BN * BK * 2;
@@ -156,8 +160,15 @@ kf_matmul_bf16_wgmma(const bf16* __restrict__ A, const bf16* __restrict__ B, bf1
             }
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        // Keep this tile's wgmma in flight; the previous one must be done (in every warpgroup)
+        // before its stage is refilled.
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        __syncthreads();
+        const int next = kt + STAGES - 1;
+        if (next < KT) load_stage(next % STAGES, next * BK);
+        cp_commit();
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     cp_wait<0>();
 
     const int g = lane / 4, t = lane % 4;

@@ -26,7 +26,7 @@ SPACE = SearchSpace(
         Parameter("BK", (32, 64)),
         Parameter("STAGES", (2, 3, 4, 5)),
         Parameter("GROUP_M", (1, 8, 16)),
-        Parameter("DESC_SWAP", (0, 1)),
+        Parameter("LOAD_MAP", (0, 1)),
     ),
     constraints=(
         "MT * BN <= 256",  # fp32 accumulators: MT * BN / 2 registers per thread
@@ -54,7 +54,7 @@ class MatmulBf16Wgmma(MatmulBf16):
 
 SPEC = KernelSpec(
     name="matmul_bf16_wgmma",
-    version=1,
+    version=2,
     description="C = A @ B^T, bf16 in/out, fp32 accumulation, Hopper wgmma (sm_90a) fed by cp.async",
     space=SPACE,
     problem_params=(ProblemParam("M", minimum=64), ProblemParam("N", minimum=64), ProblemParam("K", minimum=64)),

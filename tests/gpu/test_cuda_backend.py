@@ -71,6 +71,7 @@ def test_constraint_violation_is_typed(backend: Any) -> None:
         ("softmax", {"M": 1000, "N": 2048, "dtype": "bfloat16"}),
         ("matmul_fp32", {"M": 512, "N": 256, "K": 384}),
         ("matmul_bf16", {"M": 512, "N": 512, "K": 1024}),
+        ("matmul_bf16_wgmma", {"M": 512, "N": 512, "K": 1024}),
         ("flash_attention", {"B": 1, "H": 2, "S": 256, "D": 64, "causal": 1}),
         ("flash_attention", {"B": 1, "H": 2, "S": 512, "D": 128, "causal": 0}),
         ("conv2d", {"N": 2, "H": 8, "W": 8, "C": 64, "K": 64, "R": 3}),

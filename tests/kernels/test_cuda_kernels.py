@@ -19,6 +19,7 @@ CUDA_KERNELS: dict[str, list[dict[str, Any]]] = {
     "softmax": [{"M": 8192, "N": 4096, "dtype": "float32"}, {"M": 4096, "N": 8192, "dtype": "bfloat16"}],
     "matmul_fp32": [{"M": 4096, "N": 4096, "K": 4096}, {"M": 2048, "N": 2048, "K": 2048}],
     "matmul_bf16": [{"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 8192, "K": 8192}],
+    "matmul_bf16_wgmma": [{"M": 4096, "N": 4096, "K": 4096}],
     "flash_attention": [{"B": 4, "H": 16, "S": 4096, "D": 64, "causal": 1}],
     "conv2d": [
         {"N": 32, "H": 28, "W": 28, "C": 256, "K": 256, "R": 3},
