@@ -65,6 +65,8 @@ class RunResult:
     trials_per_hour: float
     busy_db: float
     busy_nominal: float | None
+    # busy (db) over the middle 80 % of the wall time: without the first batch's start and the drain
+    busy_steady: float
     mean_trial_s: float
     gap_median_ms: float
     gap_p90_ms: float
@@ -290,6 +292,7 @@ def summarize(workers: int, jobs: int, strategy: str, sleep_ms: float, time_scal
         trials=len(done), wall_s=round(wall, 2), trials_per_hour=round(len(done) / wall * 3600),
         busy_db=round(busy_seconds / (workers * wall), 3),
         busy_nominal=round(nominal, 3) if nominal is not None else None,
+        busy_steady=round(_steady_busy(starts, ends, workers), 3),
         mean_trial_s=round(busy_seconds / len(done), 3),
         gap_median_ms=round(statistics.median(gaps), 1) if gaps else float("nan"),
         gap_p90_ms=round(_percentile(gaps, 0.9), 1),
@@ -302,6 +305,13 @@ def summarize(workers: int, jobs: int, strategy: str, sleep_ms: float, time_scal
         ask_median_ms=round(statistics.median(a for _, a in asks), 1) if asks else float("nan"),
         trials_per_step=round(sum(n for n, _ in asks) / len(asks), 2) if asks else float("nan"),
     )  # fmt: skip
+
+
+def _steady_busy(starts: list[float], ends: list[float], workers: int) -> float:
+    first, last = min(starts), max(ends)
+    lo, hi = first + 0.1 * (last - first), last - 0.1 * (last - first)
+    inside = sum(max(0.0, min(e, hi) - max(s, lo)) for s, e in zip(starts, ends, strict=True))
+    return inside / (workers * (hi - lo))
 
 
 def _gap_split(done: list[dict]) -> tuple[list[float], list[float]]:
@@ -370,6 +380,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def table(results: list[RunResult]) -> str:
     header = ("| workers | jobs | parallelism/job | strategy | trials | wall s | trials/h | busy (db) | busy (sleep) "
+              "| busy (db, middle 80 %) "
               "| gap p50/p90 ms "
               "| result→step / step→claim p50 ms | advance steps | advance p50/p90 ms | ask p50 ms | trials/step "
               "| CPU cores: coord / pg / redis / "
@@ -381,7 +392,7 @@ def table(results: list[RunResult]) -> str:
         lines.append(
             f"| {r.workers} | {r.jobs} | {r.parallelism} | {r.strategy} | {r.trials} | {r.wall_s:.1f} "
             f"| {r.trials_per_hour} "
-            f"| {r.busy_db:.3f} | {nominal} | {r.gap_median_ms:.0f} / {r.gap_p90_ms:.0f} "
+            f"| {r.busy_db:.3f} | {nominal} | {r.busy_steady:.3f} | {r.gap_median_ms:.0f} / {r.gap_p90_ms:.0f} "
             f"| {r.to_step_median_ms:.0f} / {r.step_to_claim_median_ms:.0f} | {r.advance_steps} "
             f"| {r.advance_median_ms:.0f} / {r.advance_p90_ms:.0f} | {r.ask_median_ms:.0f} | {r.trials_per_step} "
             f"| {cpu.get('coordinator', 0):.2f} / {cpu.get('postgres', 0):.2f} / {cpu.get('redis', 0):.2f} / "
