@@ -31,9 +31,11 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -196,7 +198,7 @@ def _ready(api_url: str) -> bool:
         return False
 
 
-def _wait(predicate, timeout: float, what: str, interval: float = 0.25):  # type: ignore[no-untyped-def]
+def _wait(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
