@@ -88,11 +88,15 @@ def check_schema(wait: float) -> str:
                 current = set(MigrationContext.configure(connection).get_current_heads())
             if current == heads:
                 return f"schema at {', '.join(sorted(heads))}"
-            problem = f"schema at {sorted(current) or 'nothing'}, this version needs {sorted(heads)}"
+            problem = (
+                f"schema at {sorted(current) or 'nothing'}, this version needs {sorted(heads)}"
+                " (run `kernelfarm db upgrade` first)"
+            )
         except Exception as error:  # the database may still be starting: keep waiting
-            problem = f"database unavailable: {type(error).__name__}: {error}"
+            first_line = (str(error).strip().splitlines() or [""])[0]
+            problem = f"database unavailable: {type(error).__name__}: {first_line}"
         if time.monotonic() >= deadline:
-            raise Unhealthy(problem + " (run `kernelfarm db upgrade` first)")
+            raise Unhealthy(problem)
         time.sleep(2)
 
 
@@ -130,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unhealthy: {problem}", file=sys.stderr)
         return 1
     except Exception as error:  # a health check must answer, never crash with a traceback
-        print(f"unhealthy: {type(error).__name__}: {error}", file=sys.stderr)
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        print(f"unhealthy: {type(error).__name__}: {first_line}", file=sys.stderr)
         return 1
     return 0
 
