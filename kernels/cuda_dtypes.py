@@ -24,9 +24,7 @@ def bf16_to_float32(x: Any) -> Any:
     return (x.astype(cp.uint32) << 16).view(cp.float32)
 
 
-def random_tensor(
-    shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0, offset: float = 0.0
-) -> Any:
+def random_tensor(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 1.0, offset: float = 0.0) -> Any:
     """Uniform random values in [offset - scale, offset + scale), never all zeros, in ``dtype``
     (bf16 as uint16 bits)."""
     import cupy as cp

@@ -54,9 +54,7 @@ class RowKernel(CudaKernel):
 
     def launch(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> Launch:
         rows = int(config["ROWS"])
-        return Launch(
-            grid=((int(problem["M"]) + rows - 1) // rows, 1, 1), block=(int(config["THREADS"]), 1, 1)
-        )
+        return Launch(grid=((int(problem["M"]) + rows - 1) // rows, 1, 1), block=(int(config["THREADS"]), 1, 1))
 
     def outputs(self) -> tuple[str, ...]:
         return ("y",)

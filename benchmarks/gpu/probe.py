@@ -28,8 +28,9 @@ def main(kernel: str, problem_text: str, n: int) -> int:
     backend = CudaBackend(CudaBackendOptions(roofline=False, timeout_s=20.0))
     ok = 0
     try:
-        for m, config in zip(backend.measure_many([MeasureRequest(kernel, problem, c, False, 7) for c in chosen]),
-                             chosen, strict=True):
+        for m, config in zip(
+            backend.measure_many([MeasureRequest(kernel, problem, c, False, 7) for c in chosen]), chosen, strict=True
+        ):
             if m.timing is not None:
                 ok += 1
                 print("ok", config, f"{m.timing.median_ms:.4f} ms", f"rel_error {m.metrics.get('rel_error'):.2e}")

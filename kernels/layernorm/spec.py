@@ -46,9 +46,7 @@ class LayerNorm(RowKernel):
         x = to_float32(buffers["x"], dtype).astype(cp.float64)
         mean = x.mean(axis=1, keepdims=True)
         var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
-        y = (x - mean) / cp.sqrt(var + EPS) * to_float32(buffers["gamma"], dtype) + to_float32(
-            buffers["beta"], dtype
-        )
+        y = (x - mean) / cp.sqrt(var + EPS) * to_float32(buffers["gamma"], dtype) + to_float32(buffers["beta"], dtype)
         return {"y": from_float32(y.astype(cp.float32), dtype)}
 
     def flops(self, problem: Mapping[str, Any]) -> float:

@@ -156,9 +156,7 @@ class CudaBackend(Backend):
         if spec.cuda is None:
             return f"{spec.name} has no CUDA implementation"
         if not spec.space.contains(request.config, request.problem):
-            return (
-                f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
-            )
+            return f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
         return None
 
     def _measure_one(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None) -> Measurement:

@@ -186,9 +186,7 @@ class Session:
         }
 
 
-def _failure(
-    kind: FailureKind, message: str, resources: dict[str, Any] | None = None, **extra: Any
-) -> dict[str, Any]:
+def _failure(kind: FailureKind, message: str, resources: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "status": "failure",
         "kind": kind.value,
