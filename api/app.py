@@ -31,9 +31,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _limit_request_size(app: FastAPI, max_bytes: int) -> None:
+    too_large = {"detail": f"request body larger than {max_bytes} bytes"}
+
     @app.middleware("http")
     async def limit(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > max_bytes):
-            return JSONResponse(status_code=413, content={"detail": f"request body larger than {max_bytes} bytes"})
+            return JSONResponse(status_code=413, content=too_large)
+        if length is None and request.method in ("POST", "PUT", "PATCH"):
+            # Chunked transfer has no Content-Length to check: read at most max_bytes + 1 bytes
+            # here, so an endless body is cut off instead of being buffered by the JSON parser.
+            body = bytearray()
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > max_bytes:
+                    return JSONResponse(status_code=413, content=too_large)
+            request._body = bytes(body)  # the route reads the buffered body, not the spent stream
         return await call_next(request)

@@ -17,6 +17,8 @@ from core.store import profiles as profile_store
 from core.store import trials as trial_store
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+# Postgres OFFSET is a bigint: 2**63 was a 500 (found by schemathesis). No real page is this deep.
+MAX_OFFSET = 10_000_000
 
 
 @router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED)
@@ -42,7 +44,7 @@ def list_jobs(
     gpu_model: str | None = None,
     owner: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Page[JobPublic]:
     rows, total = job_store.list_jobs(
         session, state=state.value if state else None, kernel=kernel, gpu_model=gpu_model, owner=owner,
@@ -68,7 +70,7 @@ def list_trials(
         str, Query(pattern="^(seq|time)$", description="seq (proposal order) or time (fastest first)")
     ] = "seq",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Page[TrialPublic]:
     job = job_store.get_job(session, job_id)
     rows, total = trial_store.list_trials(

@@ -54,7 +54,7 @@ def make_job(database_url: str, configs: list[dict[str, Any]], *, budget: int | 
             kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
             problem_key=spec.problem_key(spec.default_problem), gpu_model=RTX3090, space={},
             strategy="random", strategy_options={}, seed=1, budget_trials=budget or len(configs),
-            budget_seconds=None, parallelism=parallelism, profile="none", warm_start=False, owner="test",
+            budget_seconds=None, parallelism=parallelism, profile="none", warm_start=False, owner="reliability",
         )  # fmt: skip
         if "profile_top_k" in job_store.NewJob.__dataclass_fields__:  # added by the profiling work
             fields["profile_top_k"] = 0

@@ -1,0 +1,21 @@
+"""The chaos run of benchmarks/reliability/chaos.py, scaled down for CI: the same code, a 144-trial
+job, 6 worker kills, 1 coordinator kill, 1 Redis flush-and-restart, 1 API restart and 1 PostgreSQL
+restart (all on servers this test starts). Every trial counted once; the best equals the recording's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.reliability.chaos import SCALES, run
+
+
+def test_scaled_down_chaos_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path) -> None:
+    report, verdict = run(SCALES["ci"], tmp_path / "chaos", rng_seed=3)
+    faults = [fault for _, fault in report.events]
+    assert faults.count("kill-worker") == 6 and faults.count("kill-coordinator") == 1
+    assert {"flush-restart-redis", "restart-postgres", "restart-api"} <= set(faults)
+    assert verdict.job_state == "complete", report
+    assert verdict.trials == verdict.expected == 144
+    assert verdict.lost == [] and verdict.double_counted == [] and verdict.duplicate_configs == []
+    assert verdict.changed_after_finish == [] and verdict.wrong_outcome == [] and verdict.extra == []
+    assert verdict.best_ok, verdict.best_detail
