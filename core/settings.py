@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     worker_ttl_seconds: float = 15.0
     # How often the coordinator's housekeeping (reaper, re-dispatch, waiting jobs) runs.
     reap_interval_seconds: float = 3.0
+    # Trials kept queued beyond a job's parallelism, as a fraction of it (rounded up). A worker that
+    # finishes then takes its next trial from the broker at once instead of idling through a
+    # result -> tuner.advance -> dispatch -> claim round-trip (100-400 ms measured on 2 cores, see
+    # docs/SCALING.md). 0 restores "queued + running <= parallelism".
+    dispatch_lookahead: float = 1.0
     # A queued trial not claimed for this long is sent again (its message may have been lost).
     redispatch_after_seconds: float = 30.0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -90,7 +91,7 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
         job_store.set_job_status(session, job, state=JobState.FAILED, message=f"cannot rebuild search space: {exc}")
         return StepResult([], job.state, job.status_message), [], job.gpu_model
 
-    trials = trial_store.history(session, job.id)
+    trials = trial_store.history_rows(session, job.id)
     counts: dict[str, int] = {}
     for trial in trials:
         counts[trial.state] = counts.get(trial.state, 0) + 1
@@ -108,7 +109,8 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
         job_store.set_job_status(session, job, message=message)
         return StepResult([], job.state, message), [], job.gpu_model
 
-    wanted = min(job.parallelism - in_flight, trials_left, valid_left)
+    lookahead = math.ceil(job.parallelism * settings.dispatch_lookahead)
+    wanted = min(job.parallelism + lookahead - in_flight, trials_left, valid_left)
     if wanted <= 0:
         return StepResult([], job.state, job.status_message), [], job.gpu_model
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from core.models import Job, Trial
@@ -15,7 +16,7 @@ from tuner.optimizers.base import Observation
 PRIOR_LIMIT = 2000
 
 
-def observations(trials: Sequence[Trial]) -> list[Observation]:
+def observations(trials: Sequence[Trial] | Sequence[Row[Any]]) -> list[Observation]:
     out = []
     for trial in trials:
         state = TrialState(trial.state)
