@@ -1,0 +1,214 @@
+"""The whole farm on a GPU host, as a user would run it, and Kernel Tuner beside it.
+
+For each GPU count in --gpus (e.g. "1,2"): start the embedded stack (PostgreSQL and Redis from the
+wheels, API, coordinator, one cuda worker per GPU), submit each kernel over the REST API with the
+same seed, budget and strategy, wait, and record trials per hour, GPU busy fraction (time the GPU
+spends measuring / (GPUs x job wall time)), with and without ncu profiling time, and the best
+config. Then Kernel Tuner 1.5.0 tunes the same kernel, search space and problem on one GPU with the
+same evaluation budget (if it is importable), through the same .cu source and compile defines.
+
+Run on the GPU machine from the repository root (see docs/BENCHMARKS.md for the exact command):
+    python3 benchmarks/farm_gpu/run_farm.py --gpus 1,2 --kernel matmul_fp32 --kernel layernorm --budget 64 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from core.settings import Settings
+from kernelfarm.client import Client
+from kernelfarm.stack import WorkerPlan, start_stack, stop_stack
+
+logger = logging.getLogger("run_farm")
+
+
+def _ts(text: str | None) -> float | None:
+    return datetime.fromisoformat(text).timestamp() if text else None
+
+
+def run_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelism: int, seed: int,
+            profile: str, strategy: str | None) -> dict[str, Any]:  # fmt: skip
+    submitted = time.time()
+    body = {"kernel": kernel, "gpu_model": gpu_model, "budget_trials": budget, "parallelism": parallelism,
+            "seed": seed, "profile": profile} | ({"strategy": strategy} if strategy else {})  # fmt: skip
+    job = client.submit(body)
+    while job["state"] not in ("complete", "failed", "cancelled"):
+        time.sleep(0.5)
+        job = client.job(job["id"])
+    trials = client.all_trials(job["id"])
+    starts = [_ts(t["started_at"]) for t in trials if t["started_at"]]
+    ends = [_ts(t["finished_at"]) for t in trials if t["finished_at"]]
+    search_wall = max(ends) - min(starts)  # type: ignore[type-var,operator]
+    job_wall = (_ts(job["finished_at"]) or time.time()) - (_ts(job["started_at"]) or submitted)
+    gpu_s = sum(t["metrics"].get("gpu_s", 0.0) for t in trials)
+    profile_walls = {t["profile"]["wall_seconds"] for t in trials if t.get("profile") and t["profile"]["wall_seconds"]}
+    compile_s = [t["metrics"]["compile_s"] for t in trials if "compile_s" in t["metrics"]]
+    return {
+        "job_id": job["id"],
+        "kernel": kernel,
+        "state": job["state"],
+        "status": job["status_message"],
+        "trials": len(trials),
+        "complete": job["progress"]["complete"],
+        "failed": job["progress"]["failed"],
+        "failure_kinds": _count(t["failure_kind"] for t in trials if t["failure_kind"]),
+        "best": job["best"],
+        "search_wall_s": search_wall,
+        "job_wall_s": job_wall,
+        "trials_per_hour": len(trials) / search_wall * 3600,
+        "gpu_measure_s": gpu_s,
+        "ncu_batches_s": sum(profile_walls),
+        "ncu_batches": len(profile_walls),
+        "compile_s_median": statistics.median(compile_s) if compile_s else None,
+        "compile_cached": sum(1 for t in trials if t["metrics"].get("compile_cached")),
+    }
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out
+
+
+def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int, profile: str,
+              state_dir: Path, report: dict[str, Any], out: Path, backend: str = "cuda",
+              landscapes: tuple[Path, ...] = (), strategy: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    results: list[dict[str, Any]] = report["farm"]
+    for count in gpu_counts:
+        # Every GPU count starts with a cold compile cache, so the runs compare like with like.
+        shutil.rmtree(Path(tempfile.gettempdir()) / "kernelfarm-cuda", ignore_errors=True)
+        started = time.time()
+        plan = WorkerPlan(backend, count, landscapes)
+        state = start_stack(Settings(), state_dir, plan, timeout=300)
+        logger.info("stack with %d GPU worker(s) up in %.1f s", count, time.time() - started)
+        try:
+            client = Client(state.api_url, state.token, timeout=60)
+            workers = client.workers()
+            model = workers[0]["gpu_model"]
+            for kernel in kernels:
+                result = run_job(client, kernel, model, budget, parallelism=2 * count, seed=seed, profile=profile,
+                                 strategy=strategy)  # fmt: skip
+                result |= {"gpus": count, "gpu_model": model, "workers": [w["name"] for w in workers]}
+                result["busy_measuring"] = result["gpu_measure_s"] / (count * result["job_wall_s"])
+                result["busy_with_ncu"] = (result["gpu_measure_s"] + result["ncu_batches_s"]) / (
+                    count * result["job_wall_s"]
+                )
+                logger.info("%s", json.dumps(result, default=str))
+                results.append(result)
+                out.write_text(json.dumps(report, indent=2, default=str))  # partial results survive a timeout
+        finally:
+            stop_stack(state_dir)
+    return results
+
+
+def kernel_tuner_run(kernel: str, budget: int, strategy: str, seed: int) -> dict[str, Any]:
+    """Kernel Tuner on the same .cu, space (as restrictions), problem and budget, one GPU."""
+    import cupy as cp
+    import numpy as np
+
+    from kernels.registry import get_kernel
+
+    spec = get_kernel(kernel)
+    assert spec.cuda is not None and spec.source_path is not None
+    problem = spec.normalize_problem(spec.default_problem)
+    valid = spec.space.valid_configs(problem)
+    # KT computes grid and block from tunable parameters; ours are derived from the config, so a
+    # per-config lookup is exposed to it as two extra parameters fixed by a restriction.
+    launches = {spec.space.key(c): spec.cuda.launch(c, problem) for c in valid}
+    tune_params: dict[str, list[Any]] = {p.name: list(p.values) for p in spec.space.parameters}
+    tune_params["kt_threads"] = sorted({launch.block[0] for launch in launches.values()})
+    tune_params["kt_blocks"] = sorted({launch.grid[0] for launch in launches.values()})
+
+    def restriction(params: dict[str, Any]) -> bool:
+        config = {p.name: params[p.name] for p in spec.space.parameters}
+        launch = launches.get(spec.space.key(config))
+        return launch is not None and launch.block[0] == params["kt_threads"] and launch.grid[0] == params["kt_blocks"]
+
+    buffers = spec.cuda.make_inputs(problem, seed)
+    args = [np.asarray(cp.asnumpy(a)) if hasattr(a, "shape") else a for a in spec.cuda.arguments(buffers, problem)]
+    reference = spec.cuda.reference(buffers, problem)
+    outputs = set(spec.cuda.outputs())
+    answer = [cp.asnumpy(reference[name]) if name in outputs else None for name in _arg_names(spec, buffers, problem)]
+    source = spec.source_path.read_text()
+    defines = {k: v for k, v in spec.cuda.defines(valid[0], problem).items() if k not in tune_params}
+    prefix = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+    started = time.time()
+    shared = {key: launch.shared_bytes for key, launch in launches.items()}
+    results, env = _tune(spec, prefix + source, args, tune_params, restriction, answer, strategy, budget, shared)
+    wall = time.time() - started
+    ok = [r for r in results if isinstance(r.get("time"), float)]
+    best = min(ok, key=lambda r: r["time"]) if ok else None
+    return {"tool": "kernel_tuner", "strategy": strategy, "kernel": kernel, "evaluations": len(results),
+            "valid": len(ok), "wall_s": wall, "configs_per_hour": len(results) / wall * 3600,
+            "best_ms": best["time"] if best else None,
+            "best_config": {k: best[k] for k in tune_params} if best else None,
+            "device": env.get("device_name")}  # fmt: skip
+
+
+def _arg_names(spec: Any, buffers: dict[str, Any], problem: dict[str, Any]) -> list[str]:
+    by_id = {id(v): k for k, v in buffers.items()}
+    return [by_id.get(id(a), "") for a in spec.cuda.arguments(buffers, problem)]
+
+
+def _tune(spec, source, args, tune_params, restriction, answer, strategy, budget, shared):  # type: ignore[no-untyped-def]
+    def shared_bytes(params):  # type: ignore[no-untyped-def]
+        return shared[spec.space.key({p.name: params[p.name] for p in spec.space.parameters})]
+
+    from kernel_tuner import tune_kernel
+
+    # One block per kt_blocks: problem_size = kt_blocks with grid_div_x = 1 gives grid.x = kt_blocks.
+    return tune_kernel(
+        spec.cuda.entry, source, problem_size=lambda p: (p["kt_blocks"], 1, 1), arguments=args,
+        tune_params=tune_params, restrictions=restriction, grid_div_x=[], block_size_names=["kt_threads"],
+        lang="cupy", strategy=strategy, strategy_options={"max_fevals": budget}, answer=answer,
+        # KT's default tolerance is absolute; fp32 products of 4096-long dot products need ~1e-2
+        atol=1e-2, verbose=False, iterations=32,
+        # dynamic shared memory per config, as our launcher passes it (a byte-sized char array)
+        smem_args={"size": shared_bytes, "type": "char"},
+    )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", default="1,2")
+    parser.add_argument("--kernel", action="append", default=[])
+    parser.add_argument("--budget", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", default="all")
+    parser.add_argument("--strategy", default=None, help="farm strategy (default: the farm's default)")
+    parser.add_argument("--kt-strategy", action="append", default=[])
+    parser.add_argument("--state-dir", type=Path, default=Path("/tmp/kf-farm"))
+    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--replay", type=Path, action="append", default=[],
+                        help="smoke-test without a GPU: replay workers serving these landscapes")  # fmt: skip
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    kernels = args.kernel or ["matmul_fp32"]
+    report: dict[str, Any] = {"farm": [], "kernel_tuner": []}
+    out = args.out / "farm_gpu.json"
+    farm_runs([int(g) for g in args.gpus.split(",")], kernels, args.budget, args.seed, args.profile,
+              args.state_dir, report, out, "replay" if args.replay else "cuda", tuple(args.replay),
+              args.strategy)  # fmt: skip
+    for strategy in args.kt_strategy:
+        for kernel in kernels:
+            try:
+                report["kernel_tuner"].append(kernel_tuner_run(kernel, args.budget, strategy, args.seed))
+            except Exception as exc:  # report, don't lose the farm numbers
+                logger.exception("kernel tuner run failed")
+                report["kernel_tuner"].append({"kernel": kernel, "strategy": strategy, "error": repr(exc)})
+            out.write_text(json.dumps(report, indent=2, default=str))
+    print(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
