@@ -86,7 +86,9 @@ def _parse_options(items: list[str], strategies: list[str]) -> dict[str, dict[st
         head, sep, text = item.partition("=")
         name, dot, key = head.partition(".")
         if not sep or not dot or name not in strategies:
-            raise typer.BadParameter(f"{item!r}: expected STRATEGY.KEY=VALUE for a chosen strategy", param_hint="--option")
+            raise typer.BadParameter(
+                f"{item!r}: expected STRATEGY.KEY=VALUE for a chosen strategy", param_hint="--option"
+            )
         try:
             value = json.loads(text)
         except json.JSONDecodeError:

@@ -45,7 +45,10 @@ def test_gradient_matches_finite_differences(data: tuple[np.ndarray, np.ndarray]
     _, grad = G.negative_log_posterior(theta, _components(x), y)
     eps = 1e-6
     numeric = [
-        (G.negative_log_posterior(theta + e, _components(x), y)[0] - G.negative_log_posterior(theta - e, _components(x), y)[0])
+        (
+            G.negative_log_posterior(theta + e, _components(x), y)[0]
+            - G.negative_log_posterior(theta - e, _components(x), y)[0]
+        )
         / (2 * eps)
         for e in np.eye(len(theta)) * eps
     ]

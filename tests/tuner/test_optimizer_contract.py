@@ -9,9 +9,9 @@ from core.space import Config
 from core.states import FailureKind
 from core.strategies import DEFAULT_STRATEGY as API_DEFAULT
 from core.strategies import STRATEGY_NAMES
+from tests.tuner.conftest import CONTEXT, SPACE, TINY, drive, objective
 from tuner.optimizers.base import Observation, Optimizer
 from tuner.optimizers.registry import DEFAULT_STRATEGY, STRATEGIES, get_strategy
-from tests.tuner.conftest import CONTEXT, SPACE, TINY, drive, objective
 
 # Model-based strategies reach their model phase quickly with these options.
 FAST = {"bayes": {"n_init": 4}, "genetic": {"population": 6}}
@@ -55,7 +55,9 @@ def test_configs_hold_plain_python_values(name: str) -> None:
 
 @pytest.mark.parametrize("name", ALL)
 def test_deterministic_for_a_seed(name: str) -> None:
-    runs = [drive(get_strategy(name), SPACE, CONTEXT, steps=5, batch=3, seed=7, options=options(name)) for _ in range(2)]
+    runs = [
+        drive(get_strategy(name), SPACE, CONTEXT, steps=5, batch=3, seed=7, options=options(name)) for _ in range(2)
+    ]
     assert keys([o.config for o in runs[0]]) == keys([o.config for o in runs[1]])
     other = drive(get_strategy(name), SPACE, CONTEXT, steps=5, batch=3, seed=8, options=options(name))
     assert keys([o.config for o in other]) != keys([o.config for o in runs[0]])
@@ -103,7 +105,10 @@ def test_all_failures_so_far_still_proposes(name: str) -> None:
 
 @pytest.mark.parametrize("name", ALL)
 def test_prior_observations_are_usable(name: str) -> None:
-    prior = [Observation(c, objective(c), None if objective(c) else FailureKind.LAUNCH) for c in SPACE.valid_configs(CONTEXT)[::7]]
+    prior = [
+        Observation(c, objective(c), None if objective(c) else FailureKind.LAUNCH)
+        for c in SPACE.valid_configs(CONTEXT)[::7]
+    ]
     history = drive(get_strategy(name), SPACE, CONTEXT, steps=2, batch=3, options=options(name))
     configs = get_strategy(name).from_history(SPACE, CONTEXT, history, 0, options(name), prior=prior).ask(4)
     assert len(configs) == 4 and all(SPACE.contains(c, CONTEXT) for c in configs)
@@ -123,11 +128,22 @@ def test_every_strategy_subclasses_the_contract() -> None:
 
 
 def test_bayes_learns_to_avoid_failing_configs() -> None:
-    """With failures teaching it, the BO's late proposals rarely fail (the space's failing corner
-    is ~20% of it); random search keeps failing at the base rate."""
-    failing = [c for c in SPACE.valid_configs(CONTEXT) if objective(c) is None]
-    rate = len(failing) / len(SPACE.valid_configs(CONTEXT))
-    history = drive(get_strategy("bayes"), SPACE, CONTEXT, steps=10, batch=4, options={"n_init": 8})
-    late = history[16:]
-    late_rate = np.mean([o.value is None for o in late])
-    assert rate > 0.1 and late_rate < rate / 2
+    """Failures teach the model: after its initial design the BO fails far less often than the
+    failing share of the space (~40 % here, with the optimum on the failure boundary)."""
+    valid = SPACE.valid_configs(CONTEXT)
+    rate = sum(objective(c) is None for c in valid) / len(valid)
+    late_rates = []
+    for seed in range(3):
+        history = drive(get_strategy("bayes"), SPACE, CONTEXT, steps=10, batch=4, seed=seed, options={"n_init": 8})
+        late_rates.append(np.mean([o.value is None for o in history[16:]]))
+    assert rate > 0.3
+    assert np.mean(late_rates) < 0.6 * rate
+
+
+def test_bayes_rejects_unknown_or_malformed_options() -> None:
+    from core.errors import InvalidInput
+
+    for bad in ({"n_inti": 3}, {"n_init": "3"}, {"failures": "pray"}, {"xi": True}, {"pool": 0}):
+        with pytest.raises(InvalidInput):
+            get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, bad)
+    assert get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, {"xi": 0, "n_init": 3}).ask(1)

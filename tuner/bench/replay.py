@@ -28,6 +28,7 @@ class Run:
     values: list[float | None] = field(default_factory=list)
     ask_seconds: list[float] = field(default_factory=list)
     ask_sizes: list[int] = field(default_factory=list)
+    history: list[Observation] = field(default_factory=list)
 
 
 def replay(
@@ -41,8 +42,8 @@ def replay(
 ) -> Run:
     """Run ``strategy`` on ``landscape`` for ``budget`` evaluations in batches of ``batch``."""
     space = landscape.space
-    history: list[Observation] = []
     run = Run()
+    history = run.history
     while len(history) < budget:
         k = min(batch, budget - len(history))
         start = time.perf_counter()

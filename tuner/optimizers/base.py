@@ -41,15 +41,15 @@ class Observation:
 
 class Optimizer(ABC):
     """Args common to all strategies:
-        space: the job's search space.
-        context: problem values the space's constraints may refer to.
-        history: observations of this job (and, with warm start, prior ones marked as such by the
-            strategy's options), in proposal order.
-        seed: makes proposals deterministic.
-        options: strategy-specific settings (documented by each strategy).
-        prior: warm start: observations from earlier jobs of the same kernel (another problem size
-            or GPU model). Never proposed as-is unless unobserved in ``history``; strategies may use
-            them to shape their model. Empty for a cold start.
+    space: the job's search space.
+    context: problem values the space's constraints may refer to.
+    history: observations of this job (and, with warm start, prior ones marked as such by the
+        strategy's options), in proposal order.
+    seed: makes proposals deterministic.
+    options: strategy-specific settings (documented by each strategy).
+    prior: warm start: observations from earlier jobs of the same kernel (another problem size
+        or GPU model). Never proposed as-is unless unobserved in ``history``; strategies may use
+        them to shape their model. Empty for a cold start.
     """
 
     name: str = "base"

@@ -27,7 +27,7 @@ def column_positions(parameter: Parameter) -> np.ndarray | None:
     if len(values) < 2:
         return np.zeros(len(values))
     if parameter.power_of_two:
-        logs = np.array([math.log2(float(v)) for v in values])  # type: ignore[arg-type]
+        logs = np.array([math.log2(float(v)) for v in values])
         return (logs - logs.min()) / (logs.max() - logs.min())
     if parameter.numeric:
         order = np.argsort(np.array(values, dtype=np.float64), kind="stable")

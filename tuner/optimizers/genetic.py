@@ -23,10 +23,10 @@ ATTEMPTS = 50
 
 class GeneticAlgorithm(Optimizer):
     """Options:
-        population (int, 20): parents are the best this many successful configs; before that many
-            evaluations, proposals are uniform random.
-        mutation (float, 0): per-gene mutation probability; 0 means 1 / (number of free parameters).
-        tournament (int, 2): tournament size for parent selection.
+    population (int, 20): parents are the best this many successful configs; before that many
+        evaluations, proposals are uniform random.
+    mutation (float, 0): per-gene mutation probability; 0 means 1 / (number of free parameters).
+    tournament (int, 2): tournament size for parent selection.
     """
 
     name = "genetic"

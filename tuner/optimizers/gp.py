@@ -98,9 +98,7 @@ def covariance(a: np.ndarray, b: np.ndarray, hp: Hyperparameters, fast: bool = F
 
 
 # ---------------------------------------------------------------------------------- fitting
-def negative_log_posterior(
-    theta: np.ndarray, components: np.ndarray, y: np.ndarray
-) -> tuple[float, np.ndarray]:
+def negative_log_posterior(theta: np.ndarray, components: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Negative log marginal likelihood plus hyperprior, and its gradient in ``theta``.
 
     Args:

@@ -1,0 +1,116 @@
+"""Markdown tables from benchmark JSON reports (so no number in the docs is typed by hand).
+
+Usage:
+    python benchmarks/strategies/make_tables.py comparison LABEL=REPORT.json [LABEL=REPORT.json ...]
+    python benchmarks/strategies/make_tables.py latency REPORT.json
+    python benchmarks/strategies/make_tables.py warm REPORT.json
+
+``comparison`` merges reports of ``kernelfarm bench-strategies --json`` and
+kernel_tuner_replay.py: one table per landscape, one row per (label, strategy); an empty LABEL
+keeps the strategy name alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+CHECKPOINTS = ("25", "50", "100", "200")
+
+
+def _fraction(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _hits(median: float | None, success: float, budget: int) -> str:
+    return f"{'>' + str(budget) if median is None else f'{median:g}'} ({100 * success:.0f} %)"
+
+
+def comparison(pairs: list[str]) -> str:
+    rows: dict[str, list[str]] = {}
+    headers: dict[str, str] = {}
+    for pair in pairs:
+        label, _, path = pair.rpartition("=")
+        report = json.loads(Path(path).read_text())
+        settings = report["settings"]
+        for name, entry in report["landscapes"].items():
+            headers.setdefault(
+                name,
+                f"**{name}** ({entry['configs']} configs in the space, {entry['failed_configs']} of the file's fail; "
+                f"budget {settings['budget']})",
+            )
+            for strategy, s in entry["strategies"].items():
+                title = f"{label} {strategy}".strip() if label else strategy
+                repeats = f"{s['repeats']}"
+                batch = settings.get("batch", 1)
+                rows.setdefault(name, []).append(
+                    f"| {title} | {batch} | {repeats} | "
+                    + " | ".join(_fraction(s["frac_at"].get(b)) for b in CHECKPOINTS)
+                    + f" | {_hits(s['n90_median'], s['n90_success'], s['budget'])}"
+                    + f" | {_hits(s['n95_median'], s['n95_success'], s['budget'])}"
+                    + f" | {100 * s['failed_fraction']:.0f} %"
+                    + f" | {'-' if s['ask_ms_median'] is None else format(s['ask_ms_median'], '.1f')} |"
+                )
+    out = []
+    for name, lines in rows.items():
+        out.append(headers[name] + "\n")
+        out.append(
+            "| strategy | batch | repeats | frac@25 | frac@50 | frac@100 | frac@200 | evals to 0.90 (share) "
+            "| evals to 0.95 (share) | failed evals | ms per ask |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        out.extend(lines)
+        out.append("")
+    return "\n".join(out)
+
+
+def latency(path: str) -> str:
+    report = json.loads(Path(path).read_text())
+    out = [
+        f"{report['strategy']}, ask({report['batch']}), one core (ms):\n",
+        "| landscape | observations | median | p90 | min |",
+        "|---|---|---|---|---|",
+    ]
+    for name, rows in report["landscapes"].items():
+        for r in rows:
+            out.append(
+                f"| {name} | {r['observations']} | {r['median_ms']:.1f} | {r['p90_ms']:.1f} | {r['min_ms']:.1f} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+def warm(path: str) -> str:
+    report = json.loads(Path(path).read_text())
+    budget = report["settings"]["budget"]
+    checkpoints = [b for b in CHECKPOINTS if int(b) <= budget]
+    out = []
+    for name, entry in report["landscapes"].items():
+        out.append(f"**{name}**\n")
+        out.append(
+            "| prior | prior's best on target | "
+            + " | ".join(f"frac@{b}" for b in checkpoints)
+            + " | evals to 0.90 | evals to 0.95 |"
+        )
+        out.append("|---" * (4 + len(checkpoints)) + "|")
+        for level, s in entry.items():
+            best = s.get("prior_best_fraction")
+            out.append(
+                f"| {level} | {'-' if best is None else f'{best:.3f}'} | "
+                + " | ".join(_fraction(s["frac_at"][b]) for b in checkpoints)
+                + f" | {_hits(s['n90_median'], s['n90_success'], budget)}"
+                + f" | {_hits(s['n95_median'], s['n95_success'], budget)} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> None:
+    kind, rest = argv[0], argv[1:]
+    text: Any = {"comparison": comparison, "latency": lambda r: latency(r[0]), "warm": lambda r: warm(r[0])}[kind](rest)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,65 @@
+"""Ask latency of a strategy at a given history length: what one coordinator step costs.
+
+Histories are random samples of a landscape's recorded configs (failed ones included, so the
+feasibility model is part of the cost), and the optimizer is rebuilt from history for every ask,
+exactly as the stateless coordinator does. Callers pin the process to one core and BLAS to one
+thread (benchmarks/strategies/ask_latency.py), which is the coordinator's production setting.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.landscape import Landscape
+from tuner.optimizers.base import Observation
+from tuner.optimizers.registry import get_strategy
+
+
+@dataclass(frozen=True)
+class Latency:
+    observations: int
+    batch: int
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    samples: int
+
+
+def random_history(landscape: Landscape, n: int, seed: int) -> list[Observation]:
+    keys = sorted(landscape.entries)
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(len(keys), size=min(n, len(keys)), replace=False)
+    history = []
+    for i in chosen.tolist():
+        recording = landscape.entries[keys[i]]
+        config = landscape.space.config_from_key(keys[i])
+        if recording.failure is None:
+            history.append(Observation(config, recording.mean_ms))
+        else:
+            history.append(Observation(config, None, recording.failure))
+    return history
+
+
+def measure(
+    landscape: Landscape, strategy: str, sizes: Sequence[int], batch: int = 8, samples: int = 9
+) -> list[Latency]:
+    cls = get_strategy(strategy)
+    cls.from_history(landscape.space, {}, [], 0).ask(1)  # build the candidate table once (cached per space)
+    out = []
+    for n in sizes:
+        times = []
+        for seed in range(samples):
+            history = random_history(landscape, n, seed)
+            start = time.perf_counter()
+            cls.from_history(landscape.space, {}, history, seed).ask(batch)
+            times.append(1000 * (time.perf_counter() - start))
+        times.sort()
+        out.append(
+            Latency(n, batch, statistics.median(times), times[int(0.9 * (len(times) - 1))], times[0], len(times))
+        )
+    return out
