@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-
-import pytest
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import func, update
 
 from core.db import session_scope
@@ -69,7 +68,9 @@ def test_reaper_requeues_then_fails_after_the_retry_cap(database_url: str, job_i
             claim = trial_store.claim(session, trial.id, f"w{attempt}", None)
             assert claim is not None and claim.attempt == attempt
             # the worker died: its heartbeat is old (moved back in time instead of waiting)
-            session.execute(update(Trial).where(Trial.id == trial.id).values(heartbeat_at=func.now() - timedelta(hours=1)))
+            session.execute(
+                update(Trial).where(Trial.id == trial.id).values(heartbeat_at=func.now() - timedelta(hours=1))
+            )
         with session_scope(database_url) as session:
             reaped = trial_store.reap_expired_leases(session, lease_seconds=5, max_attempts=2)
         if attempt == 1:

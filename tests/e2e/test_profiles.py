@@ -22,7 +22,7 @@ def finished_job(farm: Farm, token: str, **extra: object) -> tuple[dict, list[di
 
 @pytest.mark.parametrize("mode", ["all", "top_k", "none"])
 def test_profile_modes(farm: Farm, admin_token: str, mode: str) -> None:
-    job, trials = finished_job(farm, admin_token, profile=mode, profile_top_k=3)
+    _, trials = finished_job(farm, admin_token, profile=mode, profile_top_k=3)
     completed = [t for t in trials if t["state"] == "complete"]
     profiled = [t for t in trials if t["profile"] is not None]
     if mode == "all":
