@@ -12,9 +12,10 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -32,6 +33,7 @@ RECORDED = REPO / "kernels" / "recorded"
 CONVOLUTION = RECORDED / "convolution_RTX_3090.json.gz"
 PNPOLY = RECORDED / "pnpoly_RTX_3090.json.gz"
 RTX3090 = "nvidia-geforce-rtx-3090"
+T = TypeVar("T")
 
 # Fast clocks so failure handling is observable in seconds.
 FAST_TIMINGS = {
@@ -176,7 +178,7 @@ def _ready(api_url: str) -> bool:
         return False
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):  # type: ignore[no-untyped-def]
+def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -4,10 +4,12 @@ print the result, check it against the job's own trials, and stop what it starte
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
+from kernelfarm.client import Client
 from kernelfarm.commands.jobs import call, follow_job, report
 from kernelfarm.commands.stack_cmds import plan_workers
 from kernelfarm.context import cli_context

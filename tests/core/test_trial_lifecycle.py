@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -21,7 +22,7 @@ OK = Measurement(timing=TimingStats.from_times([1.0, 2.0, 3.0]), verified=True)
 
 
 @pytest.fixture
-def job_id(database_url: str):  # type: ignore[no-untyped-def]
+def job_id(database_url: str) -> uuid.UUID:
     spec = get_kernel("cn_pnpoly")
     with session_scope(database_url) as session:
         kernel = ensure_kernel(session, spec)
@@ -39,12 +40,12 @@ def job_id(database_url: str):  # type: ignore[no-untyped-def]
         return job.id
 
 
-def trial_of(database_url: str, job_id) -> Trial:  # type: ignore[no-untyped-def]
+def trial_of(database_url: str, job_id: uuid.UUID) -> Trial:
     with session_scope(database_url) as session:
         return trial_store.history(session, job_id)[0]
 
 
-def test_claim_once_and_write_once(database_url: str, job_id) -> None:  # type: ignore[no-untyped-def]
+def test_claim_once_and_write_once(database_url: str, job_id: uuid.UUID) -> None:
     trial = trial_of(database_url, job_id)
     with session_scope(database_url) as session:
         claim = trial_store.claim(session, trial.id, "w1", None)
@@ -61,7 +62,7 @@ def test_claim_once_and_write_once(database_url: str, job_id) -> None:  # type: 
     assert final.state == TrialState.COMPLETE and final.time_ms == 2.0 and final.times_ms == [1.0, 2.0, 3.0]
 
 
-def test_reaper_requeues_then_fails_after_the_retry_cap(database_url: str, job_id) -> None:  # type: ignore[no-untyped-def]
+def test_reaper_requeues_then_fails_after_the_retry_cap(database_url: str, job_id: uuid.UUID) -> None:
     trial = trial_of(database_url, job_id)
     for attempt in (1, 2):
         with session_scope(database_url) as session:
@@ -84,7 +85,7 @@ def test_reaper_requeues_then_fails_after_the_retry_cap(database_url: str, job_i
     assert "not retried again" in (final.failure_message or "")
 
 
-def test_heartbeat_keeps_a_lease_and_reports_its_loss(database_url: str, job_id) -> None:  # type: ignore[no-untyped-def]
+def test_heartbeat_keeps_a_lease_and_reports_its_loss(database_url: str, job_id: uuid.UUID) -> None:
     trial = trial_of(database_url, job_id)
     with session_scope(database_url) as session:
         claim = trial_store.claim(session, trial.id, "w1", None)
