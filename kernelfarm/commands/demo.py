@@ -49,7 +49,7 @@ def demo(
             console.print(f"stopped: {', '.join(stop_stack(ctx.state_dir))}")
 
 
-def _check(client, job) -> None:
+def _check(client: Client, job: dict[str, Any]) -> None:
     """The printed best must be the fastest completed trial of the job: say so, or fail."""
     times = [t["time_ms"] for t in client.all_trials(job["id"]) if t["state"] == "complete"]
     if job["state"] != "complete" or not times or job["best"] is None:
