@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
@@ -25,9 +26,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.celery = make_celery(settings)
     install_error_handlers(app)
     _limit_request_size(app, settings.max_request_bytes)
+    _limit_in_flight(app, MAX_IN_FLIGHT)
     for module in (health, jobs, kernels, workers, best):
         app.include_router(module.router)
     return app
+
+
+# Requests served at once per process; the rest wait here, on the event loop, holding nothing.
+# Must stay below the database pool (core/db.py: 5 + 10 overflow). Without it, 50 concurrent clients
+# deadlocked the API: 40 threadpool threads waited for the 15 pooled connections while the requests
+# holding those connections waited for a threadpool thread to run their session teardown
+# (FastAPI runs sync generator dependencies' exit in the threadpool); measured, see docs/RELIABILITY.md.
+MAX_IN_FLIGHT = 12
+
+
+def _limit_in_flight(app: FastAPI, limit: int) -> None:
+    gates: dict[int, asyncio.Semaphore] = {}  # one per event loop (test clients run their own)
+
+    @app.middleware("http")
+    async def gate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        loop_gate = gates.setdefault(id(asyncio.get_running_loop()), asyncio.Semaphore(limit))
+        async with loop_gate:
+            return await call_next(request)
 
 
 def _limit_request_size(app: FastAPI, max_bytes: int) -> None:

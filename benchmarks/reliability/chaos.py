@@ -53,9 +53,16 @@ class ChaosPlan:
 SCALES = {
     "target": ChaosPlan(),
     # The CI version: same code, a 144-config space and fewer faults of every class.
-    "ci": ChaosPlan(parameters={"read_only": [0], "use_padding": [1], "tile_size_x": [1, 2], "tile_size_y": [1, 2]},
-                    constraints=(), workers=3, sleep_ms=100.0, parallelism=6, worker_kills=6, coordinator_kills=1,
-                    timeout_s=150.0),
+    "ci": ChaosPlan(
+        parameters={"read_only": [0], "use_padding": [1], "tile_size_x": [1, 2], "tile_size_y": [1, 2]},
+        constraints=(),
+        workers=3,
+        sleep_ms=100.0,
+        parallelism=6,
+        worker_kills=6,
+        coordinator_kills=1,
+        timeout_s=150.0,
+    ),
 }
 
 
@@ -193,6 +200,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="state directory (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
     args = parser.parse_args()
+    # `timeout` and CI runners send SIGTERM: exit through the finally blocks that stop the farm.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     directory = args.dir or Path(tempfile.mkdtemp(prefix="kf-chaos-"))
     report, verdict = run(SCALES[args.scale], directory, args.seed)
