@@ -43,7 +43,7 @@ FAST_TIMINGS = {
 }
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -107,7 +107,7 @@ class ChaosFarm:
         with contextlib.suppress(redis.RedisError):
             redis.Redis.from_url(self.redis_url).flushall()
         os.kill(self.redis_server.pid, signal.SIGKILL)
-        wait_for(lambda: not _alive(self.redis_server.pid), 10, "redis to die")  # type: ignore[union-attr, arg-type]
+        wait_for(lambda: not _alive(self.redis_server.pid), 10, "redis to die")
         time.sleep(down_seconds)
         self.redis_server.start()
 
