@@ -7,4 +7,4 @@ keeps the two in step.
 from __future__ import annotations
 
 STRATEGY_NAMES: tuple[str, ...] = ("bayes", "genetic", "random")
-DEFAULT_STRATEGY = "random"
+DEFAULT_STRATEGY = "bayes"

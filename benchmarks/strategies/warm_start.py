@@ -43,9 +43,11 @@ def source(landscape: Landscape, level: str, seed: int) -> Landscape:
     return shuffled(landscape, seed) if spec is None else distorted(landscape, spec[0], spec[1], seed)
 
 
-def _task(args: tuple[str, str, str | None, int, int, int]) -> tuple[list[float | None], float | None]:
+def _task(
+    args: tuple[str, str, str | None, int, int, int, dict[str, Any]],
+) -> tuple[list[float | None], float | None]:
     """(trace of the target job, target time of the prior's best config) for one repeat."""
-    path, strategy, level, budget, prior_budget, seed = args
+    path, strategy, level, budget, prior_budget, seed, options = args
     target = load_landscape(Path(path))
     cls = get_strategy(strategy)
     prior: list[Observation] = []
@@ -57,7 +59,7 @@ def _task(args: tuple[str, str, str | None, int, int, int]) -> tuple[list[float 
         if done:
             best = min(done, key=lambda o: o.value or 0.0)
             prior_best = target.entries[target.space.key(best.config)].mean_ms
-    return replay(target, cls, budget, seed, prior=prior).values, prior_best
+    return replay(target, cls, budget, seed, options=options, prior=prior).values, prior_best
 
 
 def main() -> None:
@@ -69,10 +71,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--levels", default="cold," + ",".join(LEVELS), help="comma-separated subset")
+    parser.add_argument("--option", action="append", default=[], help="KEY=VALUE (JSON) for the warm job")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    levels: list[str | None] = [None, *LEVELS]
+    options = {k: json.loads(v) for k, _, v in (o.partition("=") for o in args.option)}
+    levels: list[str | None] = [None if name == "cold" else name for name in args.levels.split(",")]
     report: dict[str, Any] = {"settings": vars(args) | {"landscapes": [str(p) for p in args.landscapes], "json": None}}
     report["settings"]["levels"] = {k: v for k, v in LEVELS.items()}
     report["landscapes"] = {}
@@ -95,7 +100,7 @@ def main() -> None:
             entry: dict[str, Any] = {}
             for level in levels:
                 tasks = [
-                    (str(path), args.strategy, level, args.budget, args.prior_budget, args.seed + r)
+                    (str(path), args.strategy, level, args.budget, args.prior_budget, args.seed + r, options)
                     for r in range(args.repeats)
                 ]
                 results = list(pool.map(_task, tasks))

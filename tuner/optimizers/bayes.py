@@ -49,7 +49,7 @@ from tuner.optimizers.gp import GaussianProcess, fit_hyperparameters
 from tuner.optimizers.observed import Observed, observe
 
 FAILURE_MODES = ("both", "feasibility", "penalty", "ignore")
-TRANSFORMS = ("copula", "log")
+TRANSFORMS = ("copula", "log", "clip")
 
 
 @dataclass(frozen=True)
@@ -64,13 +64,17 @@ class BayesSettings:
             objective model, a penalty equal to the worst observed time), "feasibility",
             "penalty", or "ignore" (ablation only).
         transform: output warping of log times: "copula" (normal scores of the ranks: robust to
-            very slow configs, which otherwise dominate the fit) or "log".
+            very slow configs, which otherwise dominate the fit), "log", or "clip" (log times
+            above the median + 2 IQR clipped).
         feasibility_power: exponent on the probability of working (higher is more risk-averse).
         pool: most candidates scored per ask.
         pool_work: pool x training-set size budget (bounds the cost at long histories).
         train_max: most observations in the posterior.
         fit_max: most observations used to fit hyperparameters.
-        prior_init: initial proposals taken from the best prior configs when warm-starting.
+        prior_init: the best prior configs proposed first when warm-starting (in addition to
+            the ``n_init`` space-filling ones, so a misleading prior costs only these).
+        prior_noise: noise variance (in standard deviations of the warped target) with which
+            prior observations enter the objective model; 0 keeps them out of it.
     """
 
     n_init: int = 10
@@ -83,7 +87,8 @@ class BayesSettings:
     pool_work: int = 600_000
     train_max: int = 256
     fit_max: int = 64
-    prior_init: int = 5
+    prior_init: int = 3
+    prior_noise: float = 0.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -104,8 +109,9 @@ class BayesSettings:
         for key, allowed in choices.items():
             if getattr(settings, key) not in allowed:
                 raise InvalidInput(f"strategy option {key!r} must be one of {allowed}")
-        if min(settings.pool, settings.train_max, settings.fit_max) < 2 or settings.n_init < 1:
-            raise InvalidInput("strategy options n_init, pool, train_max and fit_max must be positive")
+        sizes = (settings.pool, settings.train_max, settings.fit_max)
+        if min(sizes) < 2 or settings.n_init < 1 or settings.prior_init < 0 or settings.prior_noise < 0:
+            raise InvalidInput("n_init, pool, train_max, fit_max must be positive; prior_* not negative")
         return settings
 
 
@@ -136,12 +142,12 @@ class BayesianOptimizer(Optimizer):
     def _propose(
         self, table: CandidateTable, observed: Observed, free_rows: np.ndarray, n: int, rng: np.random.Generator
     ) -> list[int]:
-        n_init = self.settings.n_init
+        seeds = self._prior_seeds(table)
         placed = len(observed.seen_rows)
         chosen: list[int] = []
-        init_slots = max(0, n_init - placed)
+        init_slots = max(0, self.settings.n_init + len(seeds) - placed)
         if init_slots:
-            chosen = self._initial(table, observed, free_rows, min(n, init_slots), rng)
+            chosen = self._initial(table, observed, free_rows, min(n, init_slots), seeds, rng)
         if len(chosen) < n:
             remaining = np.setdiff1d(free_rows, chosen, assume_unique=True)
             if len(observed.success_rows) >= 2:
@@ -152,24 +158,27 @@ class BayesianOptimizer(Optimizer):
         return chosen
 
     def _initial(
-        self, table: CandidateTable, observed: Observed, free_rows: np.ndarray, n: int, rng: np.random.Generator
+        self,
+        table: CandidateTable,
+        observed: Observed,
+        free_rows: np.ndarray,
+        n: int,
+        seeds: list[int],
+        rng: np.random.Generator,
     ) -> list[int]:
-        chosen = self._from_prior(table, observed, free_rows, n)
+        free = set(free_rows.tolist())
+        chosen = [r for r in seeds if r in free][:n]
         remaining = np.setdiff1d(free_rows, chosen, assume_unique=True)
         placed = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
         return chosen + maximin(table.features, remaining, placed, n - len(chosen), rng)
 
-    def _from_prior(self, table: CandidateTable, observed: Observed, free_rows: np.ndarray, n: int) -> list[int]:
-        """The best prior configs not yet tried here, up to ``prior_init`` in all."""
-        if not self.prior:
-            return []
-        budget = min(n, self.settings.prior_init - _count_prior_tried(table, self, observed))
-        if budget <= 0:
+    def _prior_seeds(self, table: CandidateTable) -> list[int]:
+        """Rows of the ``prior_init`` best prior configs (valid in this space)."""
+        if not self.prior or self.settings.prior_init <= 0:
             return []
         prior = observe(table, self.space, self.prior)
         order = prior.success_rows[np.argsort(prior.log_time, kind="stable")]
-        free = set(free_rows.tolist())
-        return [int(r) for r in order if int(r) in free][:budget]
+        return [int(r) for r in order[: self.settings.prior_init]]
 
     def _model_based(
         self,
@@ -185,7 +194,10 @@ class BayesianOptimizer(Optimizer):
         # Hyperparameters from measured times only: imputed penalties are not smooth data.
         fit_rows = np.flatnonzero(measured)[_subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
         hp = fit_hyperparameters(x[fit_rows], _standardize(y[fit_rows]))
-        gp = GaussianProcess(x, y, hp)
+        prior_rows, prior_y = self._prior_targets(table, observed, rng)
+        extra = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
+        x = np.vstack([x, table.features[prior_rows]])
+        gp = GaussianProcess(x, np.concatenate([y, prior_y]), hp, extra_noise=extra)
 
         pool = self._pool(table, observed, free_rows, rng, len(train_rows))
         fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
@@ -226,6 +238,21 @@ class BayesianOptimizer(Optimizer):
         z = _standardize(_warp(y, self.settings.transform))
         best = float(z[np.argmin(y)])
         return rows, z, best, keep < n_success
+
+    def _prior_targets(
+        self, table: CandidateTable, observed: Observed, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Prior successes this job has not observed, warped on their own scale (another problem
+        size or GPU has other times; only their ranking is assumed to carry over)."""
+        if not self.prior or self.settings.prior_noise <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        prior = observe(table, self.space, self.prior)
+        fresh = ~np.isin(prior.success_rows, observed.seen_rows)
+        rows, y = prior.success_rows[fresh], prior.log_time[fresh]
+        if len(rows) < 2:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        keep = _subset(len(rows), self.settings.train_max // 2, y, rng)
+        return rows[keep], _standardize(_warp(y[keep], self.settings.transform))
 
     def _pool(
         self,
@@ -306,11 +333,3 @@ def _subset(size: int, limit: int, y: np.ndarray, rng: np.random.Generator) -> n
     best = order[: limit // 4]
     rest = rng.choice(order[limit // 4 :], limit - len(best), replace=False)
     return np.sort(np.concatenate([best, rest]))
-
-
-def _count_prior_tried(table: CandidateTable, optimizer: Optimizer, observed: Observed) -> int:
-    """How many of this job's observations are prior configs (already spent on the warm start)."""
-    if not optimizer.prior:
-        return 0
-    prior_rows = set(observe(table, optimizer.space, optimizer.prior).success_rows.tolist())
-    return sum(1 for r in observed.seen_rows.tolist() if r in prior_rows)

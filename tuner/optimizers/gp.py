@@ -169,9 +169,14 @@ def fit_hyperparameters(x: np.ndarray, y: np.ndarray, maxiter: int = 60) -> Hype
 class GaussianProcess:
     """Posterior of a zero-mean GP on standardized targets with fixed hyperparameters."""
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, hp: Hyperparameters) -> None:
+    def __init__(
+        self, x: np.ndarray, y: np.ndarray, hp: Hyperparameters, extra_noise: np.ndarray | None = None
+    ) -> None:
+        """``extra_noise`` adds per-point noise variance (less trusted points, e.g. warm-start priors)."""
         self.x, self.y, self.hp = x, y, hp
         k = covariance(x, x, hp) + (hp.noise + JITTER) * np.eye(len(x))
+        if extra_noise is not None:
+            k[np.diag_indices_from(k)] += extra_noise
         self.chol = scipy.linalg.cholesky(k, lower=True, check_finite=False)
         self.alpha = scipy.linalg.cho_solve((self.chol, True), y, check_finite=False)
 

@@ -13,7 +13,7 @@ STRATEGIES: dict[str, type[Optimizer]] = {
     GeneticAlgorithm.name: GeneticAlgorithm,
     RandomSearch.name: RandomSearch,
 }
-DEFAULT_STRATEGY = RandomSearch.name
+DEFAULT_STRATEGY = BayesianOptimizer.name
 
 
 def get_strategy(name: str) -> type[Optimizer]:
