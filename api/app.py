@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.errors import install_error_handlers
 from api.routes import best, health, jobs, kernels, workers
+from api.token_cache import TokenCache
 from core.celery_app import make_celery
 from core.settings import Settings, get_settings
 
@@ -24,6 +25,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.celery = make_celery(settings)
+    app.state.token_cache = TokenCache(settings.token_cache_seconds)
     install_error_handlers(app)
     _limit_request_size(app, settings.max_request_bytes)
     _limit_in_flight(app, MAX_IN_FLIGHT)

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from api.token_cache import TokenCache
 from core.db import session_scope
 from core.errors import Forbidden, Unauthorized
 from core.settings import Settings
@@ -47,16 +48,24 @@ class Principal:
 
 def _require(scope: Scope) -> Callable[..., Principal]:
     def dependency(
+        request: Request,
         session: SessionDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
         if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
             raise Unauthorized("missing bearer token")
-        token = authenticate(session, credentials.credentials)
-        scopes = effective_scopes(token.scopes)
+        cache: TokenCache = request.app.state.token_cache
+        cached = cache.get(credentials.credentials)
+        if cached is None:
+            token = authenticate(session, credentials.credentials)
+            cache.put(credentials.credentials, token.name, tuple(token.scopes))
+            name, granted = token.name, tuple(token.scopes)
+        else:
+            name, granted = cached.name, cached.scopes
+        scopes = effective_scopes(granted)
         if scope not in scopes:
-            raise Forbidden(f"token {token.name!r} lacks scope {scope.value!r}")
-        return Principal(token.name, scopes)
+            raise Forbidden(f"token {name!r} lacks scope {scope.value!r}")
+        return Principal(name, scopes)
 
     return dependency
 

@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     worker_time_scale: float = 0.0  # replay: plus this factor times the recorded kernel time
     worker_gpu: int = 0  # cuda: device index (after CUDA_VISIBLE_DEVICES)
 
+    # API: how long an authenticated token is trusted without asking the database again (a revoked
+    # token keeps working this long at most).
+    token_cache_seconds: float = 10.0
+
     # Request limits (bad input is refused, not stored).
     max_budget_trials: int = 100_000
     max_parallelism: int = 256

@@ -38,8 +38,12 @@ class BestMatch:
 
 
 def find_best(session: Session, spec: KernelSpec, problem: Mapping[str, Any], gpu_model: str) -> BestMatch:
-    candidates = _measured_problems(session, spec)
     exact_key = spec.problem_key(problem)
+    exact = _exact(session, spec, exact_key, gpu_model)
+    if exact is not None:  # the common case, one indexed query
+        trial, job = exact
+        return BestMatch(trial=trial, job=job, match="exact", problem=dict(job.problem), gpu_model=gpu_model)
+    candidates = _measured_problems(session, spec)
     same_model = [c for c in candidates if c[1] == gpu_model]
     found = _pick(session, spec, problem, exact_key, same_model)
     if found is not None:
@@ -59,12 +63,44 @@ def find_best(session: Session, spec: KernelSpec, problem: Mapping[str, Any], gp
     )
 
 
+_kernel_ids: dict[tuple[str, str], list[int]] = {}
+
+
 def _current_kernel_ids(session: Session, spec: KernelSpec) -> list[int]:
-    return list(
-        session.execute(
-            select(Kernel.id).where(Kernel.name == spec.name, Kernel.source_hash == spec.source_hash)
-        ).scalars()
-    )
+    """Rows of the kernel's current source. Cached once found: a (name, version, hash) row never
+    changes, and a new source gets a new hash."""
+    key = (spec.name, spec.source_hash)
+    if key not in _kernel_ids:
+        ids = list(
+            session.execute(
+                select(Kernel.id).where(Kernel.name == spec.name, Kernel.source_hash == spec.source_hash)
+            ).scalars()
+        )
+        if not ids:
+            return []
+        _kernel_ids[key] = ids
+    return _kernel_ids[key]
+
+
+def _exact(session: Session, spec: KernelSpec, problem_key: str, gpu_model: str) -> tuple[Trial, Job] | None:
+    kernel_ids = _current_kernel_ids(session, spec)
+    if not kernel_ids:
+        return None
+    row = session.execute(
+        select(Trial, Job)
+        .join(Job, Job.id == Trial.job_id)
+        .where(
+            Trial.kernel_name == spec.name,
+            Trial.gpu_model == gpu_model,
+            Trial.problem_key == problem_key,
+            Trial.state == TrialState.COMPLETE.value,
+            Trial.verified.is_(True),
+            Job.kernel_id.in_(kernel_ids),
+        )
+        .order_by(Trial.time_ms.asc(), Trial.id.asc())
+        .limit(1)
+    ).first()
+    return (row[0], row[1]) if row is not None else None
 
 
 def _measured_problems(session: Session, spec: KernelSpec) -> list[tuple[str, str, dict[str, Any]]]:
@@ -114,20 +150,7 @@ def _pick(
 
 
 def _best_of(session: Session, spec: KernelSpec, job: Job, match: str) -> BestMatch:
-    kernel_ids = _current_kernel_ids(session, spec)
-    row = session.execute(
-        select(Trial, Job)
-        .join(Job, Job.id == Trial.job_id)
-        .where(
-            Job.kernel_id.in_(kernel_ids),
-            Trial.kernel_name == spec.name,
-            Trial.gpu_model == job.gpu_model,
-            Trial.problem_key == job.problem_key,
-            Trial.state == TrialState.COMPLETE.value,
-            Trial.verified.is_(True),
-        )
-        .order_by(Trial.time_ms.asc(), Trial.id.asc())
-        .limit(1)
-    ).one()
-    trial, best_job = row
+    found = _exact(session, spec, job.problem_key, job.gpu_model)
+    assert found is not None  # the group was chosen because it has a verified complete trial
+    trial, best_job = found
     return BestMatch(trial=trial, job=best_job, match=match, problem=dict(best_job.problem), gpu_model=job.gpu_model)
