@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -17,7 +18,8 @@ from core.settings import Settings
 from core.store.tokens import Scope, authenticate, effective_scopes
 
 
-def get_settings_dep(request: Request) -> Settings:
+# Trivial dependencies are async: a sync one costs a threadpool hop per request.
+async def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
@@ -32,7 +34,7 @@ def get_session(settings: SettingsDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def get_celery(request: Request) -> Celery:
+async def get_celery(request: Request) -> Celery:
     return request.app.state.celery
 
 
@@ -46,10 +48,17 @@ class Principal:
         self.name, self.scopes = name, scopes
 
 
-def _require(scope: Scope) -> Callable[..., Principal]:
-    def dependency(
+def _authenticate(database_url: str | None, token: str) -> tuple[str, tuple[str, ...]]:
+    with session_scope(database_url) as session:
+        row = authenticate(session, token)
+        return row.name, tuple(row.scopes)
+
+
+def _require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
+    # Async, so a cached token costs no threadpool hop and no database round-trip.
+    async def dependency(
         request: Request,
-        session: SessionDep,
+        settings: SettingsDep,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
         if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
@@ -57,9 +66,8 @@ def _require(scope: Scope) -> Callable[..., Principal]:
         cache: TokenCache = request.app.state.token_cache
         cached = cache.get(credentials.credentials)
         if cached is None:
-            token = authenticate(session, credentials.credentials)
-            cache.put(credentials.credentials, token.name, tuple(token.scopes))
-            name, granted = token.name, tuple(token.scopes)
+            name, granted = await run_in_threadpool(_authenticate, settings.database_url, credentials.credentials)
+            cache.put(credentials.credentials, name, granted)
         else:
             name, granted = cached.name, cached.scopes
         scopes = effective_scopes(granted)

@@ -6,11 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from api.deps import ReadToken, SessionDep
+from api.deps import ReadToken, SettingsDep
 from api.schemas import BestPublic
+from core.db import session_scope
 from core.errors import InvalidInput
 from core.gpu import model_slug
-from core.store.best import find_best
+from core.store.best import BestMatch, find_best
 from kernels.registry import get_kernel
 
 router = APIRouter(prefix="/v1", tags=["best"])
@@ -30,7 +31,7 @@ def parse_problem(pairs: list[str]) -> dict[str, Any]:
 @router.get("/best", response_model=BestPublic)
 def best_config(
     _: ReadToken,
-    session: SessionDep,
+    settings: SettingsDep,
     kernel: Annotated[str, Query(min_length=1, max_length=128)],
     gpu: Annotated[str, Query(min_length=1, max_length=128, description="GPU model slug or device name")],
     problem: Annotated[list[str], Query(max_length=32, description="repeated name=value; defaults fill the rest")] = [],  # noqa: B006
@@ -41,14 +42,23 @@ def best_config(
     trials of the kernel's current source count."""
     spec = get_kernel(kernel)
     normalized = spec.normalize_problem(parse_problem(problem))
-    gpu_model = model_slug(gpu)
-    found = find_best(session, spec, normalized, gpu_model)
+    try:
+        gpu_model = model_slug(gpu)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    # The hot path of the farm: one session opened here (not through SessionDep, which would cost
+    # two more threadpool hops per request).
+    with session_scope(settings.database_url) as session:
+        return _public(spec.name, gpu_model, normalized, find_best(session, spec, normalized, gpu_model))
+
+
+def _public(kernel: str, gpu_model: str, problem: dict[str, Any], found: BestMatch) -> BestPublic:
     trial = found.trial
     assert trial.time_ms is not None
     return BestPublic(
-        kernel=spec.name,
+        kernel=kernel,
         gpu_model=gpu_model,
-        problem=normalized,
+        problem=problem,
         match=found.match,  # type: ignore[arg-type]
         matched_gpu_model=found.gpu_model,
         matched_problem=found.problem,
