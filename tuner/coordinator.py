@@ -188,7 +188,8 @@ def housekeeping(settings: Settings) -> Housekeeping:
     jobs to step again (covers lost 'advance' messages and jobs waiting for a worker)."""
     with session_scope() as session:
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
-        stale = trial_store.stale_queued(session, settings.redispatch_after_seconds)
+        live_models = {w.gpu_model for w in live_workers(session, settings.worker_ttl_seconds)}
+        stale = trial_store.stale_queued(session, settings.redispatch_after_seconds, sorted(live_models))
         lost_profiles = profile_store.stale_requests(session, settings.profile_redispatch_after_seconds)
         unfinished = (
             session.execute(

@@ -45,5 +45,6 @@ def housekeeping() -> dict[str, int]:
     for lost_job, model, trial_ids in report.profile_batches:
         dispatch_profiles(lost_job, trial_ids, model)
     for job_id in report.jobs_to_advance:
-        app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE)
+        # Expiring: while the coordinator is down these would pile up, one per job per round.
+        app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE, expires=settings.reap_interval_seconds * 5)
     return {"requeued": len(report.requeued), "redispatched": len(report.redispatched)}

@@ -198,14 +198,17 @@ def reap_expired_leases(session: Session, lease_seconds: float, max_attempts: in
     return Reaped(requeued=requeued, failed=failed, job_ids=jobs)
 
 
-def stale_queued(session: Session, older_than_seconds: float) -> list[tuple[int, str]]:
+def stale_queued(session: Session, older_than_seconds: float, gpu_models: Sequence[str]) -> list[tuple[int, str]]:
     """Queued trials dispatched long ago and never claimed: their message may be lost (broker
-    restart). Re-sending is safe because a claim only succeeds once per attempt."""
+    restart). Re-sending is safe because a claim only succeeds once per attempt. Only for
+    ``gpu_models`` with a live worker: for the others the message is still waiting in its queue,
+    and re-sending would only pile up duplicates there."""
     rows = session.execute(
         select(Trial.id, Trial.gpu_model)
         .join(Job, Job.id == Trial.job_id)
         .where(
             Trial.state == TrialState.QUEUED.value,
+            Trial.gpu_model.in_(list(gpu_models)),
             Job.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]),
             func.coalesce(Trial.dispatched_at, Trial.created_at) < func.now() - timedelta(seconds=older_than_seconds),
         )
