@@ -4,6 +4,7 @@ Usage:
     python benchmarks/strategies/make_tables.py comparison LABEL=REPORT.json [LABEL=REPORT.json ...]
     python benchmarks/strategies/make_tables.py latency REPORT.json
     python benchmarks/strategies/make_tables.py warm REPORT.json
+    python benchmarks/strategies/make_tables.py targets REPORT.json [REPORT.json ...]
 
 ``comparison`` merges reports of ``kernelfarm bench-strategies --json`` and
 kernel_tuner_replay.py: one table per landscape, one row per (label, strategy); an empty LABEL
@@ -106,10 +107,61 @@ def warm(path: str) -> str:
     return "\n".join(out)
 
 
+def targets(paths: list[str], strategy: str = "bayes") -> str:
+    """Issue 3's targets: ``strategy`` vs the best Kernel Tuner strategy per metric, per landscape."""
+    ours: dict[str, dict[str, Any]] = {}
+    random_n95: dict[str, float | None] = {}
+    theirs: dict[str, dict[str, dict[str, Any]]] = {}
+    for path in paths:
+        report = json.loads(Path(path).read_text())
+        for name, entry in report["landscapes"].items():
+            for label, s in entry["strategies"].items():
+                if label == strategy and report["settings"].get("batch", 1) == 1:
+                    ours[name] = s
+                elif label == "random":
+                    random_n95[name] = s["n95_median"]
+                elif label.startswith("kt:"):
+                    theirs.setdefault(name, {})[label] = s
+    out = [
+        f"| landscape | {strategy} frac@100 | best Kernel Tuner frac@100 | {strategy} evals to 0.95 "
+        "| best Kernel Tuner evals to 0.95 | targets (>= 0.97, <= 60, better than every KT strategy) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, s in ours.items():
+        kt = theirs.get(name, {})
+        best_frac = max(kt.items(), key=lambda item: item[1]["frac_at"]["100"])
+        best_n95 = min(kt.items(), key=lambda item: item[1]["n95_median"] or float("inf"))
+        n95 = s["n95_median"]
+        kt_n95 = best_n95[1]["n95_median"]
+        met = (
+            s["frac_at"]["100"] >= 0.97
+            and n95 is not None
+            and n95 <= 60
+            and s["frac_at"]["100"] >= best_frac[1]["frac_at"]["100"]
+            and (kt_n95 is None or n95 <= kt_n95)
+        )
+        trivial = (random_n95.get(name) or float("inf")) <= 2
+        verdict = "met" if met else "NOT met"
+        if trivial:
+            verdict = "trivial landscape: random search is within 0.95 in <= 2 evaluations"
+        out.append(
+            f"| {name} | {s['frac_at']['100']:.3f} | {best_frac[1]['frac_at']['100']:.3f} ({best_frac[0][3:]}) "
+            f"| {_hits(n95, s['n95_success'], s['budget'])} "
+            f"| {_hits(kt_n95, best_n95[1]['n95_success'], best_n95[1]['budget'])} ({best_n95[0][3:]}) "
+            f"| {verdict} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> None:
     kind, rest = argv[0], argv[1:]
-    text: Any = {"comparison": comparison, "latency": lambda r: latency(r[0]), "warm": lambda r: warm(r[0])}[kind](rest)
-    sys.stdout.write(text)
+    makers: dict[str, Any] = {
+        "comparison": comparison,
+        "latency": lambda r: latency(r[0]),
+        "warm": lambda r: warm(r[0]),
+        "targets": targets,
+    }
+    sys.stdout.write(makers[kind](rest))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ What makes it fit for a farm rather than a notebook:
 - **Encodings that match kernels.** log2 for power-of-two parameters, rank for other numbers,
   one-hot for strings (encoding.py). The target is log(time), warped to the normal scores of its
   ranks ("copula"): kernel times are heavy-tailed (a bad config can be 30x slower), and without
-  the warping those few configs set the GP's scale and length scales. Measured on gemm_RTX_3090:
-  median evaluations to 0.95 of the optimum 45 -> 34.5 (docs/benchmarks/STRATEGIES.md).
+  the warping those few configs set the GP's scale and length scales (docs/benchmarks/STRATEGIES.md,
+  ablations: on gemm_RTX_3090, 56.5 evaluations to 0.95 of the optimum with log times, 32 with this).
 - **Failed configs teach it, twice.** A second GP, fitted to failed-or-not labels, gives each
   candidate a probability of working that multiplies the acquisition (constrained expected
   improvement); and failed configs enter the objective model with the worst observed time, so

@@ -1,9 +1,9 @@
 """A Gaussian process regressor sized for a stateless coordinator: ARD Matérn 5/2 + noise, MAP fit.
 
 Why not scikit-optimize's ``GaussianProcessRegressor`` (it is the same model)? Measured on one
-core with 11 features: its fit takes 72 ms at 50 points and 850 ms at 200, and ``predict`` with
-``return_std`` takes 290 ms for 4,000 candidates at 200 points, while the coordinator rebuilds the
-model on every step and must answer in well under 100 ms. This module computes the same log
+core with 11 features (benchmarks/strategies/gp_cost.py): its fit takes 82 ms at 50 points and
+824 ms at 200, and ``predict`` with ``return_std`` 263 ms for 4,000 candidates at 200 points,
+while the coordinator rebuilds the model on every step. This module computes the same log
 marginal likelihood (tests/tuner/test_gp.py checks it against scikit-optimize's) with the
 per-dimension distance tensor built once per fit, so one likelihood-and-gradient evaluation is a
 few vectorized passes; hyperparameters get weak log-normal priors (MAP) because the first fits see
