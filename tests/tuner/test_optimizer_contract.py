@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.space import Config
+from core.space import Config, SearchSpace
 from core.states import FailureKind
 from core.strategies import DEFAULT_STRATEGY as API_DEFAULT
 from core.strategies import STRATEGY_NAMES
@@ -147,3 +147,28 @@ def test_bayes_rejects_unknown_or_malformed_options() -> None:
         with pytest.raises(InvalidInput):
             get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, bad)
     assert get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, {"xi": 0, "n_init": 3}).ask(1)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_large_spaces_stay_fast(name: str) -> None:
+    """~150k valid configs: set operations over the whole space once cost ~1 s per ask."""
+    import time
+
+    space = SearchSpace.from_dict(
+        {
+            "parameters": {
+                "a": [2**i for i in range(11)],
+                "b": [2**i for i in range(11)],
+                "c": list(range(1, 33)),
+                "d": list(range(1, 33)),
+                "e": [0, 1, 2, 3],
+            },
+            "constraints": ["a * b <= 1024", "c * d <= 256"],
+        }
+    )
+    valid = space.valid_configs()
+    history = [Observation(c, float(c["c"]) + c["e"]) for c in valid[:: len(valid) // 60]]
+    get_strategy(name).from_history(space, {}, history, 0, options(name)).ask(1)  # candidate table
+    start = time.perf_counter()
+    configs = get_strategy(name).from_history(space, {}, history, 1, options(name)).ask(8)
+    assert len(configs) == 8 and time.perf_counter() - start < 2.0

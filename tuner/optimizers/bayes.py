@@ -24,8 +24,9 @@ What makes it fit for a farm rather than a notebook:
   observations (the best quarter plus a deterministic random sample), the posterior uses at most
   ``train_max`` observations, and the pool is capped, so an ask costs tens of milliseconds on one
   core at any history length (gp.py explains why not scikit-optimize's own GP).
-- **Warm start.** Prior observations (other problem sizes / GPUs of the kernel) seed the initial
-  design with their best configs and teach the feasibility model where no own observation exists.
+- **Warm start.** The best prior configs (other problem sizes / GPUs of the kernel) are proposed
+  first, in addition to the space-filling design (so a misleading prior costs only those), and
+  prior outcomes teach the feasibility model where the job has no observation of its own.
 - **Deterministic.** Everything random draws from ``self.rng()`` (seed and history length).
 """
 
@@ -268,10 +269,14 @@ class BayesianOptimizer(Optimizer):
         if len(free_rows) <= limit:
             return free_rows
         top = observed.success_rows[np.argsort(observed.log_time, kind="stable")[:10]]
-        near = np.intersect1d(table.neighbours(top), free_rows)
+        free = np.zeros(len(table), dtype=bool)  # masks, not set operations: spaces reach 1e6 configs
+        free[free_rows] = True
+        near = table.neighbours(top)
+        near = near[free[near]]
         if len(near) > limit // 2:
             near = np.sort(rng.choice(near, limit // 2, replace=False))
-        rest = np.setdiff1d(free_rows, near, assume_unique=True)
+        free[near] = False
+        rest = np.flatnonzero(free)
         sample = rng.choice(rest, min(len(rest), limit - len(near)), replace=False)
         return np.sort(np.concatenate([near, sample]))
 
