@@ -14,13 +14,15 @@ import socket
 import subprocess
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 PG_SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root
 
 
@@ -38,13 +40,19 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
+def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that.
+
+    Raises:
+        TimeoutError: after ``timeout`` seconds, naming ``what`` was awaited.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} did not come up within {timeout:.0f} s")
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @contextmanager
@@ -117,7 +125,7 @@ class EmbeddedPostgres:
              "-l", str(self.data_dir / "server.log"), "start"],
             check=True, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
         )  # fmt: skip
-        _wait_for(lambda: port_open(self.host, self.port), 30, "PostgreSQL")
+        wait_for(lambda: port_open(self.host, self.port), 30, "PostgreSQL")
         logger.info("PostgreSQL listening on %s:%s", self.host, self.port)
 
     def stop(self, mode: str = "fast") -> None:
@@ -161,5 +169,5 @@ class EmbeddedRedis:
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         self.pid = process.pid
-        _wait_for(lambda: port_open(self.host, self.port), 20, "Redis")
+        wait_for(lambda: port_open(self.host, self.port), 20, "Redis")
         logger.info("Redis listening on %s:%s", self.host, self.port)

@@ -12,10 +12,9 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
@@ -25,7 +24,7 @@ from sqlalchemy.engine import make_url
 from core.db import session_scope
 from core.migrate import upgrade
 from core.store.tokens import create_token
-from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
+from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open, wait_for
 from kernelfarm.stack import ProcessInfo, _alive, _signal_group, spawn
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,7 +32,6 @@ RECORDED = REPO / "kernels" / "recorded"
 CONVOLUTION = RECORDED / "convolution_RTX_3090.json.gz"
 PNPOLY = RECORDED / "pnpoly_RTX_3090.json.gz"
 RTX3090 = "nvidia-geforce-rtx-3090"
-T = TypeVar("T")
 
 # Fast clocks so failure handling is observable in seconds.
 FAST_TIMINGS = {
@@ -176,16 +174,6 @@ def _ready(api_url: str) -> bool:
         return httpx.get(f"{api_url}/ready", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def make_token(database_url: str, *scopes: str, name: str = "test") -> str:

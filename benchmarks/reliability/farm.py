@@ -23,7 +23,7 @@ import redis
 from sqlalchemy import create_engine, text
 
 from core.migrate import upgrade
-from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port
+from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
 from kernelfarm.stack import ProcessInfo, _alive, spawn
 
 logger = logging.getLogger(__name__)
@@ -41,16 +41,6 @@ FAST_TIMINGS = {
     "KERNELFARM_REAP_INTERVAL_SECONDS": "1",
     "KERNELFARM_REDISPATCH_AFTER_SECONDS": "6",
 }
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @dataclass

@@ -31,11 +31,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
@@ -44,7 +42,7 @@ from core.db import session_scope
 from core.migrate import upgrade
 from core.store.tokens import create_token
 from core.store.workers import live_workers
-from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port
+from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
 from kernelfarm.stack import ProcessInfo, _alive, _signal_group, spawn
 
 logger = logging.getLogger("farm_bench")
@@ -118,7 +116,7 @@ class Stack:
         self._spawn("coordinator", [py, "-m", "kernelfarm", "coordinator", "--concurrency",
                                     str(self.coordinator_concurrency), "--schedule",
                                     str(self.directory / "schedule")])  # fmt: skip
-        _wait(lambda: _ready(self.api_url), 90, "API")
+        wait_for(lambda: _ready(self.api_url), 90, "API")
 
     def _spawn(self, name: str, argv: list[str]) -> ProcessInfo:
         info = spawn(name, argv, self.env, self.directory / "logs")
@@ -133,7 +131,7 @@ class Stack:
                     str(LANDSCAPE), "--sleep-ms", str(self.sleep_ms), "--time-scale", str(self.time_scale),
                     "--loglevel", "WARNING"]  # fmt: skip
             self.workers.append(self._spawn(name, argv))
-        _wait(lambda: self.live_workers() >= count, 60 + 4 * count, f"{count} live workers")
+        wait_for(lambda: self.live_workers() >= count, 60 + 4 * count, f"{count} live workers")
 
     def live_workers(self) -> int:
         with session_scope(self.postgres.url) as session:
@@ -198,16 +196,6 @@ def _ready(api_url: str) -> bool:
         return False
 
 
-def _wait(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def _ts(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 
@@ -247,7 +235,7 @@ def run_once(stack: Stack, workers: int, jobs: int, budget: int, strategy: str |
         states = [client.get(f"/v1/jobs/{job_id}").json()["state"] for job_id in job_ids]
         return all(state in ("complete", "failed", "cancelled") for state in states)
 
-    _wait(finished, timeout, f"{jobs} job(s) on {workers} workers", interval=1.0)
+    wait_for(finished, timeout, f"{jobs} job(s) on {workers} workers", interval=1.0)
     elapsed = time.monotonic() - started
     cpu_after = stack.cpu_seconds()
     trials = [t for job_id in job_ids for t in _all_trials(client, job_id)]

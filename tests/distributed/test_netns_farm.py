@@ -205,7 +205,7 @@ def _trials(http: NamespacedHttp, job_id: str) -> list[dict[str, Any]]:
 def _poll(predicate: Callable[[], Any], timeout: float, what: str, farm: NetnsFarm) -> Any:
     try:
         return wait_for(predicate, timeout, what, interval=0.2)
-    except AssertionError as exc:
+    except TimeoutError as exc:
         logs = "\n".join(f"--- {p.name}\n{farm.log(p.name)[-1500:]}" for p in farm.processes)
         raise AssertionError(f"{exc}\n{logs}") from None
 
