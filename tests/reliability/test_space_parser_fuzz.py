@@ -86,8 +86,16 @@ def test_vectorised_interpreter_agrees_with_python(constraint: str) -> None:
 
 @pytest.mark.parametrize(
     "constraint",
-    ["__import__('os').system('true')", "block_size_x.__class__", "[1] * 10 ** 9", "lambda: 1",
-     "10 ** 10 ** 10 > 1", "tile_size " * 300, "(" * 200 + "1" + ")" * 200, "block_size_x if 1 else 2"],
+    [
+        "__import__('os').system('true')",
+        "block_size_x.__class__",
+        "[1] * 10 ** 9",
+        "lambda: 1",
+        "10 ** 10 ** 10 > 1",
+        "tile_size " * 300,
+        "(" * 200 + "1" + ")" * 200,
+        "block_size_x if 1 else 2",
+    ],
 )
 def test_hostile_constraints_are_refused_or_harmless(constraint: str) -> None:
     enumerate_or_refuse(constraint)
