@@ -72,7 +72,7 @@ class WorkerPlan:
     time_scale: float = 0.0
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -124,7 +124,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     existing = StackState.load(state_dir)
-    if existing and any(_alive(p.pid) for p in existing.processes):
+    if existing and any(alive(p.pid) for p in existing.processes):
         raise RuntimeError(f"a stack is already running from {state_dir}; run `kernelfarm down` first")
 
     embedded_pg = embedded_redis_pid = None
@@ -165,7 +165,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
 def wait_until_ready(state: StackState, workers: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        dead = [p for p in state.processes if not _alive(p.pid)]
+        dead = [p for p in state.processes if not alive(p.pid)]
         if dead:
             raise RuntimeError(f"{dead[0].name} exited during start-up; see {dead[0].log}")
         if _api_ready(state.api_url):
@@ -188,18 +188,8 @@ def stop_stack(state_dir: Path, grace: float = 15.0) -> list[str]:
     state = StackState.load(state_dir.resolve())
     if state is None:
         return []
-    stopped = []
-    for info in reversed(state.processes):
-        if _alive(info.pid):
-            _signal_group(info.pid, signal.SIGTERM)
-            stopped.append(info.name)
-    deadline = time.monotonic() + grace
-    for info in state.processes:
-        while _alive(info.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _alive(info.pid):
-            _signal_group(info.pid, signal.SIGKILL)
-    if state.embedded_redis_pid and _alive(state.embedded_redis_pid):
+    stopped = stop_processes(state.processes, grace)
+    if state.embedded_redis_pid and alive(state.embedded_redis_pid):
         os.kill(state.embedded_redis_pid, signal.SIGTERM)
         stopped.append("redis")
     if state.embedded_postgres:
@@ -209,13 +199,30 @@ def stop_stack(state_dir: Path, grace: float = 15.0) -> list[str]:
     return stopped
 
 
-def _signal_group(pid: int, sig: signal.Signals) -> None:
+def stop_processes(processes: list[ProcessInfo], grace: float) -> list[str]:
+    """SIGTERM each process group, last started first; SIGKILL what is still alive after ``grace``
+    seconds. Returns the names of those that were running."""
+    stopped = []
+    for info in reversed(processes):
+        if alive(info.pid):
+            signal_group(info.pid, signal.SIGTERM)
+            stopped.append(info.name)
+    deadline = time.monotonic() + grace
+    for info in processes:
+        while alive(info.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if alive(info.pid):
+            signal_group(info.pid, signal.SIGKILL)
+    return stopped
+
+
+def signal_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
 
 
 def running_state(state_dir: Path) -> StackState | None:
     state = StackState.load(state_dir.resolve())
-    if state is None or not any(_alive(p.pid) for p in state.processes):
+    if state is None or not any(alive(p.pid) for p in state.processes):
         return None
     return state if port_open("127.0.0.1", int(state.api_url.rsplit(":", 1)[1])) else None

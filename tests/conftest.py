@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from core.db import session_scope
 from core.migrate import upgrade
 from core.store.tokens import create_token
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open, wait_for
-from kernelfarm.stack import ProcessInfo, _alive, _signal_group, spawn
+from kernelfarm.stack import ProcessInfo, alive, signal_group, spawn, stop_processes
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = REPO / "kernels" / "recorded"
@@ -150,19 +149,11 @@ class Farm:
         return self.start(name, argv)
 
     def stop(self, info: ProcessInfo, sig: int = 15) -> None:
-        _signal_group(info.pid, sig)  # type: ignore[arg-type]
-        wait_for(lambda: not _alive(info.pid), 20, f"{info.name} to stop")
+        signal_group(info.pid, sig)
+        wait_for(lambda: not alive(info.pid), 20, f"{info.name} to stop")
 
     def stop_all(self) -> None:
-        for info in reversed(self.processes):
-            if _alive(info.pid):
-                _signal_group(info.pid, 15)  # type: ignore[arg-type]
-        deadline = time.monotonic() + 15
-        for info in self.processes:
-            while _alive(info.pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(info.pid):
-                _signal_group(info.pid, 9)  # type: ignore[arg-type]
+        stop_processes(self.processes, grace=15)
 
     def log(self, name: str) -> str:
         path = self.directory / "logs" / f"{name}.log"

@@ -24,7 +24,7 @@ from sqlalchemy import create_engine, text
 
 from core.migrate import upgrade
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
-from kernelfarm.stack import ProcessInfo, _alive, spawn
+from kernelfarm.stack import ProcessInfo, alive, spawn
 
 logger = logging.getLogger(__name__)
 
@@ -96,8 +96,9 @@ class ChaosFarm:
         assert self.redis_server is not None and self.redis_server.pid is not None
         with contextlib.suppress(redis.RedisError):
             redis.Redis.from_url(self.redis_url).flushall()
-        os.kill(self.redis_server.pid, signal.SIGKILL)
-        wait_for(lambda: not _alive(self.redis_server.pid), 10, "redis to die")
+        pid = self.redis_server.pid
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), 10, "redis to die")
         time.sleep(down_seconds)
         self.redis_server.start()
 
@@ -141,10 +142,10 @@ class ChaosFarm:
         info = self.processes.pop(name)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(info.pid, sig)
-        wait_for(lambda: not _alive(info.pid), 20, f"{name} to exit")
+        wait_for(lambda: not alive(info.pid), 20, f"{name} to exit")
 
     def workers(self) -> list[str]:
-        return [n for n, p in self.processes.items() if n.startswith("w") and _alive(p.pid)]
+        return [n for n, p in self.processes.items() if n.startswith("w") and alive(p.pid)]
 
     def log(self, name: str) -> str:
         path = self.directory / "logs" / f"{name}.log"
@@ -154,7 +155,7 @@ class ChaosFarm:
         for name in list(self.processes):
             with contextlib.suppress(TimeoutError):
                 self.kill(name, signal.SIGTERM if name == "api" else signal.SIGKILL)
-        if self.redis_server is not None and self.redis_server.pid and _alive(self.redis_server.pid):
+        if self.redis_server is not None and self.redis_server.pid and alive(self.redis_server.pid):
             os.kill(self.redis_server.pid, signal.SIGKILL)
         if self.postgres is not None:
             self.postgres.stop("immediate")

@@ -43,7 +43,7 @@ from core.migrate import upgrade
 from core.store.tokens import create_token
 from core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
-from kernelfarm.stack import ProcessInfo, _alive, _signal_group, spawn
+from kernelfarm.stack import ProcessInfo, signal_group, spawn, stop_processes
 
 logger = logging.getLogger("farm_bench")
 REPO = Path(__file__).resolve().parents[2]
@@ -151,17 +151,9 @@ class Stack:
         return {kind: sum(_tree_cpu(pid) for pid in pids) for kind, pids in groups.items()}
 
     def stop(self) -> None:
-        for info in reversed(self.processes):
-            if _alive(info.pid):
-                _signal_group(info.pid, 15)  # type: ignore[arg-type]
-        deadline = time.monotonic() + 20
-        for info in self.processes:
-            while _alive(info.pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(info.pid):
-                _signal_group(info.pid, 9)  # type: ignore[arg-type]
+        stop_processes(self.processes, grace=20)
         if self.redis.pid:
-            _signal_group(self.redis.pid, 15)  # type: ignore[arg-type]
+            signal_group(self.redis.pid, 15)
         self.postgres.stop("immediate")
 
 

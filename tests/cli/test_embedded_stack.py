@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelfarm.stack import StackState, _alive
+from kernelfarm.stack import StackState, alive
 
 RTX3090 = "nvidia-geforce-rtx-3090"
 
@@ -39,7 +39,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_up_runs_embedded_servers(stack: Path) -> None:
     state = StackState.load(stack)
     assert state is not None and state.embedded_postgres and state.embedded_redis_pid
-    assert all(_alive(p.pid) for p in state.processes)
+    assert all(alive(p.pid) for p in state.processes)
     assert {p.name for p in state.processes} == {"api", "coordinator", "worker-0", "worker-1"}
 
 

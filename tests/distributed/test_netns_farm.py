@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from kernelfarm.services import EmbeddedPostgres
-from kernelfarm.stack import ProcessInfo, _alive, _signal_group, spawn
+from kernelfarm.stack import ProcessInfo, alive, signal_group, spawn
 from tests.conftest import CONVOLUTION, REPO, RTX3090, wait_for
 
 CLONE_NEWNET = 0x40000000
@@ -165,14 +165,14 @@ class NetnsFarm:
 
     def stop(self) -> None:
         for info in reversed(self.processes):
-            if _alive(info.pid):
-                _signal_group(info.pid, 9)  # type: ignore[arg-type]
+            if alive(info.pid):
+                signal_group(info.pid, 9)
         deadline = time.monotonic() + 10
         for info in self.processes:
-            while _alive(info.pid) and time.monotonic() < deadline:
+            while alive(info.pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-        if self.redis_pid and _alive(self.redis_pid):
-            _signal_group(self.redis_pid, 9)  # type: ignore[arg-type]
+        if self.redis_pid and alive(self.redis_pid):
+            signal_group(self.redis_pid, 9)
         if self.pg_dir:
             EmbeddedPostgres(Path(self.pg_dir)).stop("immediate")
 
