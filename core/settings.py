@@ -42,8 +42,10 @@ class Settings(BaseSettings):
     # A queued trial not claimed for this long is sent again (its message may have been lost).
     redispatch_after_seconds: float = 30.0
 
-    # Queued trials of the current job handed to the backend to compile ahead (0: off).
-    compile_ahead: int = 4
+    # Queued trials of the current job handed to the backend to compile ahead (0: off). Enough to
+    # keep a host's compile pool (cores - 1 processes) busy on a compile-heavy kernel; the job's
+    # parallelism bounds how many are queued.
+    compile_ahead: int = 16
     # Nsight Compute profiles are taken in batches of this many trials (one ncu process each).
     profile_batch_size: int = 8
     # A profile batch not answered for this long is sent again.

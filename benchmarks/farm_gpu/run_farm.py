@@ -14,6 +14,7 @@ Run on the GPU machine from the repository root (see docs/BENCHMARKS.md for the 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import shutil
@@ -52,6 +53,7 @@ def run_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelis
     gpu_s = sum(t["metrics"].get("gpu_s", 0.0) for t in trials)
     profile_walls = {t["profile"]["wall_seconds"] for t in trials if t.get("profile") and t["profile"]["wall_seconds"]}
     compile_s = [t["metrics"]["compile_s"] for t in trials if "compile_s" in t["metrics"]]
+    timed = [t for t in trials if t["started_at"] and t["finished_at"]]
     return {
         "job_id": job["id"],
         "kernel": kernel,
@@ -69,8 +71,27 @@ def run_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelis
         "ncu_batches_s": sum(profile_walls),
         "ncu_batches": len(profile_walls),
         "compile_s_median": statistics.median(compile_s) if compile_s else None,
+        "compile_s_max": max(compile_s) if compile_s else None,
         "compile_cached": sum(1 for t in trials if t["metrics"].get("compile_cached")),
+        # Where a worker's wall time goes (sums over trials): claim-to-record, of which waiting for
+        # NVRTC, of which the measuring child's round trip; and the gaps between a worker's trials.
+        "trial_wall_s": sum(_ts(t["finished_at"]) - _ts(t["started_at"]) for t in timed),  # type: ignore[operator]
+        "compile_wait_s": sum(t["metrics"].get("compile_wait_s", 0.0) for t in trials),
+        "measure_wall_s": sum(t["metrics"].get("measure_wall_s", 0.0) for t in trials),
+        "between_trials_s": _gaps(timed),
     }
+
+
+def _gaps(trials: list[dict[str, Any]]) -> float:
+    """Sum over workers of the time between one trial's result and the worker's next claim."""
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for t in trials:
+        by_worker.setdefault(t["worker_name"] or "?", []).append((_ts(t["started_at"]), _ts(t["finished_at"])))  # type: ignore[arg-type]
+    total = 0.0
+    for spans in by_worker.values():
+        spans.sort()
+        total += sum(max(0.0, nxt[0] - cur[1]) for cur, nxt in itertools.pairwise(spans))
+    return total
 
 
 def _count(items: Any) -> dict[str, int]:
@@ -82,7 +103,8 @@ def _count(items: Any) -> dict[str, int]:
 
 def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int, profile: str,
               state_dir: Path, report: dict[str, Any], out: Path, backend: str = "cuda",
-              landscapes: tuple[Path, ...] = (), strategy: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+              landscapes: tuple[Path, ...] = (), strategy: str | None = None,
+              per_gpu: int = 2) -> list[dict[str, Any]]:  # fmt: skip
     results: list[dict[str, Any]] = report["farm"]
     for count in gpu_counts:
         # Every GPU count starts with a cold compile cache, so the runs compare like with like.
@@ -96,8 +118,8 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
             workers = client.workers()
             model = workers[0]["gpu_model"]
             for kernel in kernels:
-                result = run_job(client, kernel, model, budget, parallelism=2 * count, seed=seed, profile=profile,
-                                 strategy=strategy)  # fmt: skip
+                result = run_job(client, kernel, model, budget, parallelism=per_gpu * count, seed=seed,
+                                 profile=profile, strategy=strategy)  # fmt: skip
                 result |= {"gpus": count, "gpu_model": model, "workers": [w["name"] for w in workers]}
                 result["busy_measuring"] = result["gpu_measure_s"] / (count * result["job_wall_s"])
                 result["busy_with_ncu"] = (result["gpu_measure_s"] + result["ncu_batches_s"]) / (
@@ -186,6 +208,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", default="all")
     parser.add_argument("--strategy", default=None, help="farm strategy (default: the farm's default)")
+    parser.add_argument("--parallelism-per-gpu", type=int, default=2,
+                        help="trials in flight per GPU (a compile-heavy kernel needs more)")  # fmt: skip
     parser.add_argument("--kt-strategy", action="append", default=[])
     parser.add_argument("--state-dir", type=Path, default=Path("/tmp/kf-farm"))
     parser.add_argument("--out", type=Path, default=Path("."))
@@ -198,7 +222,7 @@ def main() -> None:
     out = args.out / "farm_gpu.json"
     farm_runs([int(g) for g in args.gpus.split(",")], kernels, args.budget, args.seed, args.profile,
               args.state_dir, report, out, "replay" if args.replay else "cuda", tuple(args.replay),
-              args.strategy)  # fmt: skip
+              args.strategy, args.parallelism_per_gpu)  # fmt: skip
     for strategy in args.kt_strategy:
         for kernel in kernels:
             try:

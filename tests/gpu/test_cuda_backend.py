@@ -75,6 +75,8 @@ def test_constraint_violation_is_typed(backend: Any) -> None:
         ("flash_attention", {"B": 1, "H": 2, "S": 256, "D": 64, "causal": 1}),
         ("flash_attention", {"B": 1, "H": 2, "S": 512, "D": 128, "causal": 0}),
         ("conv2d", {"N": 2, "H": 8, "W": 8, "C": 64, "K": 64, "R": 3}),
+        ("image_convolution", {"H": 256, "W": 512, "F": 7}),
+        ("image_convolution", {"H": 512, "W": 1024, "F": 15}),
     ],
 )
 def test_real_kernels_verify_across_the_space(backend: Any, kernel: str, problem: dict) -> None:

@@ -25,6 +25,7 @@ CUDA_KERNELS: dict[str, list[dict[str, Any]]] = {
         {"N": 32, "H": 28, "W": 28, "C": 256, "K": 256, "R": 3},
         {"N": 32, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3},
     ],
+    "image_convolution": [{"H": 4096, "W": 4096, "F": 15}, {"H": 2048, "W": 2048, "F": 5}],
 }
 # Fewer than 300 valid configs: flash-attention's space is bounded by registers and shared memory.
 MIN_SPACE = {"flash_attention": 100}

@@ -8,12 +8,15 @@ content-addressed cache directory; the measuring child loads it with ``cupy.RawM
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import logging
 import multiprocessing
 import os
 import re
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,10 +90,27 @@ def nvrtc_version() -> str:
 def compile_job(job: CompileJob, cache_dir: str) -> CompileResult:
     """Compile one job to a cubin in ``cache_dir`` (or find it there). Never raises for a bad
     kernel: a compile error is a result with ``cubin_path=None`` and NVRTC's log."""
-    from cupy_backends.cuda.libs import nvrtc
-
     version = nvrtc_version()
     path = Path(cache_dir) / f"{job.key}.cubin"
+    # Several worker processes on one host (one per GPU) share the cache and compile ahead the same
+    # queued trials: the first takes the key's lock and compiles, the others wait and find the cubin.
+    with _key_lock(path.with_suffix(".lock")):
+        return _compile_locked(job, path, version)
+
+
+@contextlib.contextmanager
+def _key_lock(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
+    from cupy_backends.cuda.libs import nvrtc
+
     log_path = path.with_suffix(".log")
     if path.is_file():
         log = log_path.read_text() if log_path.is_file() else ""
