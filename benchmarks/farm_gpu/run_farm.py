@@ -220,7 +220,7 @@ def main() -> None:
     kernels = args.kernel or ["matmul_fp32"]
     report: dict[str, Any] = {"farm": [], "kernel_tuner": []}
     out = args.out / "farm_gpu.json"
-    farm_runs([int(g) for g in args.gpus.split(",")], kernels, args.budget, args.seed, args.profile,
+    farm_runs([int(g) for g in args.gpus.split(",") if g], kernels, args.budget, args.seed, args.profile,
               args.state_dir, report, out, "replay" if args.replay else "cuda", tuple(args.replay),
               args.strategy, args.parallelism_per_gpu)  # fmt: skip
     for strategy in args.kt_strategy:
