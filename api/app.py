@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import FastAPI
 
+from api.best_cache import BestCache, read_best_versions
 from api.errors import install_error_handlers
 from api.middleware import BodySizeLimit, InFlightLimit
 from api.routes import best, health, jobs, kernels, workers
@@ -23,6 +26,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.celery = make_celery(settings)
     app.state.token_cache = TokenCache(settings.token_cache_seconds)
+    app.state.best_cache = BestCache(settings.best_cache_seconds, partial(read_best_versions, settings.database_url))
     install_error_handlers(app)
     # Added last = outermost: the size check runs before a request waits for a slot.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)

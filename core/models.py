@@ -159,3 +159,14 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class BestVersion(Base):
+    """A stamp per kernel name (and ``''`` for the GPU worker registry) that database triggers bump
+    whenever a best-config answer may have changed (migrations/versions/0003_best_versions.py); the
+    API's answer cache is valid while the stamps it was computed under are unchanged."""
+
+    __tablename__ = "best_versions"
+
+    scope: Mapped[str] = mapped_column(String(128), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)

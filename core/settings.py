@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     # API: how long an authenticated token is trusted without asking the database again (a revoked
     # token keeps working this long at most).
     token_cache_seconds: float = 10.0
+    # API: best-config answers are cached per process and re-validated against the database's
+    # best_versions stamps when older than this, so a new best is served at most this late (0: no
+    # cache, every lookup reads the database). See api/best_cache.py.
+    best_cache_seconds: float = 0.25
 
     # Request limits (bad input is refused, not stored).
     max_budget_trials: int = 100_000

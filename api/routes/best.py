@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
+from api.best_cache import Answer, BestCache
 from api.deps import ReadToken, SettingsDep
 from api.schemas import BestPublic
 from core.db import session_scope
-from core.errors import InvalidInput
+from core.errors import InvalidInput, NotFound
 from core.gpu import model_slug
 from core.store.best import BestMatch, find_best
 from kernels.registry import get_kernel
@@ -29,27 +31,55 @@ def parse_problem(pairs: list[str]) -> dict[str, Any]:
 
 
 @router.get("/best", response_model=BestPublic)
-def best_config(
+async def best_config(
+    request: Request,
     _: ReadToken,
     settings: SettingsDep,
     kernel: Annotated[str, Query(min_length=1, max_length=128)],
     gpu: Annotated[str, Query(min_length=1, max_length=128, description="GPU model slug or device name")],
     problem: Annotated[list[str], Query(max_length=32, description="repeated name=value; defaults fill the rest")] = [],  # noqa: B006
-) -> BestPublic:
+) -> Response:
     """Fallback order: ``exact`` (same GPU model and problem) → ``nearest_problem`` (same GPU model,
     nearest recorded problem by log-ratio of sizes, same dtype) → ``same_architecture`` (another GPU
     model of the same compute capability) → 404 saying nothing was found. Only complete, verified
-    trials of the kernel's current source count."""
+    trials of the kernel's current source count. Answers are cached per API process: a new best is
+    served at most ``best_cache_seconds`` (default 0.25 s) after it was recorded."""
+    # The hot path of the farm: a cached answer is served on the event loop, with no thread hop,
+    # database read or response validation (api/best_cache.py).
+    cache: BestCache = request.app.state.best_cache
+    if not cache.enabled:
+        return _respond(await run_in_threadpool(_answer, settings.database_url, kernel, gpu, problem, None))
+    if not cache.current():
+        await run_in_threadpool(cache.refresh)
+    key = (kernel, gpu, tuple(problem))
+    answer = cache.get(key, kernel)
+    if answer is None:
+        # Validation errors (unknown kernel, bad problem or GPU name) raise and are not kept.
+        answer = await run_in_threadpool(_answer, settings.database_url, kernel, gpu, problem, cache)
+        cache.put(key, answer)
+    return _respond(answer)
+
+
+def _answer(database_url: str | None, kernel: str, gpu: str, pairs: list[str], cache: BestCache | None) -> Answer:
     spec = get_kernel(kernel)
-    normalized = spec.normalize_problem(parse_problem(problem))
+    normalized = spec.normalize_problem(parse_problem(pairs))
     try:
         gpu_model = model_slug(gpu)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
-    # The hot path of the farm: one session opened here (not through SessionDep, which would cost
-    # two more threadpool hops per request).
-    with session_scope(settings.database_url) as session:
-        return _public(spec.name, gpu_model, normalized, find_best(session, spec, normalized, gpu_model))
+    stamp = cache.stamp(spec.name) if cache is not None else (0, 0)  # before any query (see BestCache)
+    with session_scope(database_url) as session:
+        try:
+            found = find_best(session, spec, normalized, gpu_model)
+        except NotFound as exc:
+            return Answer(stamp, missing=str(exc))
+        return Answer(stamp, body=_public(spec.name, gpu_model, normalized, found).model_dump_json().encode())
+
+
+def _respond(answer: Answer) -> Response:
+    if answer.missing is not None:
+        raise NotFound(answer.missing)  # a new exception each time: re-raising one grows its traceback
+    return Response(content=answer.body, media_type="application/json")
 
 
 def _public(kernel: str, gpu_model: str, problem: dict[str, Any], found: BestMatch) -> BestPublic:

@@ -9,6 +9,10 @@
 
 Only complete, verified trials of the kernel's current source count: failed, unverified and
 stale-source measurements never become "best".
+
+Every write that may change an answer bumps a stamp in ``best_versions`` in the same transaction
+(database triggers, migrations/versions/0003_best_versions.py): :func:`answer_versions` reads them
+so that callers can cache answers (api/best_cache.py).
 """
 
 from __future__ import annotations
@@ -22,10 +26,21 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.errors import NotFound
-from core.models import Job, Kernel, Trial
+from core.models import BestVersion, Job, Kernel, Trial
 from core.states import TrialState
 from core.store.workers import known_architectures
 from kernels.spec import KernelSpec
+
+# The stamp of the GPU worker registry (the same-architecture fallback); the others are kernel names.
+REGISTRY_SCOPE = ""
+
+
+def answer_versions(session: Session) -> dict[str, int]:
+    """Stamp per kernel name (and :data:`REGISTRY_SCOPE`); a scope without a row is at 0.
+
+    An answer computed from reads that started after these stamps were read is still the answer
+    while they are unchanged: the stamp a write bumps commits with the write."""
+    return {scope: version for scope, version in session.execute(select(BestVersion.scope, BestVersion.version))}
 
 
 @dataclass(frozen=True)
