@@ -16,6 +16,7 @@ broker, and the reaper retries the trial up to the retry cap.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
@@ -34,7 +35,7 @@ from core.measurement import Measurement
 from core.states import FailureKind
 from core.store import trials as trial_store
 from worker.backends.base import Backend, MeasureRequest
-from worker.lookahead import request_seed, upcoming_requests
+from worker.lookahead import QueuedTrial, queued_trials, request_seed
 
 logger = logging.getLogger(__name__)
 
@@ -166,15 +167,35 @@ def _measure(backend: Backend, request: MeasureRequest, lease: LeaseKeeper, limi
         return Measurement.failed(FailureKind.TIMEOUT, str(exc))
 
 
-def _compile_ahead(backend: Backend, job_id: uuid.UUID, lookahead: int) -> None:
+def _queued(job_id: uuid.UUID, limit: int) -> list[QueuedTrial]:
+    with session_scope() as session:
+        return queued_trials(session, job_id, limit)
+
+
+def _compile_ahead(backend: Backend, job_id: uuid.UUID, lookahead: int) -> list[QueuedTrial]:
     """Hand the job's next queued trials to the backend so it compiles them while this one is
     measured. Best effort: a failure here only costs the head start."""
     try:
-        with session_scope() as session:
-            upcoming = upcoming_requests(session, job_id, lookahead)
-        backend.prepare(upcoming)
+        upcoming = _queued(job_id, lookahead)
+        backend.prepare([q.request for q in upcoming])
+        return upcoming
     except Exception:
         logger.warning("compile-ahead for job %s failed; continuing", job_id, exc_info=True)
+        return []
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every trial a worker runs needs besides its own claim."""
+
+    backend: Backend
+    worker_name: str
+    gpu_uuid: str | None
+    heartbeat_seconds: float
+    request_next_step: Callable[[uuid.UUID], None]
+    soft_time_limit: float | None
+    hard_time_limit: float | None
+    lookahead: int
 
 
 def evaluate(
@@ -189,7 +210,15 @@ def evaluate(
     hard_time_limit: float | None = None,
     lookahead: int = 0,
 ) -> Outcome:
-    claim = with_db_retry(f"claim trial {trial_id}", lambda: _claim(trial_id, worker_name, gpu_uuid))
+    """Run the trial this worker was sent. With ``lookahead``, also compile the job's next queued
+    trials ahead and, while this one still compiles, measure those that are compiled already."""
+    context = _Context(backend, worker_name, gpu_uuid, heartbeat_seconds, request_next_step,
+                       soft_time_limit, hard_time_limit, lookahead)  # fmt: skip
+    return _run_trial(trial_id, context, fill_compile_wait=bool(lookahead))
+
+
+def _run_trial(trial_id: int, ctx: _Context, fill_compile_wait: bool) -> Outcome:
+    claim = with_db_retry(f"claim trial {trial_id}", lambda: _claim(trial_id, ctx.worker_name, ctx.gpu_uuid))
     if claim is None:
         logger.info("trial %s is not claimable (duplicate delivery, finished or cancelled); skipped", trial_id)
         return Outcome(trial_id, "skipped")
@@ -202,17 +231,56 @@ def evaluate(
         profile=False,
         seed=request_seed(claim.seed, claim.trial_id),
     )
-    if lookahead:
-        _compile_ahead(backend, claim.job_id, lookahead)
+    if ctx.lookahead:
+        _compile_ahead(ctx.backend, claim.job_id, ctx.lookahead)
     # The lease is kept through the write too: a write retried across a database restart must not
     # find its lease reaped merely because the heartbeats stopped when the measurement ended.
-    with LeaseKeeper(claim.trial_id, claim.attempt, heartbeat_seconds) as lease:
-        measurement = _measure(backend, request, lease, TimeLimits(soft_time_limit, hard_time_limit))
+    with LeaseKeeper(claim.trial_id, claim.attempt, ctx.heartbeat_seconds) as lease:
+        if fill_compile_wait:
+            _measure_compiled_while_waiting(request, claim.job_id, ctx)
+        measurement = _measure(ctx.backend, request, lease, TimeLimits(ctx.soft_time_limit, ctx.hard_time_limit))
         written = with_db_retry(f"record trial {trial_id}", lambda: _record(claim, measurement))
     if not written:
         logger.warning("trial %s attempt %s lost its lease; result discarded", trial_id, claim.attempt)
     try:
-        request_next_step(claim.job_id)
+        ctx.request_next_step(claim.job_id)
     except Exception:  # broker down: the result is stored; the coordinator's housekeeping steps the job
         logger.warning("could not request the next step of job %s; housekeeping will", claim.job_id, exc_info=True)
     return Outcome(trial_id, "recorded" if written else "stale", claim.job_id)
+
+
+# While the sent trial compiles: how often to look for compiled queued trials, and how often to
+# ask the database for newly queued ones (and hand them to the compiler).
+READY_POLL_SECONDS = 0.02
+QUEUE_REFRESH_SECONDS = 0.5
+
+
+def _measure_compiled_while_waiting(waiting: MeasureRequest, job_id: uuid.UUID, ctx: _Context) -> int:
+    """Keep the GPU busy while ``waiting`` compiles: claim and measure the job's queued trials
+    whose kernels are compiled already (a slow NVRTC run must not idle the GPU while others are
+    ready). Each is an ordinary trial (claim, lease, conditional write); its own message is
+    skipped later as not claimable. Bounded by the soft time limit, so the sent trial's lease and
+    message stay well inside their timeouts.
+
+    Returns:
+        How many other trials were run.
+    """
+    ctx.backend.prepare([waiting])
+    deadline = time.monotonic() + (ctx.soft_time_limit or 600.0) / 2
+    ran = 0
+    queued: list[QueuedTrial] = []
+    refreshed = -math.inf
+    while not ctx.backend.ready(waiting) and time.monotonic() < deadline:
+        if time.monotonic() - refreshed > QUEUE_REFRESH_SECONDS:
+            queued = _compile_ahead(ctx.backend, job_id, ctx.lookahead)
+            refreshed = time.monotonic()
+        compiled = next((q for q in queued if ctx.backend.ready(q.request)), None)
+        if compiled is None:
+            time.sleep(READY_POLL_SECONDS)
+            continue
+        queued.remove(compiled)
+        outcome = _run_trial(compiled.trial_id, ctx, fill_compile_wait=False)
+        ran += outcome.status != "skipped"
+    if ran:
+        logger.info("measured %d compiled trial(s) of job %s while another compiled", ran, job_id)
+    return ran

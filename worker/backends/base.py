@@ -74,5 +74,12 @@ class Backend(ABC):
     def prepare(self, requests: list[MeasureRequest]) -> None:  # noqa: B027 - optional hook
         """Optional: start work ahead for upcoming requests (e.g. compile them in parallel)."""
 
+    def ready(self, request: MeasureRequest) -> bool:
+        """Would ``measure(request)`` start on the device at once, with nothing left to compile?
+
+        The runner measures ready trials of the same job while an unready one compiles. A backend
+        that prepares nothing is always ready."""
+        return True
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the device."""

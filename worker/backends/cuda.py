@@ -123,6 +123,12 @@ class CudaBackend(Backend):
             if self._valid(request) is None:
                 self._pool.submit(self.compile_job(request))
 
+    def ready(self, request: MeasureRequest) -> bool:
+        """Compiled (or failing before any compile: an invalid config is reported at once)."""
+        if self._valid(request) is not None:
+            return True
+        return self._pool.done(self.compile_job(request))
+
     def compile(self, request: MeasureRequest) -> Future[CompileResult]:
         return self._pool.submit(self.compile_job(request))
 

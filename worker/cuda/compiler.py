@@ -136,6 +136,11 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
     return CompileResult(job.key, str(path), log, seconds, False, version, parse_ptxas(log))
 
 
+def _load_nvrtc() -> None:
+    with contextlib.suppress(ImportError):  # CPU-only tests: the pool's compile function is faked
+        nvrtc_version()
+
+
 class CompilePool:
     """Compile jobs ahead on ``workers`` processes; ``submit`` de-duplicates by cache key."""
 
@@ -147,6 +152,10 @@ class CompilePool:
         context = multiprocessing.get_context("spawn")
         self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
         self._futures: dict[str, Future[CompileResult]] = {}
+        # Start the processes now: spawning one and loading NVRTC takes about a second, which
+        # would otherwise delay the first job's first kernels.
+        for _ in range(self.workers):
+            self._executor.submit(_load_nvrtc)
 
     def submit(self, job: CompileJob) -> Future[CompileResult]:
         future = self._futures.get(job.key)
@@ -154,6 +163,11 @@ class CompilePool:
             future = self._executor.submit(compile_job, job, str(self.cache_dir))
             self._futures[job.key] = future
         return future
+
+    def done(self, job: CompileJob) -> bool:
+        """Submitted and finished (a cubin or a compile error is waiting)."""
+        future = self._futures.get(job.key)
+        return future is not None and future.done()
 
     def result(self, job: CompileJob) -> CompileResult:
         result = self.submit(job).result()
