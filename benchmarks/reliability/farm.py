@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = REPO / "kernels" / "recorded"
 CONVOLUTION = RECORDED / "convolution_RTX_3090.json.gz"
+PNPOLY = RECORDED / "pnpoly_RTX_3090.json.gz"
 RTX3090 = "nvidia-geforce-rtx-3090"
 
 # Fast clocks so failures are detected in seconds (the defaults are tuned for real GPUs).
@@ -133,10 +135,15 @@ class ChaosFarm:
         return self._start("coordinator", [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", "2",
                                            "--schedule", str(self.directory / "celerybeat-schedule")])  # fmt: skip
 
-    def start_worker(self, sleep_ms: float = 0.0, landscape: Path = CONVOLUTION, **env: str) -> ProcessInfo:
+    def start_worker(
+        self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), **env: str
+    ) -> ProcessInfo:
         name = f"w{next(self._names)}"
-        return self._start(name, [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
-                                  "--landscape", str(landscape), "--sleep-ms", str(sleep_ms)], **env)  # fmt: skip
+        argv = [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
+                "--sleep-ms", str(sleep_ms)]  # fmt: skip
+        for landscape in landscapes:
+            argv += ["--landscape", str(landscape)]
+        return self._start(name, argv, **env)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         info = self.processes.pop(name)

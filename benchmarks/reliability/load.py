@@ -1,55 +1,84 @@
-"""Load: best-config lookups (and job submissions) against a real API process, from this process.
+"""Load: best-config lookups (and job submissions) against a real API, from a separate generator process.
 
-    python -m benchmarks.reliability.load --api-workers 1 --rate 200 --seconds 20
+    python -m benchmarks.reliability.load --api-workers 2 --rate 200 --seconds 20
 
-Starts its own farm (embedded PostgreSQL and Redis, the API under uvicorn, a coordinator, replay
-workers), fills the database with one finished replay job so lookups have data, then:
+Starts its own farm (embedded PostgreSQL and Redis, the API under uvicorn, a coordinator, two replay
+workers with the RTX 3090 recordings of convolution_kernel and cn_pnpoly), seeds both kernels with a
+finished job, then runs each phase in a generator process (benchmarks/reliability/loadgen.py),
+pinned to one CPU:
 
-1. lookups: an open-loop schedule of ``rate`` GET /v1/best per second, spread over ``clients``
-   concurrent connections; latency is measured from each request's SCHEDULED time, so a stalled
-   server cannot hide queueing delay (no coordinated omission);
-2. mixed: the same lookups plus ``submit_rate`` POST /v1/jobs per second; afterwards every 201 must
-   be a stored job, and every stored job must complete (nothing lost).
+1. lookups: an open-loop schedule of ``rate`` GET /v1/best per second over ``clients`` keep-alive
+   connections, alternating convolution_kernel (by model slug) and cn_pnpoly (by device name).
+   Latency is measured from each request's SCHEDULED time, so a stalled server cannot hide
+   queueing delay (no coordinated omission);
+2. mixed (``--mixed-seconds``, default half of ``--seconds``): the same lookups plus ``submit_rate``
+   POST /v1/jobs (cn_pnpoly) per second, whose trials complete during the phase and can change the
+   looked-up answer; afterwards every 201 must be a stored job, and every stored job must complete
+   (nothing lost);
+3. ``--sweep 200,400,…``: lookups alone at each rate, for the highest rate the farm sustains.
+
+Everything shares the machine: on the 2-core VM the generator, the API, PostgreSQL, Redis, the
+coordinator and the workers compete for the same two cores. Each phase reports its throughput,
+p50/p99/max latency, status counts, the CPU seconds of the generator, the API and PostgreSQL, how
+busy the machine was, and how often a best-config stamp was bumped (cached answers invalidated).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
+import os
 import signal
 import statistics
+import subprocess
+import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 from sqlalchemy import create_engine, text
 
-from benchmarks.reliability.farm import RTX3090, ChaosFarm, wait_for
+from benchmarks.reliability.farm import CONVOLUTION, PNPOLY, REPO, RTX3090, ChaosFarm, wait_for
+from benchmarks.reliability.loadgen import Spec
 from core.db import session_scope
+from core.store.best import answer_versions
 from core.store.tokens import create_token
 
 logger = logging.getLogger("load")
-LOOKUP = ("/v1/best", {"kernel": "convolution_kernel", "gpu": RTX3090})
+LOOKUPS = [
+    {"kernel": "convolution_kernel", "gpu": RTX3090},
+    {"kernel": "cn_pnpoly", "gpu": "NVIDIA GeForce RTX 3090"},
+]
 SUBMIT = {"kernel": "cn_pnpoly", "gpu_model": RTX3090, "budget_trials": 3, "parallelism": 3, "strategy": "random",
           "profile": "none"}  # fmt: skip
+SEED_PNPOLY_TRIALS = 5  # few, so that the mixed phase's jobs still find faster configs now and then
+P99_TARGET_MS = 50.0
 
 
 @dataclass
 class PhaseResult:
     name: str
+    offered_rps: float  # lookups + submissions scheduled per second
     requests: int
-    errors_5xx: int
-    errors_other: int
-    seconds: float
+    errors_5xx: int  # 5xx, and 599 = connection error or 30 s timeout
+    errors_other: int  # 4xx
+    seconds: float  # first scheduled request to last answer
     throughput_rps: float
     p50_ms: float
-    p99_ms: float
+    p99_ms: float  # lookups (the target); submissions have their own below
     max_ms: float
+    statuses: dict[str, int]
+    generator_cpu_s: float
+    api_cpu_s: float
+    postgres_cpu_s: float
+    machine_busy: float  # fraction of all CPUs busy during the phase
+    best_version_bumps: int
+    submit_p50_ms: float | None = None
+    submit_p99_ms: float | None = None
     submitted: int = 0
     stored: int = 0
     completed: int = 0
@@ -60,57 +89,73 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def _phase(api_url: str, token: str, rate: float, seconds: float, clients: int,
-                 submit_rate: float) -> tuple[list[float], list[int], list[str]]:  # fmt: skip
-    latencies: list[float] = []
-    statuses: list[int] = []
-    job_ids: list[str] = []
-    headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=api_url, headers=headers, limits=limits, timeout=30) as client:
-        start = time.perf_counter() + 0.2
-        lookups = [(start + i / rate, "lookup") for i in range(int(rate * seconds))]
-        submits = [(start + i / submit_rate, "submit") for i in range(int(submit_rate * seconds))]
-        schedule = sorted(lookups + submits)
-        queue: asyncio.Queue[tuple[float, str]] = asyncio.Queue()
-        for item in schedule:
-            queue.put_nowait(item)
+def tree_cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a process and its children (those alive now)."""
+    if pid is None:
+        return 0.0
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for process in [root, *root.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+        return total
+    except psutil.NoSuchProcess:
+        return 0.0
 
-        async def client_loop() -> None:
-            while not queue.empty():
-                due, kind = queue.get_nowait()
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                try:
-                    if kind == "lookup":
-                        response = await client.get(LOOKUP[0], params=LOOKUP[1])
-                        latencies.append((time.perf_counter() - due) * 1e3)
-                    else:
-                        response = await client.post("/v1/jobs", json=SUBMIT)
-                        if response.status_code == 201:
-                            job_ids.append(response.json()["id"])
-                    statuses.append(response.status_code)
-                except httpx.HTTPError:
-                    statuses.append(599)
 
-        await asyncio.gather(*(client_loop() for _ in range(clients)))
-    return latencies, statuses, job_ids
+def postgres_pid(farm: ChaosFarm) -> int | None:
+    assert farm.postgres is not None
+    pid_file = farm.postgres.data_dir / "postmaster.pid"
+    return int(pid_file.read_text().split()[0]) if pid_file.exists() else None
+
+
+def total_bumps(farm: ChaosFarm) -> int:
+    with session_scope(farm.database_url) as session:
+        return sum(answer_versions(session).values())
 
 
 def run_phase(name: str, farm: ChaosFarm, token: str, rate: float, seconds: float, clients: int,
-              submit_rate: float = 0.0) -> PhaseResult:  # fmt: skip
-    started = time.perf_counter()
-    latencies, statuses, job_ids = asyncio.run(_phase(farm.api_url, token, rate, seconds, clients, submit_rate))
-    elapsed = time.perf_counter() - started
+              submit_rate: float = 0.0, cpu: int | None = None) -> PhaseResult:  # fmt: skip
+    spec = Spec(api_url=farm.api_url, token=token, rate=rate, seconds=seconds, clients=clients, lookups=LOOKUPS,
+                submit_rate=submit_rate, submit_body=SUBMIT, cpu=cpu)  # fmt: skip
+    api_pid, pg_pid = farm.processes["api"].pid, postgres_pid(farm)
+    bumps, api_cpu, pg_cpu = total_bumps(farm), tree_cpu_seconds(api_pid), tree_cpu_seconds(pg_pid)
+    machine = psutil.cpu_times()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(asdict(spec), handle)
+    try:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.reliability.loadgen", handle.name], check=True,
+                              capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    finally:
+        os.unlink(handle.name)
+    after = psutil.cpu_times()
+    busy = 1 - ((after.idle - machine.idle) + (after.iowait - machine.iowait)) / (sum(after) - sum(machine))
+    outcome = json.loads(done.stdout)
+    latencies: list[float] = outcome["latencies_ms"]
+    statuses: dict[str, int] = outcome["statuses"]
+    codes = [(int(key.split()[1]), n) for key, n in statuses.items()]
+    requests = sum(n for _, n in codes)
+    server_errors, client_errors = sum(n for c, n in codes if c >= 500), sum(n for c, n in codes if 400 <= c < 500)
     result = PhaseResult(
-        name=name, requests=len(statuses), errors_5xx=sum(1 for s in statuses if s >= 500),
-        errors_other=sum(1 for s in statuses if 400 <= s < 500), seconds=round(elapsed, 2),
-        throughput_rps=round(len(statuses) / elapsed, 1), p50_ms=round(statistics.median(latencies), 2),
-        p99_ms=round(percentile(latencies, 0.99), 2), max_ms=round(max(latencies), 2), submitted=len(job_ids),
+        name=name, offered_rps=rate + submit_rate, requests=requests, errors_5xx=server_errors,
+        errors_other=client_errors,
+        seconds=round(outcome["seconds"], 2), throughput_rps=round(requests / outcome["seconds"], 1),
+        p50_ms=round(statistics.median(latencies), 2), p99_ms=round(percentile(latencies, 0.99), 2),
+        max_ms=round(max(latencies), 2), statuses=dict(sorted(statuses.items())),
+        generator_cpu_s=round(outcome["cpu_seconds"], 2), api_cpu_s=round(tree_cpu_seconds(api_pid) - api_cpu, 2),
+        postgres_cpu_s=round(tree_cpu_seconds(pg_pid) - pg_cpu, 2), machine_busy=round(busy, 3),
+        best_version_bumps=total_bumps(farm) - bumps, submitted=len(outcome["job_ids"]),
     )  # fmt: skip
-    if job_ids:
-        result.stored, result.completed = _account(farm, job_ids)
+    if submits := outcome["submit_latencies_ms"]:
+        result.submit_p50_ms = round(statistics.median(submits), 2)
+        result.submit_p99_ms = round(percentile(submits, 0.99), 2)
+    if outcome["job_ids"]:
+        result.stored, result.completed = _account(farm, outcome["job_ids"])
+    logger.warning("%s", json.dumps(asdict(result)))
     return result
 
 
@@ -134,28 +179,53 @@ def _account(farm: ChaosFarm, job_ids: list[str]) -> tuple[int, int]:
 
 
 def seed_data(farm: ChaosFarm, token: str, trials: int) -> None:
-    body = {"kernel": "convolution_kernel", "gpu_model": RTX3090, "budget_trials": trials, "parallelism": 8,
-            "strategy": "random", "seed": 1, "profile": "none"}  # fmt: skip
     headers = {"Authorization": f"Bearer {token}"}
-    job = httpx.post(f"{farm.api_url}/v1/jobs", json=body, headers=headers, timeout=30).json()
-    wait_for(lambda: httpx.get(f"{farm.api_url}/v1/jobs/{job['id']}", headers=headers, timeout=30)
-             .json()["state"] == "complete", 600, "the seed job", interval=1.0)  # fmt: skip
+    jobs = []
+    for kernel, budget in (("convolution_kernel", trials), ("cn_pnpoly", SEED_PNPOLY_TRIALS)):
+        body = {"kernel": kernel, "gpu_model": RTX3090, "budget_trials": budget, "parallelism": 8,
+                "strategy": "random", "seed": 1, "profile": "none"}  # fmt: skip
+        jobs.append(httpx.post(f"{farm.api_url}/v1/jobs", json=body, headers=headers, timeout=30).json()["id"])
+
+    def all_complete() -> bool:
+        states = [httpx.get(f"{farm.api_url}/v1/jobs/{job_id}", headers=headers, timeout=30).json()["state"]
+                  for job_id in jobs]  # fmt: skip
+        return all(state == "complete" for state in states)
+
+    wait_for(all_complete, 600, "the seed jobs", interval=1.0)
+    for query in LOOKUPS:  # both answer 200 before the clock starts
+        response = httpx.get(f"{farm.api_url}/v1/best", params=query, headers=headers, timeout=30)
+        response.raise_for_status()
+
+
+def max_sustained(sweep: list[PhaseResult]) -> float | None:
+    """The highest offered rate that was served in full (throughput ≥ 98 % of it) at p99 < 50 ms."""
+    ok = [r.offered_rps for r in sweep if r.throughput_rps >= 0.98 * r.offered_rps and r.p99_ms < P99_TARGET_MS
+          and r.errors_5xx == 0]  # fmt: skip
+    return max(ok) if ok else None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--api-workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--rate", type=float, default=200.0, help="lookups per second")
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=20.0, help="lookup phase")
+    parser.add_argument("--mixed-seconds", type=float, default=None, help="mixed phase (default: half of --seconds)")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--submit-rate", type=float, default=5.0, help="job submissions per second (mixed phase)")
     parser.add_argument("--seed-trials", type=int, default=300)
+    parser.add_argument("--sweep", type=str, default="", help="comma-separated lookup rates to try after the phases")
+    parser.add_argument("--sweep-seconds", type=float, default=10.0)
+    parser.add_argument("--generator-cpu", type=int, default=(os.cpu_count() or 1) - 1, help="-1: not pinned")
+    parser.add_argument("--no-cache", action="store_true", help="KERNELFARM_BEST_CACHE_SECONDS=0 for the API")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     # `timeout` and CI runners send SIGTERM: exit through the finally blocks that stop the farm.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    farm = ChaosFarm(Path(tempfile.mkdtemp(prefix="kf-load-")))
+    cpu = None if args.generator_cpu < 0 else args.generator_cpu
+    extra = {"KERNELFARM_BEST_CACHE_SECONDS": "0"} if args.no_cache else {}
+    farm = ChaosFarm(Path(tempfile.mkdtemp(prefix="kf-load-")), extra_env=extra)
+    sweep: list[PhaseResult] = []
     try:
         farm.start_servers()
         with session_scope(farm.database_url) as session:
@@ -163,16 +233,22 @@ def main() -> None:
         farm.start_api(workers=args.api_workers)
         farm.start_coordinator()
         for _ in range(2):
-            farm.start_worker()
+            farm.start_worker(landscapes=(CONVOLUTION, PNPOLY))
         seed_data(farm, token, args.seed_trials)
+        mixed_seconds = args.seconds / 2 if args.mixed_seconds is None else args.mixed_seconds
         results = [
-            run_phase("lookups", farm, token, args.rate, args.seconds, args.clients),
-            run_phase("lookups+submits", farm, token, args.rate, args.seconds / 2, args.clients, args.submit_rate),
+            run_phase("lookups", farm, token, args.rate, args.seconds, args.clients, cpu=cpu),
+            run_phase("lookups+submits", farm, token, args.rate, mixed_seconds, args.clients, args.submit_rate, cpu),
         ]
+        for rate in [float(r) for r in args.sweep.split(",") if r.strip()]:
+            sweep.append(run_phase(f"sweep {rate:g}/s", farm, token, rate, args.sweep_seconds, args.clients, cpu=cpu))
     finally:
         farm.stop()
-    report: dict[str, Any] = {"api_workers": args.api_workers, "rate": args.rate, "clients": args.clients,
-                              "phases": [asdict(r) for r in results]}  # fmt: skip
+    report: dict[str, Any] = {
+        "api_workers": args.api_workers, "rate": args.rate, "clients": args.clients, "cache": not args.no_cache,
+        "generator_cpu": cpu, "cpus": os.cpu_count(), "phases": [asdict(r) for r in results],
+        "sweep": [asdict(r) for r in sweep], "max_sustained_rps": max_sustained(sweep) if sweep else None,
+    }  # fmt: skip
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
