@@ -136,6 +136,13 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
     return CompileResult(job.key, str(path), log, seconds, False, version, parse_ptxas(log))
 
 
+def _lower_priority() -> None:
+    """Compiling is background work: the measuring path (worker, measuring child, database,
+    broker) on the same cores must never wait behind NVRTC for a CPU."""
+    with contextlib.suppress(OSError):
+        os.nice(10)
+
+
 def _load_nvrtc() -> None:
     with contextlib.suppress(ImportError):  # CPU-only tests: the pool's compile function is faked
         nvrtc_version()
@@ -150,7 +157,7 @@ class CompilePool:
         self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
         # spawn: the pool's processes must never inherit a CUDA context (or a lock held at fork).
         context = multiprocessing.get_context("spawn")
-        self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_lower_priority)
         self._futures: dict[str, Future[CompileResult]] = {}
         # Start the processes now: spawning one and loading NVRTC takes about a second, which
         # would otherwise delay the first job's first kernels.
