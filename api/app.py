@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 
 from fastapi import FastAPI
@@ -13,6 +16,20 @@ from api.routes import best, health, jobs, kernels, workers
 from api.token_cache import TokenCache
 from core.celery_app import make_celery
 from core.settings import Settings, get_settings
+from kernels.registry import all_kernels
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Per process, before the first request: load the kernel registry (the first lookup used to
+    pay ~250 ms for it), then move the ~125k objects alive after start-up out of the garbage
+    collector's reach. Every full collection traversed them and stalled all requests in flight:
+    66-153 ms each in an API worker under load, 10-14 ms after the freeze (measured with
+    gc.callbacks during benchmarks/reliability/load.py on the 2-core VM)."""
+    all_kernels()
+    gc.collect()
+    gc.freeze()
+    yield
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -22,6 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="kernelfarm",
         version="1",
         summary="Distributed GPU kernel auto-tuning: submit tuning jobs, query best configs per GPU model.",
+        lifespan=lifespan,
     )
     app.state.settings = settings
     app.state.celery = make_celery(settings)
