@@ -90,21 +90,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def tree_cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds of a process and its children (those alive now)."""
+    """CPU seconds (user + system) of a process and its descendants, exited ones included (they
+    are in their parent's children_* times: PostgreSQL backends come and go)."""
     if pid is None:
         return 0.0
+    total = 0.0
     try:
         root = psutil.Process(pid)
-        total = 0.0
-        for process in [root, *root.children(recursive=True)]:
-            try:
-                times = process.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                pass
-        return total
+        processes = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
 
 
 def postgres_pid(farm: ChaosFarm) -> int | None:
@@ -198,10 +200,14 @@ def seed_data(farm: ChaosFarm, token: str, trials: int) -> None:
 
 
 def max_sustained(sweep: list[PhaseResult]) -> float | None:
-    """The highest offered rate that was served in full (throughput ≥ 98 % of it) at p99 < 50 ms."""
-    ok = [r.offered_rps for r in sweep if r.throughput_rps >= 0.98 * r.offered_rps and r.p99_ms < P99_TARGET_MS
-          and r.errors_5xx == 0]  # fmt: skip
-    return max(ok) if ok else None
+    """The highest rate of the ascending sweep up to which every rate was served in full
+    (throughput ≥ 98 % of the offered rate, no 5xx) at p99 < 50 ms."""
+    best = None
+    for r in sorted(sweep, key=lambda r: r.offered_rps):
+        if r.throughput_rps < 0.98 * r.offered_rps or r.p99_ms >= P99_TARGET_MS or r.errors_5xx:
+            break
+        best = r.offered_rps
+    return best
 
 
 def main() -> None:
