@@ -72,6 +72,8 @@ class ChaosReport:
     events: list[tuple[float, str]]
     seconds: float
     verdict: dict[str, Any]
+    # Components that died on their own and were restarted by the harness's supervisor.
+    unplanned_restarts: list[str] = field(default_factory=list)
 
 
 def schedule(plan: ChaosPlan, rng: random.Random) -> list[tuple[float, str]]:
@@ -180,6 +182,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
                     logger.info("%6.1f s  %4d/%d finished  %s", time.monotonic() - started, done, total, fault)
             if not pending and job_state(farm.database_url, job_id) in ("complete", "failed", "cancelled"):
                 break
+            farm.supervise()
             time.sleep(0.1)
         seconds = time.monotonic() - started
         wait_for(farm.api_ready, 30, "the API")
@@ -189,7 +192,8 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
         for engine in _engines.values():
             engine.dispose()
         _engines.clear()
-    report = ChaosReport(plan=asdict(plan), events=events_done, seconds=round(seconds, 1), verdict=verdict.summary())
+    report = ChaosReport(plan=asdict(plan), events=events_done, seconds=round(seconds, 1), verdict=verdict.summary(),
+                         unplanned_restarts=farm.unplanned_restarts)  # fmt: skip
     return report, verdict
 
 

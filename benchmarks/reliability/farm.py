@@ -53,7 +53,10 @@ class ChaosFarm:
     redis_server: EmbeddedRedis | None = None
     api_port: int = 0
     processes: dict[str, ProcessInfo] = field(default_factory=dict)
+    # Components that died without being killed here, and were restarted by supervise().
+    unplanned_restarts: list[str] = field(default_factory=list)
     _names: itertools.count = field(default_factory=itertools.count)
+    _worker_args: dict[str, tuple[float, tuple[Path, ...], dict[str, str]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ servers
     @property
@@ -143,7 +146,33 @@ class ChaosFarm:
                 "--sleep-ms", str(sleep_ms)]  # fmt: skip
         for landscape in landscapes:
             argv += ["--landscape", str(landscape)]
+        self._worker_args[name] = (sleep_ms, tuple(landscapes), env)
         return self._start(name, argv, **env)
+
+    def supervise(self) -> list[str]:
+        """Restart components that exited without being killed here, as a deployment's restart
+        policy does (systemd ``Restart=``, compose ``restart: unless-stopped``, Kubernetes). Seen:
+        a coordinator exiting on a kombu error while Redis was down (celery/kombu#582).
+
+        Returns:
+            The names restarted now (also appended to ``unplanned_restarts``).
+        """
+        restarted = []
+        for name, info in list(self.processes.items()):
+            if alive(info.pid):
+                continue
+            logger.warning("%s (pid %s) exited on its own; restarting it", name, info.pid)
+            del self.processes[name]
+            if name == "api":
+                self.start_api()
+            elif name == "coordinator":
+                self.start_coordinator()
+            else:
+                sleep_ms, landscapes, env = self._worker_args.pop(name)
+                self.start_worker(sleep_ms, landscapes, **env)
+            restarted.append(name)
+        self.unplanned_restarts += restarted
+        return restarted
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         info = self.processes.pop(name)

@@ -1,13 +1,15 @@
 """Duplicate delivery and skewed worker clocks, on real processes: each trial is claimed once,
-written once, and never reaped while its worker is alive."""
+written once, and never reaped while its worker is alive. And the harness's own supervisor."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 
 from benchmarks.reliability.farm import ChaosFarm, wait_for
+from kernelfarm.stack import alive, signal_group
 from tests.reliability.conftest import make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
 
 SKEW_DIR = Path(__file__).resolve().parent / "skew"
@@ -60,3 +62,21 @@ def test_a_worker_clock_hours_off_changes_nothing(own_farm: ChaosFarm) -> None:
         own_farm.kill("coordinator")
         own_farm.kill(ahead.name)
         own_farm.kill(behind.name)
+
+
+def test_supervisor_restarts_a_component_that_died_on_its_own(own_farm: ChaosFarm) -> None:
+    """The chaos harness restarts what dies unplanned, as a deployment's restart policy would;
+    a component it killed on purpose is not its to restart."""
+    coordinator = own_farm.start_coordinator()
+    worker = own_farm.start_worker()
+    try:
+        assert own_farm.supervise() == []
+        signal_group(coordinator.pid, signal.SIGKILL)  # behind the harness's back
+        wait_for(lambda: not alive(coordinator.pid), 20, "the coordinator to die")
+        assert own_farm.supervise() == ["coordinator"]
+        assert own_farm.unplanned_restarts[-1] == "coordinator"
+        assert alive(own_farm.processes["coordinator"].pid)
+        own_farm.kill(worker.name)  # planned: not restarted
+        assert own_farm.supervise() == []
+    finally:
+        own_farm.kill("coordinator")
