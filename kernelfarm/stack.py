@@ -29,6 +29,8 @@ from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
+# Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
+STOPPING_FILE = "stopping"
 
 
 @dataclass
@@ -36,6 +38,7 @@ class ProcessInfo:
     name: str
     pid: int
     log: str
+    argv: list[str] = field(default_factory=list)  # how to start it again
 
 
 @dataclass
@@ -92,7 +95,7 @@ def spawn(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Pro
     with open(log_path, "ab") as log:
         # A new session: `down` stops the whole process group, Celery's children included.
         process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    return ProcessInfo(name=name, pid=process.pid, log=str(log_path))
+    return ProcessInfo(name=name, pid=process.pid, log=str(log_path), argv=list(argv))
 
 
 def component_env(state: StackState, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -126,6 +129,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
     existing = StackState.load(state_dir)
     if existing and any(alive(p.pid) for p in existing.processes):
         raise RuntimeError(f"a stack is already running from {state_dir}; run `kernelfarm down` first")
+    (state_dir / STOPPING_FILE).unlink(missing_ok=True)
 
     embedded_pg = embedded_redis_pid = None
     database_url = settings.database_url
@@ -188,6 +192,7 @@ def stop_stack(state_dir: Path, grace: float = 15.0) -> list[str]:
     state = StackState.load(state_dir.resolve())
     if state is None:
         return []
+    (state_dir.resolve() / STOPPING_FILE).touch()
     stopped = stop_processes(state.processes, grace)
     if state.embedded_redis_pid and alive(state.embedded_redis_pid):
         os.kill(state.embedded_redis_pid, signal.SIGTERM)
@@ -214,6 +219,44 @@ def stop_processes(processes: list[ProcessInfo], grace: float) -> list[str]:
         if alive(info.pid):
             signal_group(info.pid, signal.SIGKILL)
     return stopped
+
+
+class Supervisor:
+    """Restarts components of a running stack that exit on their own, for the foreground
+    ``kernelfarm up``; a deployment gets the same from systemd ``Restart=on-failure``, compose
+    ``restart: unless-stopped`` or Kubernetes. Seen needed: a coordinator exiting on a kombu error
+    while Redis restarted (docs/RELIABILITY.md). Like systemd's start limit, a component that exits
+    ``burst`` times within ``window_s`` is left down (a crash loop helps no one; its log says why).
+    """
+
+    def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0) -> None:
+        self.state, self.state_dir = state, state_dir.resolve()
+        self.burst, self.window_s = burst, window_s
+        self.given_up: set[str] = set()
+        self._restarts: dict[str, list[float]] = {}
+
+    def check(self) -> list[str]:
+        """Restart what died since the last check. Returns the names restarted."""
+        if (self.state_dir / STOPPING_FILE).exists():
+            return []
+        restarted = []
+        now = time.monotonic()
+        for index, info in enumerate(self.state.processes):
+            if info.name in self.given_up or alive(info.pid) or not info.argv:
+                continue
+            recent = [t for t in self._restarts.get(info.name, []) if now - t < self.window_s]
+            if len(recent) >= self.burst:
+                self.given_up.add(info.name)
+                logger.error("%s exited %d times in %.0f s; leaving it down (see %s)", info.name, len(recent),
+                             self.window_s, info.log)  # fmt: skip
+                continue
+            logger.warning("%s (pid %d) exited on its own; restarting it", info.name, info.pid)
+            self.state.processes[index] = spawn(info.name, info.argv, component_env(self.state), Path(info.log).parent)
+            self._restarts[info.name] = [*recent, now]
+            restarted.append(info.name)
+        if restarted:
+            self.state.save(self.state_dir)
+        return restarted
 
 
 def signal_group(pid: int, sig: int) -> None:

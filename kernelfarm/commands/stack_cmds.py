@@ -11,7 +11,7 @@ from rich.console import Console
 
 from kernelfarm.commands.serve import default_landscapes, gpu_backend_available
 from kernelfarm.context import cli_context
-from kernelfarm.stack import StackState, WorkerPlan, running_state, start_stack, stop_stack
+from kernelfarm.stack import StackState, Supervisor, WorkerPlan, running_state, start_stack, stop_stack
 
 console = Console()
 
@@ -45,7 +45,8 @@ def up(
     _describe(state, plan)
     if detach:
         return
-    console.print("running; Ctrl-C stops everything")
+    console.print("running; Ctrl-C stops everything; a component that exits on its own is restarted")
+    supervisor = Supervisor(state, ctx.state_dir)
     stopping = False
 
     def _stop(*_: object) -> None:
@@ -56,6 +57,8 @@ def up(
     try:
         while not stopping:
             time.sleep(0.5)
+            for name in supervisor.check():
+                console.print(f"[yellow]{name} exited on its own; restarted[/] (log: {ctx.state_dir / 'logs'})")
     except KeyboardInterrupt:
         pass
     console.print(f"stopped: {', '.join(stop_stack(ctx.state_dir))}")
