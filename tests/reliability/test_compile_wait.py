@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ class SlowCompileBackend(ReplayBackend):
 
     @staticmethod
     def key(request: MeasureRequest) -> str:
-        return ",".join(str(request.config[k]) for k in sorted(request.config))
+        return config_key(request.config)
 
     def prepare(self, requests: list[MeasureRequest]) -> None:
         with self._lock:
@@ -55,6 +56,19 @@ class SlowCompileBackend(ReplayBackend):
         return super().measure(request, keep_alive)
 
 
+def config_key(config: Mapping[str, Any]) -> str:
+    return ",".join(str(config[k]) for k in sorted(config))
+
+
+def job_with_first_trial_compiling(
+    database_url: str, n: int, offset: int, compile_s: float
+) -> tuple[uuid.UUID, list[int], str, SlowCompileBackend]:
+    """A job of ``n`` queued trials; the first one's kernel takes ``compile_s`` to compile."""
+    configs = valid_configs(n, offset=offset)
+    job_id, ids = make_job(database_url, configs, parallelism=n)
+    return job_id, ids, config_key(configs[0]), SlowCompileBackend({config_key(configs[0]): compile_s})
+
+
 def run(trial_id: int, backend: SlowCompileBackend, lookahead: int) -> runner.Outcome:
     steps: list[Any] = []
     return runner.evaluate(trial_id, backend, "w-compile", None, 0.5, steps.append, soft_time_limit=60,
@@ -63,10 +77,7 @@ def run(trial_id: int, backend: SlowCompileBackend, lookahead: int) -> runner.Ou
 
 @pytest.mark.usefixtures("database_url")
 def test_compiled_trials_are_measured_while_the_sent_one_compiles(database_url: str) -> None:
-    configs = valid_configs(5, offset=40)
-    job_id, ids = make_job(database_url, configs, parallelism=5)
-    slow_key = ",".join(str(configs[0][k]) for k in sorted(configs[0]))
-    backend = SlowCompileBackend({slow_key: 1.0})
+    job_id, ids, slow_key, backend = job_with_first_trial_compiling(database_url, 5, offset=40, compile_s=1.0)
 
     outcome = run(ids[0], backend, lookahead=8)
 
@@ -85,10 +96,7 @@ def test_compiled_trials_are_measured_while_the_sent_one_compiles(database_url: 
 
 @pytest.mark.usefixtures("database_url")
 def test_without_lookahead_or_with_everything_compiled_only_the_sent_trial_runs(database_url: str) -> None:
-    configs = valid_configs(3, offset=50)
-    _, ids = make_job(database_url, configs, parallelism=3)
-    slow_key = ",".join(str(configs[0][k]) for k in sorted(configs[0]))
-    backend = SlowCompileBackend({slow_key: 0.3})
+    _, ids, slow_key, backend = job_with_first_trial_compiling(database_url, 3, offset=50, compile_s=0.3)
     assert run(ids[0], backend, lookahead=0).status == "recorded"
     assert backend.measured == [slow_key]  # no look-ahead: the worker waited for its own compile
 
