@@ -36,19 +36,34 @@ def _ts(text: str | None) -> float | None:
     return datetime.fromisoformat(text).timestamp() if text else None
 
 
+def _at(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
 def run_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelism: int, seed: int,
             profile: str, strategy: str | None) -> dict[str, Any]:  # fmt: skip
     submitted = time.time()
+    job = submit_job(client, kernel, gpu_model, budget, parallelism, seed, profile, strategy)
+    return job_result(client, job, submitted)
+
+
+def submit_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelism: int, seed: int,
+               profile: str, strategy: str | None) -> dict[str, Any]:  # fmt: skip
     body = {"kernel": kernel, "gpu_model": gpu_model, "budget_trials": budget, "parallelism": parallelism,
             "seed": seed, "profile": profile} | ({"strategy": strategy} if strategy else {})  # fmt: skip
-    job = client.submit(body)
+    return client.submit(body)
+
+
+def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[str, Any]:
+    """Wait for ``job`` to end; its trials per hour, time breakdown and best."""
+    kernel = job["kernel"]
     while job["state"] not in ("complete", "failed", "cancelled"):
         time.sleep(0.5)
         job = client.job(job["id"])
     trials = client.all_trials(job["id"])
-    starts = [_ts(t["started_at"]) for t in trials if t["started_at"]]
-    ends = [_ts(t["finished_at"]) for t in trials if t["finished_at"]]
-    search_wall = max(ends) - min(starts)  # type: ignore[type-var,operator]
+    starts = [_at(t["started_at"]) for t in trials if t["started_at"]]
+    ends = [_at(t["finished_at"]) for t in trials if t["finished_at"]]
+    search_wall = max(ends) - min(starts)
     job_wall = (_ts(job["finished_at"]) or time.time()) - (_ts(job["started_at"]) or submitted)
     gpu_s = sum(t["metrics"].get("gpu_s", 0.0) for t in trials)
     profile_walls = {t["profile"]["wall_seconds"] for t in trials if t.get("profile") and t["profile"]["wall_seconds"]}
@@ -75,10 +90,12 @@ def run_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelis
         "compile_cached": sum(1 for t in trials if t["metrics"].get("compile_cached")),
         # Where a worker's wall time goes (sums over trials): claim-to-record, of which waiting for
         # NVRTC, of which the measuring child's round trip; and the gaps between a worker's trials.
-        "trial_wall_s": sum(_ts(t["finished_at"]) - _ts(t["started_at"]) for t in timed),  # type: ignore[operator]
+        "trial_wall_s": sum(_at(t["finished_at"]) - _at(t["started_at"]) for t in timed),
         "compile_wait_s": sum(t["metrics"].get("compile_wait_s", 0.0) for t in trials),
         "measure_wall_s": sum(t["metrics"].get("measure_wall_s", 0.0) for t in trials),
         "between_trials_s": _gaps(timed),
+        "first_start": min(starts),
+        "last_end": max(ends),
     }
 
 
@@ -86,7 +103,7 @@ def _gaps(trials: list[dict[str, Any]]) -> float:
     """Sum over workers of the time between one trial's result and the worker's next claim."""
     by_worker: dict[str, list[tuple[float, float]]] = {}
     for t in trials:
-        by_worker.setdefault(t["worker_name"] or "?", []).append((_ts(t["started_at"]), _ts(t["finished_at"])))  # type: ignore[arg-type]
+        by_worker.setdefault(t["worker_name"] or "?", []).append((_at(t["started_at"]), _at(t["finished_at"])))
     total = 0.0
     for spans in by_worker.values():
         spans.sort()
@@ -104,7 +121,7 @@ def _count(items: Any) -> dict[str, int]:
 def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int, profile: str,
               state_dir: Path, report: dict[str, Any], out: Path, backend: str = "cuda",
               landscapes: tuple[Path, ...] = (), strategy: str | None = None,
-              per_gpu: int = 2) -> list[dict[str, Any]]:  # fmt: skip
+              per_gpu: int = 2, concurrent: int = 1) -> list[dict[str, Any]]:  # fmt: skip
     results: list[dict[str, Any]] = report["farm"]
     for count in gpu_counts:
         # Every GPU count starts with a cold compile cache, so the runs compare like with like.
@@ -117,6 +134,11 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
             client = Client(state.api_url, state.token, timeout=60)
             workers = client.workers()
             model = workers[0]["gpu_model"]
+            if concurrent > 1:
+                results.append(concurrent_jobs(client, kernels[0], model, budget, count, per_gpu, seed, profile,
+                                               strategy, concurrent))  # fmt: skip
+                out.write_text(json.dumps(report, indent=2, default=str))
+                continue
             for kernel in kernels:
                 result = run_job(client, kernel, model, budget, parallelism=per_gpu * count, seed=seed,
                                  profile=profile, strategy=strategy)  # fmt: skip
@@ -131,6 +153,27 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
         finally:
             stop_stack(state_dir)
     return results
+
+
+def concurrent_jobs(client: Client, kernel: str, gpu_model: str, budget: int, gpus: int, per_gpu: int, seed: int,
+                    profile: str, strategy: str | None, jobs: int) -> dict[str, Any]:  # fmt: skip
+    """``jobs`` jobs of ``kernel`` (seeds seed, seed+1, ...) submitted at once, sharing the GPUs: the
+    fleet's trials per hour and busy fraction over the span from the first trial to the last."""
+    submitted = time.time()
+    parallelism = max(2, per_gpu * gpus // jobs)
+    started = [submit_job(client, kernel, gpu_model, budget, parallelism, seed + i, profile, strategy)
+               for i in range(jobs)]  # fmt: skip
+    each = [job_result(client, job, submitted) for job in started]
+    span = max(r["last_end"] for r in each) - min(r["first_start"] for r in each)
+    wall = max(_ts(client.job(r["job_id"])["finished_at"]) or time.time() for r in each) - submitted
+    gpu_s = sum(r["gpu_measure_s"] for r in each)
+    ncu_s = sum(r["ncu_batches_s"] for r in each)
+    trials = sum(r["trials"] for r in each)
+    return {"kernel": kernel, "gpus": gpus, "concurrent_jobs": jobs, "parallelism_each": parallelism,
+            "trials": trials, "search_wall_s": span, "job_wall_s": wall, "trials_per_hour": trials / span * 3600,
+            "gpu_measure_s": gpu_s, "ncu_batches_s": ncu_s, "busy_measuring": gpu_s / (gpus * wall),
+            "busy_with_ncu": (gpu_s + ncu_s) / (gpus * wall), "best_ms": [r["best"]["time_ms"] for r in each],
+            "jobs": each}  # fmt: skip
 
 
 def kernel_tuner_run(kernel: str, budget: int, strategy: str, seed: int) -> dict[str, Any]:
@@ -182,8 +225,8 @@ def _arg_names(spec: Any, buffers: dict[str, Any], problem: dict[str, Any]) -> l
     return [by_id.get(id(a), "") for a in spec.cuda.arguments(buffers, problem)]
 
 
-def _tune(spec, source, args, tune_params, restriction, answer, strategy, budget, shared):  # type: ignore[no-untyped-def]
-    def shared_bytes(params):  # type: ignore[no-untyped-def]
+def _tune(spec, source, args, tune_params, restriction, answer, strategy, budget, shared):
+    def shared_bytes(params):
         return shared[spec.space.key({p.name: params[p.name] for p in spec.space.parameters})]
 
     from kernel_tuner import tune_kernel
@@ -210,6 +253,8 @@ def main() -> None:
     parser.add_argument("--strategy", default=None, help="farm strategy (default: the farm's default)")
     parser.add_argument("--parallelism-per-gpu", type=int, default=2,
                         help="trials in flight per GPU (a compile-heavy kernel needs more)")  # fmt: skip
+    parser.add_argument("--concurrent-jobs", type=int, default=1,
+                        help="submit this many jobs of the first --kernel at once and report the fleet")  # fmt: skip
     parser.add_argument("--kt-strategy", action="append", default=[])
     parser.add_argument("--state-dir", type=Path, default=Path("/tmp/kf-farm"))
     parser.add_argument("--out", type=Path, default=Path("."))
@@ -222,7 +267,7 @@ def main() -> None:
     out = args.out / "farm_gpu.json"
     farm_runs([int(g) for g in args.gpus.split(",") if g], kernels, args.budget, args.seed, args.profile,
               args.state_dir, report, out, "replay" if args.replay else "cuda", tuple(args.replay),
-              args.strategy, args.parallelism_per_gpu)  # fmt: skip
+              args.strategy, args.parallelism_per_gpu, args.concurrent_jobs)  # fmt: skip
     for strategy in args.kt_strategy:
         for kernel in kernels:
             try:
