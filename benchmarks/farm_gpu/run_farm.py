@@ -14,7 +14,6 @@ Run on the GPU machine from the repository root (see docs/BENCHMARKS.md for the 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import logging
 import shutil
@@ -88,9 +87,10 @@ def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[st
         "compile_s_median": statistics.median(compile_s) if compile_s else None,
         "compile_s_max": max(compile_s) if compile_s else None,
         "compile_cached": sum(1 for t in trials if t["metrics"].get("compile_cached")),
-        # Where a worker's wall time goes (sums over trials): claim-to-record, of which waiting for
-        # NVRTC, of which the measuring child's round trip; and the gaps between a worker's trials.
-        "trial_wall_s": sum(_at(t["finished_at"]) - _at(t["started_at"]) for t in timed),
+        # Where a worker's wall time goes: holding a trial (claim to record; a trial measured while
+        # another waits for NVRTC nests inside it and is counted once), waiting for NVRTC, the
+        # measuring child's round trip (sums over trials), and the gaps between a worker's trials.
+        "trial_wall_s": _held(timed),
         "compile_wait_s": sum(t["metrics"].get("compile_wait_s", 0.0) for t in trials),
         "measure_wall_s": sum(t["metrics"].get("measure_wall_s", 0.0) for t in trials),
         "between_trials_s": _gaps(timed),
@@ -99,15 +99,32 @@ def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[st
     }
 
 
-def _gaps(trials: list[dict[str, Any]]) -> float:
-    """Sum over workers of the time between one trial's result and the worker's next claim."""
+def _spans_by_worker(trials: list[dict[str, Any]]) -> list[list[tuple[float, float]]]:
     by_worker: dict[str, list[tuple[float, float]]] = {}
     for t in trials:
         by_worker.setdefault(t["worker_name"] or "?", []).append((_at(t["started_at"]), _at(t["finished_at"])))
+    return [sorted(spans) for spans in by_worker.values()]
+
+
+def _held(trials: list[dict[str, Any]]) -> float:
+    """Sum over workers of the time they held at least one trial (overlapping spans merged)."""
     total = 0.0
-    for spans in by_worker.values():
-        spans.sort()
-        total += sum(max(0.0, nxt[0] - cur[1]) for cur, nxt in itertools.pairwise(spans))
+    for spans in _spans_by_worker(trials):
+        end = -float("inf")
+        for start, finish in spans:
+            total += max(0.0, finish - max(start, end))
+            end = max(end, finish)
+    return total
+
+
+def _gaps(trials: list[dict[str, Any]]) -> float:
+    """Sum over workers of the time between one trial's result and the worker's next claim."""
+    total = 0.0
+    for spans in _spans_by_worker(trials):
+        end = spans[0][0]
+        for start, finish in spans:
+            total += max(0.0, start - end)
+            end = max(end, finish)
     return total
 
 
