@@ -1,10 +1,8 @@
-# ruff: noqa: E402 - the sys.path line below must run before the harness imports
 """Fixtures for the fault-injection suite: a farm on servers the suite owns (so restarting or
 flushing them touches nothing else on the machine), and helpers to make jobs and trials directly."""
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-# The harness lives in benchmarks/reliability (the chaos script runs the same code); the package
-# is not installed, and --import-mode=importlib does not put the repository root on sys.path.
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
+# The harness lives in benchmarks/reliability (the chaos script runs the same code); it is not
+# installed: pyproject's pytest `pythonpath` puts the repository root on sys.path.
 from benchmarks.reliability.audit import install_audit
 from benchmarks.reliability.farm import RTX3090, ChaosFarm
 from core.celery_app import EVALUATE_TASK, make_celery
