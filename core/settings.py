@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     # keep a host's compile pool (cores - 1 processes) busy on a compile-heavy kernel; the job's
     # parallelism bounds how many are queued.
     compile_ahead: int = 16
+    # Trials a worker measures per task message: after the one it was sent, it claims the job's
+    # next compiled queued trial while the GPU measures, so result writes and claims overlap the
+    # measurement instead of idling the GPU between trials (1: one trial per message). Needs
+    # compile_ahead > 0.
+    measure_batch: int = 8
     # Nsight Compute profiles are taken in batches of this many trials (one ncu process each).
     profile_batch_size: int = 8
     # A profile batch not answered for this long is sent again.

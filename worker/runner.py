@@ -5,6 +5,13 @@ The hardware is injected (a Backend), so this runs the same with the cuda and re
 While the backend measures, a heartbeat thread keeps the lease alive with the database clock; if
 the lease is lost (reaped, job cancelled) the measurement is discarded by the conditional write.
 
+With ``measure_batch`` > 1 the worker does not stop at the trial it was sent: while the GPU
+measures it, the worker claims the job's next queued trial that is compiled already, and the
+backend queues that one on the GPU before the first result is written. So the result write, the
+next-step request and the next claim happen while the GPU measures, not between measurements. At
+most two trials per worker are claimed at a time; the claimed trials' own messages are skipped
+later as not claimable.
+
 Time limits are enforced here, not by Celery: the worker runs Celery's solo pool (one process per
 GPU, no fork), and the solo pool ignores ``task_soft_time_limit``/``task_time_limit``. The soft
 limit raises :class:`SoftTimeLimitExceeded` in the measuring (main) thread and the trial is
@@ -15,6 +22,9 @@ broker, and the reaper retries the trial up to the retry cap.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
 import logging
 import math
 import os
@@ -22,7 +32,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import TypeVar
@@ -34,7 +44,7 @@ from core.db import session_scope
 from core.measurement import Measurement
 from core.states import FailureKind
 from core.store import trials as trial_store
-from worker.backends.base import Backend, MeasureRequest
+from worker.backends.base import Backend, KeepAlive, MeasureRequest
 from worker.lookahead import QueuedTrial, queued_trials, request_seed
 
 logger = logging.getLogger(__name__)
@@ -159,14 +169,6 @@ def _record(claim: trial_store.Claim, measurement: Measurement) -> bool:
         return trial_store.record_result(session, claim.trial_id, claim.attempt, measurement)
 
 
-def _measure(backend: Backend, request: MeasureRequest, lease: LeaseKeeper, limits: TimeLimits) -> Measurement:
-    try:
-        with limits:
-            return backend.measure(request, keep_alive=lease.alive)
-    except SoftTimeLimitExceeded as exc:
-        return Measurement.failed(FailureKind.TIMEOUT, str(exc))
-
-
 def _queued(job_id: uuid.UUID, limit: int) -> list[QueuedTrial]:
     with session_scope() as session:
         return queued_trials(session, job_id, limit)
@@ -196,6 +198,16 @@ class _Context:
     soft_time_limit: float | None
     hard_time_limit: float | None
     lookahead: int
+    measure_batch: int = 1
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    """A trial this worker holds: its claim, what to measure, and the lease kept alive meanwhile."""
+
+    claim: trial_store.Claim
+    request: MeasureRequest
+    lease: LeaseKeeper
 
 
 def evaluate(
@@ -209,20 +221,23 @@ def evaluate(
     soft_time_limit: float | None = None,
     hard_time_limit: float | None = None,
     lookahead: int = 0,
+    measure_batch: int = 1,
 ) -> Outcome:
     """Run the trial this worker was sent. With ``lookahead``, also compile the job's next queued
-    trials ahead and, while this one still compiles, measure those that are compiled already."""
+    trials ahead and, while this one still compiles, measure those that are compiled already.
+    With ``measure_batch`` > 1, go on with up to that many trials in all, each claimed while the
+    one before it is measured (see the module docstring).
+
+    Returns:
+        The outcome of the trial this worker was sent.
+    """
     context = _Context(backend, worker_name, gpu_uuid, heartbeat_seconds, request_next_step,
-                       soft_time_limit, hard_time_limit, lookahead)  # fmt: skip
-    return _run_trial(trial_id, context, fill_compile_wait=bool(lookahead))
+                       soft_time_limit, hard_time_limit, lookahead, measure_batch)  # fmt: skip
+    return _run_trial(trial_id, context, sent=True)
 
 
-def _run_trial(trial_id: int, ctx: _Context, fill_compile_wait: bool) -> Outcome:
-    claim = with_db_retry(f"claim trial {trial_id}", lambda: _claim(trial_id, ctx.worker_name, ctx.gpu_uuid))
-    if claim is None:
-        logger.info("trial %s is not claimable (duplicate delivery, finished or cancelled); skipped", trial_id)
-        return Outcome(trial_id, "skipped")
-    request = MeasureRequest(
+def _request_of(claim: trial_store.Claim) -> MeasureRequest:
+    return MeasureRequest(
         kernel_name=claim.kernel_name,
         problem=claim.problem,
         config=claim.config,
@@ -231,22 +246,106 @@ def _run_trial(trial_id: int, ctx: _Context, fill_compile_wait: bool) -> Outcome
         profile=False,
         seed=request_seed(claim.seed, claim.trial_id),
     )
+
+
+def _run_trial(trial_id: int, ctx: _Context, sent: bool) -> Outcome:
+    """One claimed trial; for the trial the worker was ``sent`` (not one measured while it
+    compiles), also fill its compile wait and go on with more compiled trials."""
+    claim = with_db_retry(f"claim trial {trial_id}", lambda: _claim(trial_id, ctx.worker_name, ctx.gpu_uuid))
+    if claim is None:
+        logger.info("trial %s is not claimable (duplicate delivery, finished or cancelled); skipped", trial_id)
+        return Outcome(trial_id, "skipped")
+    request = _request_of(claim)
     if ctx.lookahead:
         _compile_ahead(ctx.backend, claim.job_id, ctx.lookahead)
-    # The lease is kept through the write too: a write retried across a database restart must not
+    # Leases are kept through the write too: a write retried across a database restart must not
     # find its lease reaped merely because the heartbeats stopped when the measurement ended.
-    with LeaseKeeper(claim.trial_id, claim.attempt, ctx.heartbeat_seconds) as lease:
-        if fill_compile_wait:
+    with contextlib.ExitStack() as leases:
+        lease = leases.enter_context(LeaseKeeper(claim.trial_id, claim.attempt, ctx.heartbeat_seconds))
+        if sent and ctx.lookahead:
             _measure_compiled_while_waiting(request, claim.job_id, ctx)
-        measurement = _measure(ctx.backend, request, lease, TimeLimits(ctx.soft_time_limit, ctx.hard_time_limit))
-        written = with_db_retry(f"record trial {trial_id}", lambda: _record(claim, measurement))
+        first = _Claimed(claim, request, lease)
+        # Trials measured while another compiles (fill) stop at one: the sent trial is waiting.
+        more = _compiled_claims(claim.job_id, ctx, leases) if sent and ctx.lookahead else iter(())
+        outcomes = _measure_and_record(itertools.chain([first], more), ctx)
+    if len(outcomes) > 1:
+        logger.info("measured %d more compiled trial(s) of job %s back to back", len(outcomes) - 1, claim.job_id)
+    return outcomes[0]
+
+
+def _compiled_claims(job_id: uuid.UUID, ctx: _Context, leases: contextlib.ExitStack) -> Iterator[_Claimed]:
+    """Up to ``measure_batch - 1`` more trials of the job, each claimed (and its lease started) only
+    when the measuring stream asks for the next one; stops when none is compiled and queued, or
+    when the task has run for half its soft time limit (its message must not outlive its timeout)."""
+    deadline = time.monotonic() + (ctx.soft_time_limit or 600.0) / 2
+    for _ in range(ctx.measure_batch - 1):
+        if time.monotonic() > deadline:
+            return
+        claim = _claim_compiled(job_id, ctx)
+        if claim is None:
+            return
+        lease = leases.enter_context(LeaseKeeper(claim.trial_id, claim.attempt, ctx.heartbeat_seconds))
+        yield _Claimed(claim, _request_of(claim), lease)
+
+
+def _claim_compiled(job_id: uuid.UUID, ctx: _Context) -> trial_store.Claim | None:
+    """Claim the job's first queued trial whose kernel is compiled; None if there is none (or the
+    database is unreachable: only the head start is lost). Trials queued since the last look are
+    handed to the compiler on the way."""
+    try:
+        for queued in _compile_ahead(ctx.backend, job_id, ctx.lookahead):
+            if ctx.backend.ready(queued.request):
+                take = functools.partial(_claim, queued.trial_id, ctx.worker_name, ctx.gpu_uuid)
+                claim = with_db_retry(f"claim trial {queued.trial_id}", take)
+                if claim is not None:
+                    return claim
+    except Exception:
+        logger.warning("claiming the next compiled trial of job %s failed; continuing", job_id, exc_info=True)
+    return None
+
+
+def _measure_and_record(claimed: Iterator[_Claimed], ctx: _Context) -> list[Outcome]:
+    """Measure the claimed trials in order and store each result as it arrives (the backend already
+    measures the next one meanwhile). A soft time limit ends one measurement, recorded as a
+    timeout; the trials after it go on in a fresh stream."""
+    pulled: list[_Claimed] = []  # in the order the backend measures them
+
+    def pairs() -> Iterator[tuple[MeasureRequest, KeepAlive]]:
+        for item in claimed:
+            pulled.append(item)
+            yield item.request, item.lease.alive
+
+    source = pairs()
+    outcomes: list[Outcome] = []
+    resend: list[tuple[MeasureRequest, KeepAlive]] = []
+    while True:
+        stream = ctx.backend.measure_stream(itertools.chain(resend, source))
+        while True:
+            timed_out = False
+            try:
+                with TimeLimits(ctx.soft_time_limit, ctx.hard_time_limit):
+                    measurement = next(stream)
+            except StopIteration:
+                return outcomes
+            except SoftTimeLimitExceeded as exc:
+                measurement, timed_out = Measurement.failed(FailureKind.TIMEOUT, str(exc)), True
+            outcomes.append(_store(pulled[len(outcomes)], measurement, ctx))
+            if timed_out:  # the stream ended with the exception; what it had pulled starts again
+                resend = [(item.request, item.lease.alive) for item in pulled[len(outcomes) :]]
+                break
+
+
+def _store(item: _Claimed, measurement: Measurement, ctx: _Context) -> Outcome:
+    """Write one result (conditional on the lease) and ask the coordinator for the next step."""
+    claim = item.claim
+    written = with_db_retry(f"record trial {claim.trial_id}", lambda: _record(claim, measurement))
     if not written:
-        logger.warning("trial %s attempt %s lost its lease; result discarded", trial_id, claim.attempt)
+        logger.warning("trial %s attempt %s lost its lease; result discarded", claim.trial_id, claim.attempt)
     try:
         ctx.request_next_step(claim.job_id)
     except Exception:  # broker down: the result is stored; the coordinator's housekeeping steps the job
         logger.warning("could not request the next step of job %s; housekeeping will", claim.job_id, exc_info=True)
-    return Outcome(trial_id, "recorded" if written else "stale", claim.job_id)
+    return Outcome(claim.trial_id, "recorded" if written else "stale", claim.job_id)
 
 
 # While the sent trial compiles: how often to look for compiled queued trials, and how often to
@@ -279,7 +378,7 @@ def _measure_compiled_while_waiting(waiting: MeasureRequest, job_id: uuid.UUID, 
             time.sleep(READY_POLL_SECONDS)
             continue
         queued.remove(compiled)
-        outcome = _run_trial(compiled.trial_id, ctx, fill_compile_wait=False)
+        outcome = _run_trial(compiled.trial_id, ctx, sent=False)
         ran += outcome.status != "skipped"
     if ran:
         logger.info("measured %d compiled trial(s) of job %s while another compiled", ran, job_id)

@@ -107,6 +107,7 @@ def evaluate(trial_id: int) -> str:
         soft_time_limit=settings.trial_soft_time_limit,
         hard_time_limit=settings.trial_hard_time_limit,
         lookahead=settings.compile_ahead,
+        measure_batch=settings.measure_batch,
     )
     return outcome.status
 

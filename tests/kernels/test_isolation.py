@@ -48,3 +48,23 @@ def test_interrupt_replaces_the_child(child: MeasuringChild) -> None:
     with pytest.raises(KeyboardInterrupt):
         child.ask({"op": "hang"}, 30, keep_alive=interrupt)
     assert child.ask({"op": "echo"}, 30)["pid"] != first
+
+
+def test_pipelined_requests_are_answered_in_order_by_one_child(child: MeasuringChild) -> None:
+    first = child.send({"op": "echo"})
+    second = child.send({"op": "echo"})
+    assert child.in_flight(first) and child.in_flight(second)
+    one, two = child.receive(first, 30), child.receive(second, 30)
+    assert one is not None and two is not None
+    assert (one["seq"], two["seq"]) == (first, second) and one["pid"] == two["pid"]
+    assert not child.in_flight(first) and not child.in_flight(second)
+
+
+def test_a_replaced_child_loses_the_queued_request_and_it_can_be_sent_again(child: MeasuringChild) -> None:
+    hung = child.send({"op": "hang"})
+    queued = child.send({"op": "echo"})
+    reply = child.receive(hung, 1.0)
+    assert reply is not None and reply["kind"] == "timeout"
+    assert child.receive(queued, 30) is None  # it died with the killed child
+    again = child.receive(child.send({"op": "echo"}), 30)
+    assert again is not None and again["status"] == "ok"

@@ -8,11 +8,14 @@ for infrastructure problems (the device is gone), which the task layer retries.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from core.measurement import Measurement
+
+# Called during a long measurement; False when the trial's lease was lost (stop early).
+KeepAlive = Callable[[], bool] | None
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,16 @@ class Backend(ABC):
         Returns:
             A Measurement: timing and metrics, or a typed failure. Provenance always filled.
         """
+
+    def measure_stream(self, requests: Iterable[tuple[MeasureRequest, KeepAlive]]) -> Iterator[Measurement]:
+        """Measure (request, lease check) pairs in order, yielding each result as soon as it is known.
+
+        The next pair is pulled only once the current request is under way, so a caller that
+        produces pairs lazily (claiming each trial from the database) does that work while the
+        device measures. A backend that can start on the next request while the caller stores a
+        result overrides this (the cuda backend queues it on its measuring child)."""
+        for request, keep_alive in requests:
+            yield self.measure(request, keep_alive)
 
     def profile(self, requests: list[MeasureRequest]) -> list[ProfileOutcome]:
         """Profile already-measured configs, ideally all in one profiler process.

@@ -17,7 +17,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -27,7 +27,7 @@ from core.gpu import model_slug
 from core.measurement import Measurement, TimingStats
 from core.states import FailureKind
 from kernels.spec import KernelSpec
-from worker.backends.base import Backend, DeviceIdentity, MeasureRequest, ProfileOutcome
+from worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest, ProfileOutcome
 from worker.cuda import device as nvml
 from worker.cuda.bench import BenchPolicy
 from worker.cuda.compiler import CompileJob, CompilePool, CompileResult, nvrtc_version
@@ -142,7 +142,7 @@ class CudaBackend(Backend):
         """Measure in order (compiling all of them ahead), then profile the verified ones whose
         request asks for it in one ncu process."""
         self.prepare(list(requests))
-        results = [self._measure_one(r, keep_alive) for r in requests]
+        results = list(self.measure_stream((request, keep_alive) for request in requests))
         wanted = [i for i, (r, m) in enumerate(zip(requests, results, strict=True)) if r.profile and m.verified]
         if wanted:
             profiled = self.profile([requests[i] for i in wanted])
@@ -153,6 +153,47 @@ class CudaBackend(Backend):
                     timing=m.timing, verified=True, metrics={**m.metrics, **metrics}, provenance=m.provenance
                 )
         return results
+
+    def measure_stream(self, requests: Iterable[tuple[MeasureRequest, KeepAlive]]) -> Iterator[Measurement]:
+        """Measure in order, yielding each result as soon as the child answers. The next request is
+        queued on the child before this one's reply is awaited, so the GPU keeps measuring while the
+        caller stores a result; it is pulled (and staged: its compile may still run) only after this
+        one was sent. Profiles are not taken here."""
+        source = iter(requests)
+        pulled: list[tuple[MeasureRequest, KeepAlive]] = []
+        staged: dict[int, Measurement | _Staged] = {}
+
+        def stage(index: int) -> Measurement | _Staged | None:
+            while len(pulled) <= index:
+                pair = next(source, None)
+                if pair is None:
+                    return None
+                pulled.append(pair)
+                self.prepare([pair[0]])
+            if index not in staged:
+                staged[index] = self._stage(pulled[index][0])
+            return staged[index]
+
+        sent: dict[int, _Sent] = {}
+        i = 0
+        while (entry := stage(i)) is not None:
+            if isinstance(entry, _Staged):
+                # This request and the next one queued on the child (again, after a replaced child
+                # lost them).
+                for j in (i, i + 1):
+                    queued = stage(j)
+                    if isinstance(queued, _Staged) and (j not in sent or not self._child.in_flight(sent[j].sequence)):
+                        sent[j] = _Sent(self._child.send(queued.message), time.perf_counter())
+                clocks_before = nvml.read_clocks(self.device.index)
+                reply = self._child.receive(sent[i].sequence, self.options.timeout_s, pulled[i][1])
+                assert reply is not None  # the oldest request in flight cannot have been lost
+                sent[i].answered = time.perf_counter()
+                # The child starts a queued request once it has answered the one before it.
+                previous = sent.get(i - 1)
+                started = max(sent[i].at, previous.answered if previous is not None else 0.0)
+                entry = self._measured(pulled[i][0], entry, reply, sent[i].answered - started, clocks_before)
+            yield entry  # a Measurement: measured, or failed before reaching the GPU
+            i += 1
 
     def _valid(self, request: MeasureRequest) -> str | None:
         try:
@@ -165,7 +206,9 @@ class CudaBackend(Backend):
             return f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
         return None
 
-    def _measure_one(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None) -> Measurement:
+    def _stage(self, request: MeasureRequest) -> Measurement | _Staged:
+        """Everything before the GPU: validity and the compiled cubin (waiting for NVRTC if needed).
+        Returns the child's request, or the failure that ends the trial here."""
         invalid = self._valid(request)
         base = self._provenance(request)
         if invalid is not None:
@@ -188,34 +231,35 @@ class CudaBackend(Backend):
         }
         if not compiled.ok:
             return Measurement.failed(FailureKind.COMPILE, compiled.log, metrics=compile_metrics, provenance=base)
-        clocks_before = nvml.read_clocks(self.device.index)
-        started = time.perf_counter()
-        reply = self._child.ask(
-            {
-                "op": "measure",
-                "kernel": request.kernel_name,
-                "problem": dict(request.problem),
-                "config": dict(request.config),
-                "seed": request.seed,
-                "cubin": compiled.cubin_path,
-                "policy": asdict(self.options.policy),
-            },
-            self.options.timeout_s,
-            keep_alive,
-        )
-        wall = time.perf_counter() - started
-        provenance = base | {
+        message = {
+            "op": "measure",
+            "kernel": request.kernel_name,
+            "problem": dict(request.problem),
+            "config": dict(request.config),
+            "seed": request.seed,
+            "cubin": compiled.cubin_path,
+            "policy": asdict(self.options.policy),
+        }
+        return _Staged(message, base, compile_metrics)
+
+    def _measured(
+        self, request: MeasureRequest, staged: _Staged, reply: Mapping[str, Any], wall: float,
+        clocks_before: Mapping[str, Any],
+    ) -> Measurement:  # fmt: skip
+        """The child's reply as a Measurement, with provenance, the time split and the roofline."""
+        provenance = staged.provenance | {
             "clocks_before": clocks_before,
             "clocks_after": nvml.read_clocks(self.device.index),
             **self._child.environment,
         }
-        metrics = compile_metrics | {
+        metrics = staged.compile_metrics | {
             "measure_wall_s": wall,
             "gpu_s": reply.get("gpu_s", 0.0),
             **{k: v for k, v in reply.get("resources", {}).items()},
         }
-        if "rel_error" in reply:
-            metrics["rel_error"] = reply["rel_error"]
+        for key in ("child_s", "rel_error"):
+            if key in reply:
+                metrics[key] = reply[key]
         if reply.get("status") != "ok":
             kind = FailureKind(reply.get("kind", FailureKind.CRASH.value))
             return Measurement.failed(kind, str(reply.get("message", "")), metrics=metrics, provenance=provenance)
@@ -316,3 +360,19 @@ class CudaBackend(Backend):
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("KERNELFARM_CUDA_CACHE", Path(tempfile.gettempdir()) / "kernelfarm-cuda"))
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A request ready for the child: its message, and what its Measurement will carry."""
+
+    message: dict[str, Any]
+    provenance: dict[str, Any]
+    compile_metrics: dict[str, Any]
+
+
+@dataclass
+class _Sent:
+    sequence: int
+    at: float  # perf_counter when it was sent to the child
+    answered: float = 0.0  # perf_counter when its reply arrived

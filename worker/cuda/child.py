@@ -221,6 +221,7 @@ def serve(conn: Connection, device_ordinal: int, refs: Mapping[str, str]) -> Non
             message = conn.recv()
         except EOFError:
             return
+        received = time.perf_counter()
         op = message.get("op")
         if op == "stop":
             return
@@ -247,6 +248,9 @@ def serve(conn: Connection, device_ordinal: int, refs: Mapping[str, str]) -> Non
                 return  # exit: the parent starts a fresh child with a fresh context
             continue
         reply["seq"] = message.get("seq")
+        # The child's own time for this request: what the parent's wall time adds on top of it is
+        # the pipe and the parent's wake-up; what it adds to gpu_s is module load and set-up.
+        reply["child_s"] = time.perf_counter() - received
         conn.send(reply)
 
 

@@ -4,6 +4,11 @@ The worker process never holds a CUDA context. Every measurement happens in one 
 child; a kernel that poisons the context makes the child exit after replying, and a kernel that
 hangs is killed at the deadline. Either way the next request gets a fresh child (about a second:
 interpreter, CuPy import, context creation), and the worker itself carries on.
+
+Requests can be pipelined: ``send`` several, then ``receive`` each in order. The child starts on
+the next request the moment it has answered one, so the GPU does not wait while the worker writes
+the previous result to the database. A replaced child loses the requests queued in its pipe;
+``receive`` says so (None) and the caller sends them again.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -43,6 +49,7 @@ class MeasuringChild:
         self.environment: dict[str, Any] = {}
         self.restarts = 0
         self._sequence = 0
+        self._in_flight: deque[int] = deque()  # sequence numbers sent to the current child, oldest first
         self._target = target or child.serve
 
     # ------------------------------------------------------------------ lifecycle
@@ -66,6 +73,7 @@ class MeasuringChild:
         logger.info("measuring child %s started on device %d", process.pid, self.device_ordinal)
 
     def _kill(self) -> None:
+        self._in_flight.clear()  # whatever was queued in the pipe dies with the child
         if self._process is not None and self._process.is_alive():
             self._process.kill()
             self._process.join(10)
@@ -96,22 +104,55 @@ class MeasuringChild:
             The child's reply; a TIMEOUT failure when the deadline passed (the child is killed);
             a CRASH failure when the child died without replying.
         """
+        reply = self.receive(self.send(message), timeout_s, keep_alive)
+        assert reply is not None  # sent to the child we then waited on
+        return reply
+
+    def send(self, message: Mapping[str, Any]) -> int:
+        """Queue one request on the child (starting one if needed); returns its sequence number."""
         if self._process is None or not self._process.is_alive():
             if self._process is not None:
                 self.restarts += 1
             self._kill()
             self._start()
-        assert self._conn is not None and self._process is not None
+        assert self._conn is not None
         self._sequence += 1
-        sequence = self._sequence
         try:
-            self._conn.send({**message, "seq": sequence})
-            return self._wait(sequence, timeout_s, keep_alive)
+            self._conn.send({**message, "seq": self._sequence})
+        except BaseException:
+            self._kill()  # the child is gone or the pipe is in an unknown state
+            raise
+        self._in_flight.append(self._sequence)
+        return self._sequence
+
+    def in_flight(self, sequence: int) -> bool:
+        """Was ``sequence`` sent to the current child and not yet answered?"""
+        return sequence in self._in_flight
+
+    def receive(
+        self, sequence: int, timeout_s: float, keep_alive: Callable[[], bool] | None = None
+    ) -> dict[str, Any] | None:
+        """Wait for the reply to ``sequence``, the oldest request in flight; its deadline starts now
+        (the child reaches a queued request only after answering the ones before it).
+
+        Returns:
+            As :meth:`ask`; or None when ``sequence`` is not in flight: it was lost with a child
+            that was replaced (send it again).
+        """
+        if sequence not in self._in_flight:
+            return None
+        while self._in_flight and self._in_flight[0] != sequence:
+            self._in_flight.popleft()  # abandoned by its caller: its reply is discarded as stale
+        try:
+            reply = self._wait(sequence, timeout_s, keep_alive)
         except BaseException:
             # Interrupted (a Celery soft time limit, Ctrl-C): the child may still be working and its
             # late reply would answer the next request. Replace it.
             self._kill()
             raise
+        if self._in_flight and self._in_flight[0] == sequence:
+            self._in_flight.popleft()
+        return reply
 
     def _wait(self, sequence: int, timeout_s: float, keep_alive: Callable[[], bool] | None) -> dict[str, Any]:
         assert self._conn is not None and self._process is not None
