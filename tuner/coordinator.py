@@ -158,7 +158,8 @@ def _finish_or_drain(
         message = f"draining: {reason}; waiting for {in_flight} trial(s) in flight"
         job_store.set_job_status(session, job, message=message)
         return StepResult([], job.state, message)
-    profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=True)
+    workers = len(live_workers(session, settings.worker_ttl_seconds, job.gpu_model))
+    profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=True, workers=workers)
     if profiles.outstanding:
         message = f"profiling: {reason}; waiting for {profiles.outstanding} Nsight Compute profile(s)"
         job_store.set_job_status(session, job, message=message)

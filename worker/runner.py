@@ -289,11 +289,15 @@ def _compiled_claims(job_id: uuid.UUID, ctx: _Context, leases: contextlib.ExitSt
 
 
 def _claim_compiled(job_id: uuid.UUID, ctx: _Context) -> trial_store.Claim | None:
-    """Claim the job's first queued trial whose kernel is compiled; None if there is none (or the
-    database is unreachable: only the head start is lost). Trials queued since the last look are
-    handed to the compiler on the way."""
+    """Claim the job's first queued trial whose kernel is compiled; None if there is none, if it is
+    the job's last queued trial (an idle worker should have it rather than wait for this worker's
+    current measurement), or if the database is unreachable (only the head start is lost). Trials
+    queued since the last look are handed to the compiler on the way."""
     try:
-        for queued in _compile_ahead(ctx.backend, job_id, ctx.lookahead):
+        queued_now = _compile_ahead(ctx.backend, job_id, ctx.lookahead)
+        if len(queued_now) < 2:
+            return None
+        for queued in queued_now:
             if ctx.backend.ready(queued.request):
                 take = functools.partial(_claim, queued.trial_id, ctx.worker_name, ctx.gpu_uuid)
                 claim = with_db_retry(f"claim trial {queued.trial_id}", take)

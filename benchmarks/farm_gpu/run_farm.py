@@ -19,6 +19,7 @@ import logging
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -63,7 +64,8 @@ def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[st
     starts = [_at(t["started_at"]) for t in trials if t["started_at"]]
     ends = [_at(t["finished_at"]) for t in trials if t["finished_at"]]
     search_wall = max(ends) - min(starts)
-    job_wall = (_ts(job["finished_at"]) or time.time()) - (_ts(job["started_at"]) or submitted)
+    job_started, job_finished = _ts(job["started_at"]) or submitted, _ts(job["finished_at"]) or time.time()
+    job_wall = job_finished - job_started
     gpu_s = sum(t["metrics"].get("gpu_s", 0.0) for t in trials)
     profile_walls = {t["profile"]["wall_seconds"] for t in trials if t.get("profile") and t["profile"]["wall_seconds"]}
     compile_s = [t["metrics"]["compile_s"] for t in trials if "compile_s" in t["metrics"]]
@@ -84,6 +86,7 @@ def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[st
         "gpu_measure_s": gpu_s,
         "ncu_batches_s": sum(profile_walls),
         "ncu_batches": len(profile_walls),
+        "ncu_batch_walls_s": sorted(profile_walls),
         "compile_s_median": statistics.median(compile_s) if compile_s else None,
         "compile_s_max": max(compile_s) if compile_s else None,
         "compile_cached": sum(1 for t in trials if t["metrics"].get("compile_cached")),
@@ -93,7 +96,12 @@ def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[st
         "trial_wall_s": _held(timed),
         "compile_wait_s": sum(t["metrics"].get("compile_wait_s", 0.0) for t in trials),
         "measure_wall_s": sum(t["metrics"].get("measure_wall_s", 0.0) for t in trials),
+        # The measuring child's own time per request: gpu_s plus module load and set-up (pipelined
+        # requests make measure_wall_s include the worker's own delays, so this is the clean one).
+        "child_s": sum(t["metrics"].get("child_s", 0.0) for t in trials),
         "between_trials_s": _gaps(timed),
+        "job_started": job_started,
+        "job_finished": job_finished,
         "first_start": min(starts),
         "last_end": max(ends),
     }
@@ -157,9 +165,12 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
                 out.write_text(json.dumps(report, indent=2, default=str))
                 continue
             for kernel in kernels:
-                result = run_job(client, kernel, model, budget, parallelism=per_gpu * count, seed=seed,
-                                 profile=profile, strategy=strategy)  # fmt: skip
-                result |= {"gpus": count, "gpu_model": model, "workers": [w["name"] for w in workers]}
+                with UtilizationSampler(count) as utilization:
+                    result = run_job(client, kernel, model, budget, parallelism=per_gpu * count, seed=seed,
+                                     profile=profile, strategy=strategy)  # fmt: skip
+                nvml = utilization.mean(result["job_started"], result["job_finished"])
+                result |= {"gpus": count, "gpu_model": model, "workers": [w["name"] for w in workers],
+                           "nvml_utilization": nvml}  # fmt: skip
                 result["busy_measuring"] = result["gpu_measure_s"] / (count * result["job_wall_s"])
                 result["busy_with_ncu"] = (result["gpu_measure_s"] + result["ncu_batches_s"]) / (
                     count * result["job_wall_s"]
@@ -170,6 +181,44 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
         finally:
             stop_stack(state_dir)
     return results
+
+
+class UtilizationSampler:
+    """NVML's utilization of GPUs 0..count-1 (the percentage of each sample period in which a kernel
+    ran), polled every 50 ms while the job runs: a second opinion on the busy fraction that needs
+    nothing from the farm. None where NVML is not available (replay smoke tests)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.samples: list[tuple[float, list[int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> UtilizationSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
+        except Exception:
+            return
+        while not self._stop.wait(0.05):
+            self.samples.append((time.time(), [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]))
+
+    def mean(self, start: float, end: float) -> list[float] | None:
+        """Per GPU, the mean utilization (0-1) of the samples taken between ``start`` and ``end``."""
+        window = [values for at, values in self.samples if start <= at <= end]
+        if not window:
+            return None
+        return [sum(v[i] for v in window) / len(window) / 100 for i in range(self.count)]
 
 
 def concurrent_jobs(client: Client, kernel: str, gpu_model: str, budget: int, gpus: int, per_gpu: int, seed: int,

@@ -29,6 +29,8 @@ def test_profile_modes(farm: Farm, admin_token: str, mode: str) -> None:
         assert {t["id"] for t in profiled} == {t["id"] for t in completed}
     elif mode == "top_k":
         assert [t["id"] for t in profiled] == [t["id"] for t in completed[:3]]  # the 3 fastest
+        # Split across the farm's two live workers (batches of 2 and 1), not one batch of 3.
+        assert max(t["profile"]["batch_size"] for t in profiled) == 2
     else:
         assert profiled == []
     for trial in profiled:

@@ -125,3 +125,43 @@ def test_profile_batch_collects_metrics(backend: Any) -> None:
         # ncu's duration agrees with the event timing within a generous margin
         assert m.timing is not None
         assert 0.3 < m.metrics["ncu_duration_ns"] * 1e-6 / m.timing.median_ms < 3.0
+
+
+@pytest.mark.parametrize("mode,kind", [("crash", FailureKind.CRASH), ("compile", FailureKind.COMPILE)])
+def test_a_fault_in_a_pipelined_stream_fails_only_its_request(backend: Any, mode: str, kind: FailureKind) -> None:
+    # The request after a crash was queued on the child that died: it is sent again to a fresh one.
+    requests = [fault("ok", seed=11), fault(mode, seed=12), fault("ok", seed=13), fault("ok", seed=14)]
+    results = list(backend.measure_stream((r, None) for r in requests))
+    assert [m.failure for m in results] == [None, kind, None, None], [m.failure_message for m in results]
+    for m in results[2:]:
+        assert m.verified and m.timing is not None
+        # Every measurement carries its time split: the child's own time covers the GPU part.
+        assert 0 < m.metrics["gpu_s"] <= m.metrics["child_s"] <= m.metrics["measure_wall_s"] + 1e-3
+
+
+def test_the_standby_ncu_profiles_a_batch_faster_than_a_fresh_one(backend: Any) -> None:
+    import time
+    from dataclasses import replace
+
+    from kernels.registry import get_kernel
+    from worker.backends.cuda import CudaBackend
+
+    problem = {"M": 2048, "N": 4096, "dtype": "float32"}
+    configs = get_kernel("softmax").space.valid_configs(problem)[3:6]
+    requests = [MeasureRequest("softmax", problem, c, profile=False, seed=5) for c in configs]
+    assert all(m.verified for m in backend.measure_many(requests))
+    time.sleep(8)  # the standby starts with the backend; a worker measures for longer than this first
+    fresh_backend = CudaBackend(replace(backend.options, profile_standby=False))
+    try:
+        walls = {}
+        for name, which in (("standby", backend), ("fresh", fresh_backend)):
+            started = time.perf_counter()
+            outcomes = which.profile(requests)
+            walls[name] = time.perf_counter() - started
+            for outcome in outcomes:
+                assert outcome.error is None and outcome.metrics is not None, outcome.error
+                assert outcome.metrics["ncu_duration_ns"] > 0 and outcome.metrics["ncu_batch_size"] == 3
+    finally:
+        fresh_backend.close()
+    print(f"ncu batch of 3: standby {walls['standby']:.2f} s, fresh {walls['fresh']:.2f} s")
+    assert walls["standby"] < walls["fresh"]

@@ -85,11 +85,13 @@ def test_one_message_measures_a_batch_each_trial_counted_once(database_url: str)
     assert all(rows[i].attempt == 1 and rows[i].worker_name == "w-batch" for i in ids[:4])
     # While one was measured the next was already claimed, never more than that.
     assert backend.running_while_measured == [2, 2, 2, 1]
-    # The batch's own messages, delivered later, find nothing to do; the rest are measured.
+    # The batch's own messages, delivered later, find nothing to do; the rest are measured. The
+    # job's last queued trial is not claimed ahead: an idle worker should not wait for it.
     for trial_id in ids[1:4]:
         assert evaluate(trial_id, backend, measure_batch=4).status == "skipped"
     assert evaluate(ids[4], backend, measure_batch=4).status == "recorded"
-    assert evaluate(ids[5], backend, measure_batch=4).status == "skipped"
+    assert [row.state for row in trial_rows(database_url, job_id)][5] == "queued"
+    assert evaluate(ids[5], backend, measure_batch=4).status == "recorded"
     assert len(backend.measured) == 6 == len(set(backend.measured))
     assert all(row.state == "complete" and row.attempt == 1 for row in trial_rows(database_url, job_id))
 
@@ -104,8 +106,8 @@ def test_measure_batch_one_measures_only_the_sent_trial(database_url: str) -> No
 
 @pytest.mark.usefixtures("database_url")
 def test_a_soft_time_limit_fails_only_its_trial_and_the_batch_goes_on(database_url: str) -> None:
-    configs = valid_configs(3, offset=80)
-    job_id, ids = make_job(database_url, configs, parallelism=3)
+    configs = valid_configs(4, offset=80)
+    job_id, ids = make_job(database_url, configs, parallelism=4)
     backend = PipelinedReplay(database_url, job_id, hang={config_key(configs[1])})
 
     started = time.monotonic()
@@ -115,6 +117,7 @@ def test_a_soft_time_limit_fails_only_its_trial_and_the_batch_goes_on(database_u
     rows = {row.id: row for row in trial_rows(database_url, job_id)}
     assert rows[ids[0]].state == "complete"
     assert rows[ids[1]].state == "failed" and rows[ids[1]].failure_kind == "timeout"
-    # Claimed before the hang, measured after it in a fresh stream, once.
+    # Claimed before the hang, measured after it in a fresh stream, once; the batch ended there.
     assert rows[ids[2]].state == "complete" and rows[ids[2]].attempt == 1
+    assert rows[ids[3]].state == "queued"
     assert backend.measured == [config_key(configs[0]), config_key(configs[2])]

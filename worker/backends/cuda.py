@@ -32,7 +32,7 @@ from worker.cuda import device as nvml
 from worker.cuda.bench import BenchPolicy
 from worker.cuda.compiler import CompileJob, CompilePool, CompileResult, nvrtc_version
 from worker.cuda.isolation import MeasuringChild
-from worker.cuda.profile import ProfileTarget, profile_batch
+from worker.cuda.profile import ProfileBatchResult, ProfileTarget, StandbyProfiler, find_ncu, profile_batch
 from worker.cuda.roofline import Ceilings, classify
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,9 @@ class CudaBackendOptions:
     timeout_s: float = 60.0  # per measurement (verify + timing), after which the kernel counts as hung
     profile_timeout_s: float = 600.0
     roofline: bool = True  # measure the GPU's ceilings once (cached on disk per GPU UUID)
+    # Keep the next ncu process started and waiting (worker.cuda.profile.StandbyProfiler): a batch
+    # then costs its profiling, not ncu's seconds of start-up. Holds one idle CUDA context.
+    profile_standby: bool = True
 
 
 class CudaBackend(Backend):
@@ -80,6 +83,8 @@ class CudaBackend(Backend):
         self._pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers)
         self._child = MeasuringChild(self.options.device_ordinal, self._refs)
         self._ceilings: Ceilings | None = None
+        self._standby: StandbyProfiler | None = None
+        self._start_standby()
 
     # ------------------------------------------------------------------ identity
     def identity(self) -> DeviceIdentity:
@@ -317,7 +322,7 @@ class CudaBackend(Backend):
 
     # ------------------------------------------------------------------ profile
     def profile(self, requests: list[MeasureRequest]) -> list[ProfileOutcome]:
-        """Profile ``requests`` in ONE ncu process (its start-up, 1.5-3 s, is paid once per batch).
+        """Profile ``requests`` in ONE ncu process (started ahead, see ``profile_standby``).
 
         Returns:
             One outcome per request, in order: the ncu metrics (plus ``ncu_wall_s``, this request's
@@ -344,7 +349,7 @@ class CudaBackend(Backend):
                 )
             )
         if targets:
-            batch = profile_batch(targets, self._refs, self.options.device_ordinal, self.options.profile_timeout_s)
+            batch = self._profile_batch(targets)
             share = batch.wall_s / len(targets)
             for i, metrics in zip(where, batch.metrics, strict=True):
                 if metrics is None:
@@ -353,7 +358,23 @@ class CudaBackend(Backend):
                     outcomes[i] = ProfileOutcome({**metrics, "ncu_wall_s": share, "ncu_batch_size": len(targets)})
         return [o if o is not None else ProfileOutcome(None, "not profiled") for o in outcomes]
 
+    def _profile_batch(self, targets: list[ProfileTarget]) -> ProfileBatchResult:
+        """On the standby ncu process if one is ready (then start the next), else a fresh one."""
+        standby, self._standby = self._standby, None
+        batch = standby.run(targets, self.options.profile_timeout_s) if standby is not None else None
+        if batch is None:
+            batch = profile_batch(targets, self._refs, self.options.device_ordinal, self.options.profile_timeout_s)
+        self._start_standby()
+        return batch
+
+    def _start_standby(self) -> None:
+        ncu = find_ncu() if self.options.profile_standby else None
+        if ncu is not None:
+            self._standby = StandbyProfiler(ncu, self._refs, self.options.device_ordinal)
+
     def close(self) -> None:
+        if self._standby is not None:
+            self._standby.close()
         self._child.close()
         self._pool.close()
 

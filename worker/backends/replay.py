@@ -5,14 +5,16 @@ measurement's provenance says ``"backend": "replay"`` and names the recording, a
 registers with backend "replay". Its GPU model is the recorded device's.
 
 Optionally it sleeps for each trial (a fixed time, and/or the recorded time scaled) so load and
-scaling experiments see realistic trial durations.
+scaling experiments see realistic trial durations; a stream of requests is measured on a thread of
+its own, as the cuda backend measures in its child process.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from core.landscape import Landscape, load_landscape, read_json_tolerant
 from core.measurement import Measurement, TimingStats
 from core.states import FailureKind
 from kernels.recorded import problem_of
-from worker.backends.base import Backend, DeviceIdentity, MeasureRequest
+from worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest
 
 
 class ReplayBackend(Backend):
@@ -86,6 +88,24 @@ class ReplayBackend(Backend):
             metrics={"recorded_mean_ms": entry.mean_ms},
             provenance=provenance,
         )
+
+    def measure_stream(self, requests: Iterable[tuple[MeasureRequest, KeepAlive]]) -> Iterator[Measurement]:
+        """As the cuda backend does with its measuring child: the next request is queued on a
+        "device" thread before the current result is handed back, so the caller's result write and
+        next claim overlap the (pretended) measurement, as they do on a GPU worker."""
+        device = ThreadPoolExecutor(1, thread_name_prefix="replay-device")
+        try:
+            source = iter(requests)
+            first = next(source, None)
+            current = device.submit(self.measure, *first) if first is not None else None
+            while current is not None:
+                upcoming = next(source, None)
+                queued = device.submit(self.measure, *upcoming) if upcoming is not None else None
+                yield current.result()
+                current = queued
+        finally:
+            # Interrupted (a soft time limit): a pretended measurement left running only sleeps.
+            device.shutdown(wait=False, cancel_futures=True)
 
     def _pretend_to_work(self, recorded_ms: float | None) -> None:
         seconds = self.sleep_ms / 1e3 + (recorded_ms or 0.0) * self.time_scale / 1e3

@@ -1,13 +1,25 @@
-"""The program ncu profiles: launch each candidate of a batch once (``python -m`` entry point)."""
+"""The program ncu profiles: launch each candidate of a batch once (``python -m`` entry point).
+
+python -m worker.cuda.profile_target JOB.json                  # a batch, now
+python -m worker.cuda.profile_target --wait DIR DEVICE PID     # a standby: get ready, then
+                                                               # wait for DIR/job.json
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import os
 import sys
+import time
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
+
+# How often a standby looks for its batch, and checks that the worker that started it still lives.
+POLL_SECONDS = 0.005
+PARENT_CHECK_SECONDS = 1.0
 
 
 def main(job_path: str) -> int:
@@ -56,5 +68,37 @@ def main(job_path: str) -> int:
     return 0
 
 
+def standby(directory: str, device: int, parent_pid: int) -> int:
+    """Do everything a batch needs before its targets are known (the interpreter and CuPy under
+    ncu, the CUDA context), then wait for ``directory/job.json`` and run it."""
+    import cupy as cp
+
+    for module in ("worker.cuda.child", "worker.cuda.verify", "kernels.registry"):
+        importlib.import_module(module)  # now, not while the batch waits
+    cp.cuda.Device(device).use()
+    cp.empty(1, dtype=cp.uint8)  # creates the context; launches no kernel
+    job = Path(directory) / "job.json"
+    checked = time.monotonic()
+    while not job.is_file():
+        time.sleep(POLL_SECONDS)
+        if time.monotonic() - checked > PARENT_CHECK_SECONDS:
+            checked = time.monotonic()
+            if not Path(directory).is_dir() or not _alive(parent_pid):
+                return 0  # the worker is gone or closed this standby: launch nothing
+    return main(str(job))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--wait":
+        sys.exit(standby(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     sys.exit(main(sys.argv[1]))
