@@ -233,7 +233,7 @@ def evaluate(
     """
     context = _Context(backend, worker_name, gpu_uuid, heartbeat_seconds, request_next_step,
                        soft_time_limit, hard_time_limit, lookahead, measure_batch)  # fmt: skip
-    return _run_trial(trial_id, context, sent=True)
+    return _run_trial(trial_id, context)
 
 
 def _request_of(claim: trial_store.Claim) -> MeasureRequest:
@@ -248,64 +248,111 @@ def _request_of(claim: trial_store.Claim) -> MeasureRequest:
     )
 
 
-def _run_trial(trial_id: int, ctx: _Context, sent: bool) -> Outcome:
-    """One claimed trial; for the trial the worker was ``sent`` (not one measured while it
-    compiles), also fill its compile wait and go on with more compiled trials."""
+def _run_trial(trial_id: int, ctx: _Context) -> Outcome:
     claim = with_db_retry(f"claim trial {trial_id}", lambda: _claim(trial_id, ctx.worker_name, ctx.gpu_uuid))
     if claim is None:
         logger.info("trial %s is not claimable (duplicate delivery, finished or cancelled); skipped", trial_id)
         return Outcome(trial_id, "skipped")
     request = _request_of(claim)
-    if ctx.lookahead:
-        _compile_ahead(ctx.backend, claim.job_id, ctx.lookahead)
+    outcomes: list[Outcome] = []
     # Leases are kept through the write too: a write retried across a database restart must not
     # find its lease reaped merely because the heartbeats stopped when the measurement ended.
     with contextlib.ExitStack() as leases:
-        lease = leases.enter_context(LeaseKeeper(claim.trial_id, claim.attempt, ctx.heartbeat_seconds))
-        if sent and ctx.lookahead:
-            _measure_compiled_while_waiting(request, claim.job_id, ctx)
-        first = _Claimed(claim, request, lease)
-        # Trials measured while another compiles (fill) stop at one: the sent trial is waiting.
-        more = _compiled_claims(claim.job_id, ctx, leases) if sent and ctx.lookahead else iter(())
-        outcomes = _measure_and_record(itertools.chain([first], more), ctx)
+        sent = _Claimed(claim, request, leases.enter_context(LeaseKeeper(claim.trial_id, claim.attempt,
+                                                                          ctx.heartbeat_seconds)))  # fmt: skip
+        if ctx.lookahead:
+            queue = _CompiledQueue(claim.job_id, ctx)
+            queue.read()  # hands the job's queued trials to the compiler now
+            outcomes += _fill_compile_wait(sent, queue, leases, ctx)
+            more = _compiled_claims(queue, leases, ctx, ctx.measure_batch - 1, leave_last=True)
+        else:
+            more = iter(())
+        outcomes += _measure_and_record(itertools.chain([sent], more), ctx)
     if len(outcomes) > 1:
-        logger.info("measured %d more compiled trial(s) of job %s back to back", len(outcomes) - 1, claim.job_id)
-    return outcomes[0]
+        logger.info("measured %d more compiled trial(s) of job %s with trial %s", len(outcomes) - 1, claim.job_id,
+                    trial_id)  # fmt: skip
+    return next(o for o in outcomes if o.trial_id == trial_id)
 
 
-def _compiled_claims(job_id: uuid.UUID, ctx: _Context, leases: contextlib.ExitStack) -> Iterator[_Claimed]:
-    """Up to ``measure_batch - 1`` more trials of the job, each claimed (and its lease started) only
-    when the measuring stream asks for the next one; stops when none is compiled and queued, or
-    when the task has run for half its soft time limit (its message must not outlive its timeout)."""
+# While the sent trial compiles: how often to look whether it (or a queued one) is compiled, and
+# how often to read the job's queue again (and hand newly queued trials to the compiler).
+READY_POLL_SECONDS = 0.02
+QUEUE_REFRESH_SECONDS = 0.5
+
+
+class _CompiledQueue:
+    """The job's queued trials as last read from the database (read again when older than
+    QUEUE_REFRESH_SECONDS), each read handing them to the backend to compile ahead."""
+
+    def __init__(self, job_id: uuid.UUID, ctx: _Context) -> None:
+        self.job_id, self.ctx = job_id, ctx
+        self.items: list[QueuedTrial] = []
+        self.read_at = -math.inf
+
+    def read(self) -> None:
+        self.items = _compile_ahead(self.ctx.backend, self.job_id, self.ctx.lookahead)
+        self.read_at = time.monotonic()
+
+    def claim(self, leave_last: bool) -> trial_store.Claim | None:
+        """Claim the first queued trial whose kernel is compiled. None if there is none, if
+        ``leave_last`` and it is the job's last queued trial (an idle worker should have it rather
+        than wait for this worker's current measurement), or if the database is unreachable (only
+        the head start is lost)."""
+        try:
+            if time.monotonic() - self.read_at > QUEUE_REFRESH_SECONDS:
+                self.read()
+            while (compiled := next((q for q in self.items if self.ctx.backend.ready(q.request)), None)) is not None:
+                if leave_last and len(self.items) < 2:
+                    return None
+                self.items.remove(compiled)  # claimed now, or by someone else already
+                take = functools.partial(_claim, compiled.trial_id, self.ctx.worker_name, self.ctx.gpu_uuid)
+                claim = with_db_retry(f"claim trial {compiled.trial_id}", take)
+                if claim is not None:
+                    return claim
+        except Exception:
+            logger.warning("claiming a compiled trial of job %s failed; continuing", self.job_id, exc_info=True)
+        return None
+
+
+def _fill_compile_wait(sent: _Claimed, queue: _CompiledQueue, leases: contextlib.ExitStack,
+                       ctx: _Context) -> list[Outcome]:  # fmt: skip
+    """Keep the GPU busy while the sent trial compiles: claim and measure the job's queued trials
+    whose kernels are compiled already, back to back (a slow NVRTC run must not idle the GPU while
+    others are ready). Each is an ordinary trial (claim, lease, conditional write); its own message
+    is skipped later as not claimable. Bounded by half the soft time limit, so the sent trial's
+    lease and message stay well inside their timeouts."""
+    ctx.backend.prepare([sent.request])
     deadline = time.monotonic() + (ctx.soft_time_limit or 600.0) / 2
-    for _ in range(ctx.measure_batch - 1):
-        if time.monotonic() > deadline:
-            return
-        claim = _claim_compiled(job_id, ctx)
+
+    def waiting() -> bool:
+        return not ctx.backend.ready(sent.request) and time.monotonic() < deadline
+
+    outcomes: list[Outcome] = []
+    while waiting():
+        # The stream ends when nothing compiled is left to claim: results are then all stored
+        # (the coordinator needs them to propose more) before this polls again.
+        done = _measure_and_record(_compiled_claims(queue, leases, ctx, None, leave_last=False, until=waiting), ctx)
+        outcomes += done
+        if not done:
+            time.sleep(READY_POLL_SECONDS)
+    return outcomes
+
+
+def _compiled_claims(queue: _CompiledQueue, leases: contextlib.ExitStack, ctx: _Context, limit: int | None,
+                     leave_last: bool, until: Callable[[], bool] | None = None) -> Iterator[_Claimed]:  # fmt: skip
+    """Up to ``limit`` (None: any number) compiled trials of the job, each claimed (and its lease
+    started) only when the measuring stream asks for the next one; stops when none is claimable,
+    when ``until`` says so, or when the task has run for half its soft time limit (its message
+    must not outlive its timeout)."""
+    deadline = time.monotonic() + (ctx.soft_time_limit or 600.0) / 2
+    count = 0
+    while (limit is None or count < limit) and time.monotonic() < deadline and (until is None or until()):
+        claim = queue.claim(leave_last)
         if claim is None:
             return
         lease = leases.enter_context(LeaseKeeper(claim.trial_id, claim.attempt, ctx.heartbeat_seconds))
+        count += 1
         yield _Claimed(claim, _request_of(claim), lease)
-
-
-def _claim_compiled(job_id: uuid.UUID, ctx: _Context) -> trial_store.Claim | None:
-    """Claim the job's first queued trial whose kernel is compiled; None if there is none, if it is
-    the job's last queued trial (an idle worker should have it rather than wait for this worker's
-    current measurement), or if the database is unreachable (only the head start is lost). Trials
-    queued since the last look are handed to the compiler on the way."""
-    try:
-        queued_now = _compile_ahead(ctx.backend, job_id, ctx.lookahead)
-        if len(queued_now) < 2:
-            return None
-        for queued in queued_now:
-            if ctx.backend.ready(queued.request):
-                take = functools.partial(_claim, queued.trial_id, ctx.worker_name, ctx.gpu_uuid)
-                claim = with_db_retry(f"claim trial {queued.trial_id}", take)
-                if claim is not None:
-                    return claim
-    except Exception:
-        logger.warning("claiming the next compiled trial of job %s failed; continuing", job_id, exc_info=True)
-    return None
 
 
 def _measure_and_record(claimed: Iterator[_Claimed], ctx: _Context) -> list[Outcome]:
@@ -350,40 +397,3 @@ def _store(item: _Claimed, measurement: Measurement, ctx: _Context) -> Outcome:
     except Exception:  # broker down: the result is stored; the coordinator's housekeeping steps the job
         logger.warning("could not request the next step of job %s; housekeeping will", claim.job_id, exc_info=True)
     return Outcome(claim.trial_id, "recorded" if written else "stale", claim.job_id)
-
-
-# While the sent trial compiles: how often to look for compiled queued trials, and how often to
-# ask the database for newly queued ones (and hand them to the compiler).
-READY_POLL_SECONDS = 0.02
-QUEUE_REFRESH_SECONDS = 0.5
-
-
-def _measure_compiled_while_waiting(waiting: MeasureRequest, job_id: uuid.UUID, ctx: _Context) -> int:
-    """Keep the GPU busy while ``waiting`` compiles: claim and measure the job's queued trials
-    whose kernels are compiled already (a slow NVRTC run must not idle the GPU while others are
-    ready). Each is an ordinary trial (claim, lease, conditional write); its own message is
-    skipped later as not claimable. Bounded by the soft time limit, so the sent trial's lease and
-    message stay well inside their timeouts.
-
-    Returns:
-        How many other trials were run.
-    """
-    ctx.backend.prepare([waiting])
-    deadline = time.monotonic() + (ctx.soft_time_limit or 600.0) / 2
-    ran = 0
-    queued: list[QueuedTrial] = []
-    refreshed = -math.inf
-    while not ctx.backend.ready(waiting) and time.monotonic() < deadline:
-        if time.monotonic() - refreshed > QUEUE_REFRESH_SECONDS:
-            queued = _compile_ahead(ctx.backend, job_id, ctx.lookahead)
-            refreshed = time.monotonic()
-        compiled = next((q for q in queued if ctx.backend.ready(q.request)), None)
-        if compiled is None:
-            time.sleep(READY_POLL_SECONDS)
-            continue
-        queued.remove(compiled)
-        outcome = _run_trial(compiled.trial_id, ctx, sent=False)
-        ran += outcome.status != "skipped"
-    if ran:
-        logger.info("measured %d compiled trial(s) of job %s while another compiled", ran, job_id)
-    return ran

@@ -99,6 +99,8 @@ def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[st
         # The measuring child's own time per request: gpu_s plus module load and set-up (pipelined
         # requests make measure_wall_s include the worker's own delays, so this is the clean one).
         "child_s": sum(t["metrics"].get("child_s", 0.0) for t in trials),
+        # Of which: fresh inputs and the reference result for each trial's seed (GPU work, not in gpu_s).
+        "data_s": sum(t["metrics"].get("data_s", 0.0) for t in trials),
         "between_trials_s": _gaps(timed),
         "job_started": job_started,
         "job_finished": job_finished,

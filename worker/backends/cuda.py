@@ -262,7 +262,7 @@ class CudaBackend(Backend):
             "gpu_s": reply.get("gpu_s", 0.0),
             **{k: v for k, v in reply.get("resources", {}).items()},
         }
-        for key in ("child_s", "rel_error"):
+        for key in ("child_s", "data_s", "rel_error"):
             if key in reply:
                 metrics[key] = reply[key]
         if reply.get("status") != "ok":
