@@ -46,6 +46,12 @@ def _backend() -> Backend:
 @worker_ready.connect
 def _register(sender: Any = None, **_: Any) -> None:
     backend = _backend()
+    # Before registering: until then no job counts on this worker, so its start-up is not paid by
+    # the first trial of one.
+    try:
+        backend.warm_up()
+    except Exception:
+        logger.warning("backend warm-up failed; the first trial will pay for it", exc_info=True)
     identity = backend.identity()
     _WorkerState.name = getattr(sender, "hostname", _WorkerState.name)
     _WorkerState.gpu_uuid = identity.gpu_uuid

@@ -165,3 +165,10 @@ def test_the_standby_ncu_profiles_a_batch_faster_than_a_fresh_one(backend: Any) 
         fresh_backend.close()
     print(f"ncu batch of 3: standby {walls['standby']:.2f} s, fresh {walls['fresh']:.2f} s")
     assert walls["standby"] < walls["fresh"]
+
+
+def test_warm_up_readies_the_child_and_the_ceilings(backend: Any) -> None:
+    backend.warm_up()
+    assert backend.ceilings() is not None
+    first = backend.measure(fault("ok", seed=21))
+    assert first.verified and first.metrics["child_s"] < 2.0  # no interpreter, context or library start

@@ -84,6 +84,10 @@ class Backend(ABC):
         """
         return [ProfileOutcome(None, f"the {self.name} backend has no profiler") for _ in requests]
 
+    def warm_up(self) -> None:  # noqa: B027 - optional hook
+        """Optional: pay one-time start-up costs (device context, libraries, calibration) now, when
+        the worker starts, rather than in the first trial of a job."""
+
     def prepare(self, requests: list[MeasureRequest]) -> None:  # noqa: B027 - optional hook
         """Optional: start work ahead for upcoming requests (e.g. compile them in parallel)."""
 

@@ -289,6 +289,18 @@ class CudaBackend(Backend):
             out["source_hash"] = self.spec(request.kernel_name).source_hash
         return out
 
+    def warm_up(self) -> None:
+        """Start the measuring child, load its libraries and measure (or load) this GPU's ceilings:
+        about 1-3 s (more on a machine whose CuPy kernel cache is empty) that would otherwise
+        delay the first trial of the first job."""
+        started = time.perf_counter()
+        reply = self._child.ask({"op": "warm"}, 300.0)
+        if reply.get("status") != "ok":
+            logger.warning("warm-up of the measuring child failed: %s", reply.get("message"))
+        self.ceilings()
+        logger.info("measuring child warm in %.1f s (libraries %.1f s)", time.perf_counter() - started,
+                    reply.get("warm_s", 0.0))  # fmt: skip
+
     # ------------------------------------------------------------------ roofline
     def ceilings(self) -> Ceilings | None:
         if self._ceilings is not None or not self.options.roofline:
