@@ -150,7 +150,9 @@ def test_the_standby_ncu_profiles_a_batch_faster_than_a_fresh_one(backend: Any) 
     configs = get_kernel("softmax").space.valid_configs(problem)[3:6]
     requests = [MeasureRequest("softmax", problem, c, profile=False, seed=5) for c in configs]
     assert all(m.verified for m in backend.measure_many(requests))
-    time.sleep(8)  # the standby starts with the backend; a worker measures for longer than this first
+    deadline = time.monotonic() + 60  # it starts with the backend; a worker measures longer than that
+    while not backend.profiler_ready() and time.monotonic() < deadline:
+        time.sleep(0.1)
     fresh_backend = CudaBackend(replace(backend.options, profile_standby=False))
     try:
         walls = {}
@@ -161,6 +163,7 @@ def test_the_standby_ncu_profiles_a_batch_faster_than_a_fresh_one(backend: Any) 
             for outcome in outcomes:
                 assert outcome.error is None and outcome.metrics is not None, outcome.error
                 assert outcome.metrics["ncu_duration_ns"] > 0 and outcome.metrics["ncu_batch_size"] == 3
+                assert outcome.metrics["ncu_standby"] is (name == "standby")
     finally:
         fresh_backend.close()
     print(f"ncu batch of 3: standby {walls['standby']:.2f} s, fresh {walls['fresh']:.2f} s")

@@ -361,23 +361,30 @@ class CudaBackend(Backend):
                 )
             )
         if targets:
-            batch = self._profile_batch(targets)
+            batch, standby = self._profile_batch(targets)
             share = batch.wall_s / len(targets)
             for i, metrics in zip(where, batch.metrics, strict=True):
                 if metrics is None:
                     outcomes[i] = ProfileOutcome(None, batch.error or "not profiled")
                 else:
-                    outcomes[i] = ProfileOutcome({**metrics, "ncu_wall_s": share, "ncu_batch_size": len(targets)})
+                    outcomes[i] = ProfileOutcome({**metrics, "ncu_wall_s": share, "ncu_batch_size": len(targets),
+                                                  "ncu_standby": standby})  # fmt: skip
         return [o if o is not None else ProfileOutcome(None, "not profiled") for o in outcomes]
 
-    def _profile_batch(self, targets: list[ProfileTarget]) -> ProfileBatchResult:
-        """On the standby ncu process if one is ready (then start the next), else a fresh one."""
+    def _profile_batch(self, targets: list[ProfileTarget]) -> tuple[ProfileBatchResult, bool]:
+        """On the standby ncu process if one is ready (then start the next), else a fresh one.
+        Returns the batch and whether the standby ran it."""
         standby, self._standby = self._standby, None
         batch = standby.run(targets, self.options.profile_timeout_s) if standby is not None else None
+        used_standby = batch is not None
         if batch is None:
             batch = profile_batch(targets, self._refs, self.options.device_ordinal, self.options.profile_timeout_s)
         self._start_standby()
-        return batch
+        return batch, used_standby
+
+    def profiler_ready(self) -> bool:
+        """Is a standby ncu process waiting for the next batch?"""
+        return self._standby is not None and self._standby.ready()
 
     def _start_standby(self) -> None:
         ncu = find_ncu() if self.options.profile_standby else None

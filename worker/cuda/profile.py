@@ -158,10 +158,16 @@ class StandbyProfiler:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
+    def ready(self) -> bool:
+        """Started, and its target waiting for a batch (a batch handed over earlier just waits)."""
+        return self.alive() and (self.paths.root / "ready").is_file()
+
     def run(self, targets: Sequence[ProfileTarget], timeout_s: float) -> ProfileBatchResult | None:
         """Profile ``targets``; None if this standby died before taking them (profile them with a
         fresh process instead)."""
         if not self.alive():
+            output = (self.paths.root / "ncu.out").read_text(errors="replace")[-1500:]
+            logger.warning("the standby ncu process exited early (code %s): %s", self._proc.returncode, output)
             self.close()
             return None
         start = time.perf_counter()

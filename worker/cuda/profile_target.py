@@ -77,6 +77,7 @@ def standby(directory: str, device: int, parent_pid: int) -> int:
         importlib.import_module(module)  # now, not while the batch waits
     cp.cuda.Device(device).use()
     cp.empty(1, dtype=cp.uint8)  # creates the context; launches no kernel
+    (Path(directory) / "ready").touch()
     job = Path(directory) / "job.json"
     checked = time.monotonic()
     while not job.is_file():
