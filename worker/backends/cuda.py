@@ -164,6 +164,9 @@ class CudaBackend(Backend):
         queued on the child before this one's reply is awaited, so the GPU keeps measuring while the
         caller stores a result; it is pulled (and staged: its compile may still run) only after this
         one was sent. Profiles are not taken here."""
+        # Anything else asked of the child must come before the first request is queued on it: a
+        # request sent while others are queued would overtake them (the child answers in order).
+        self.ceilings()
         source = iter(requests)
         pulled: list[tuple[MeasureRequest, KeepAlive]] = []
         staged: dict[int, Measurement | _Staged] = {}

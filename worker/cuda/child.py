@@ -93,21 +93,12 @@ class Session:
         self._reference: dict[str, Any] = {}
 
     def warm(self) -> float:
-        """Load what every measurement uses, so a job's first trial does not pay for it: cuRAND,
-        cuBLAS, and the elementwise and reduction kernels of inputs, poisoning and the check
-        (CuPy compiles those on first use, or loads them from its disk cache). Returns seconds."""
-        cp = self.cp
+        """Load the libraries every measurement uses (see :func:`warm_libraries`) and the L2
+        flush. Returns seconds."""
         started = time.perf_counter()
-        rng = cp.random.default_rng(0)
-        for dtype in (cp.float32, cp.float64):
-            a = rng.random((64, 64), dtype=dtype) * 2 - 1
-            b = rng.standard_normal((64, 64), dtype=dtype)
-            product = cp.matmul(a, b)
-            poison(product)
-            relative_error(product, cp.matmul(a, b))
-        relative_error(cp.ones(64, dtype=cp.uint16), cp.ones(64, dtype=cp.uint16))  # the bf16 path
+        warm_libraries()
         self.flush()
-        cp.cuda.Stream.null.synchronize()
+        self.cp.cuda.Stream.null.synchronize()
         return time.perf_counter() - started
 
     def function(self, cubin: str, entry: str) -> Any:
@@ -202,6 +193,23 @@ class Session:
             "gpu_s": time.perf_counter() - gpu_start,
             "data_s": data_s,
         }
+
+
+def warm_libraries() -> None:
+    """Use what making inputs, poisoning and checking use, so that the first real request does not
+    pay for loading it: cuRAND, cuBLAS, and CuPy's elementwise and reduction kernels (compiled on
+    first use, or loaded from CuPy's disk cache)."""
+    import cupy as cp
+
+    rng = cp.random.default_rng(0)
+    for dtype in (cp.float32, cp.float64):
+        a = rng.random((64, 64), dtype=dtype) * 2 - 1
+        b = rng.standard_normal((64, 64), dtype=dtype)
+        product = cp.matmul(a, b)
+        poison(product)
+        relative_error(product, cp.matmul(a, b))
+    relative_error(cp.ones(64, dtype=cp.uint16), cp.ones(64, dtype=cp.uint16))  # the bf16 path
+    cp.cuda.Stream.null.synchronize()
 
 
 def _failure(kind: FailureKind, message: str, resources: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

@@ -5,10 +5,11 @@ ncu's start-up costs seconds per profiled process, so candidates are profiled in
 kernels (names start with ``kf_``), with ``--clock-control none`` (never change the GPU's clocks).
 Profiling never happens inside the timed loop.
 
-Most of a batch's wall time is that start-up (4.7 s for a batch of 5 matmul kernels on an H200,
-of which about 4.4 s is paid by a batch of one), so a worker keeps a :class:`StandbyProfiler`: the
-next ncu process, started ahead, whose target has imported CuPy and created its CUDA context and
-waits for a batch. It sits idle on the GPU (no kernels) while the worker measures.
+A fresh ncu process takes 4.4 s for a batch of one matmul_fp32 kernel on an H200 and 4.6 s for
+five, so most of it is start-up. A worker therefore keeps a :class:`StandbyProfiler`: the next ncu
+process, started ahead, whose target has imported CuPy, created its CUDA context and loaded its
+libraries, and waits for a batch (1.9 s for one kernel, 3.0 s for five; see
+benchmarks/gpu/ncu_batches.py). It launches nothing while it waits.
 """
 
 from __future__ import annotations
