@@ -41,10 +41,10 @@ def _at(text: str) -> float:
 
 
 def run_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelism: int, seed: int,
-            profile: str, strategy: str | None) -> dict[str, Any]:  # fmt: skip
+            profile: str, strategy: str | None, dump_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
     submitted = time.time()
     job = submit_job(client, kernel, gpu_model, budget, parallelism, seed, profile, strategy)
-    return job_result(client, job, submitted)
+    return job_result(client, job, submitted, dump_dir)
 
 
 def submit_job(client: Client, kernel: str, gpu_model: str, budget: int, parallelism: int, seed: int,
@@ -54,13 +54,15 @@ def submit_job(client: Client, kernel: str, gpu_model: str, budget: int, paralle
     return client.submit(body)
 
 
-def job_result(client: Client, job: dict[str, Any], submitted: float) -> dict[str, Any]:
+def job_result(client: Client, job: dict[str, Any], submitted: float, dump_dir: Path | None = None) -> dict[str, Any]:
     """Wait for ``job`` to end; its trials per hour, time breakdown and best."""
     kernel = job["kernel"]
     while job["state"] not in ("complete", "failed", "cancelled"):
         time.sleep(0.5)
         job = client.job(job["id"])
     trials = client.all_trials(job["id"])
+    if dump_dir is not None:  # every trial's timestamps and time split, for a closer look
+        (dump_dir / f"trials-{job['id']}.json").write_text(json.dumps(trials, default=str))
     starts = [_at(t["started_at"]) for t in trials if t["started_at"]]
     ends = [_at(t["finished_at"]) for t in trials if t["finished_at"]]
     search_wall = max(ends) - min(starts)
@@ -168,11 +170,14 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
                 continue
             for kernel in kernels:
                 with UtilizationSampler(count) as utilization:
-                    result = run_job(client, kernel, model, budget, parallelism=per_gpu * count, seed=seed,
-                                     profile=profile, strategy=strategy)  # fmt: skip
+                    # The same job at every GPU count: its parallelism shapes the search (a batch
+                    # of 16 pending points explores more, and so measures slower configs, than 8).
+                    parallelism = per_gpu * max(gpu_counts)
+                    result = run_job(client, kernel, model, budget, parallelism=parallelism, seed=seed,
+                                     profile=profile, strategy=strategy, dump_dir=out.parent)  # fmt: skip
                 nvml = utilization.mean(result["job_started"], result["job_finished"])
                 result |= {"gpus": count, "gpu_model": model, "workers": [w["name"] for w in workers],
-                           "nvml_utilization": nvml}  # fmt: skip
+                           "parallelism": parallelism, "nvml_utilization": nvml}  # fmt: skip
                 result["busy_measuring"] = result["gpu_measure_s"] / (count * result["job_wall_s"])
                 result["busy_with_ncu"] = (result["gpu_measure_s"] + result["ncu_batches_s"]) / (
                     count * result["job_wall_s"]
@@ -320,7 +325,8 @@ def main() -> None:
     parser.add_argument("--profile", default="all")
     parser.add_argument("--strategy", default=None, help="farm strategy (default: the farm's default)")
     parser.add_argument("--parallelism-per-gpu", type=int, default=2,
-                        help="trials in flight per GPU (a compile-heavy kernel needs more)")  # fmt: skip
+                        help="trials in flight per GPU of the largest --gpus count; every count runs "
+                             "the same job (a compile-heavy kernel needs more)")  # fmt: skip
     parser.add_argument("--concurrent-jobs", type=int, default=1,
                         help="submit this many jobs of the first --kernel at once and report the fleet")  # fmt: skip
     parser.add_argument("--kt-strategy", action="append", default=[])
