@@ -278,6 +278,8 @@ def _run_trial(trial_id: int, ctx: _Context) -> Outcome:
 # how often to read the job's queue again (and hand newly queued trials to the compiler).
 READY_POLL_SECONDS = 0.02
 QUEUE_REFRESH_SECONDS = 0.5
+# ... and, when nothing in the last read can be claimed, how soon to read it again.
+QUEUE_REREAD_SECONDS = 0.05
 
 
 class _CompiledQueue:
@@ -301,16 +303,25 @@ class _CompiledQueue:
         try:
             if time.monotonic() - self.read_at > QUEUE_REFRESH_SECONDS:
                 self.read()
-            while (compiled := next((q for q in self.items if self.ctx.backend.ready(q.request)), None)) is not None:
-                if leave_last and len(self.items) < 2:
-                    return None
-                self.items.remove(compiled)  # claimed now, or by someone else already
-                take = functools.partial(_claim, compiled.trial_id, self.ctx.worker_name, self.ctx.gpu_uuid)
-                claim = with_db_retry(f"claim trial {compiled.trial_id}", take)
-                if claim is not None:
-                    return claim
+            claim = self._claim_read(leave_last)
+            if claim is None and time.monotonic() - self.read_at > QUEUE_REREAD_SECONDS:
+                # What was read may be stale: other workers took it, or more got queued and compiled.
+                self.read()
+                claim = self._claim_read(leave_last)
+            return claim
         except Exception:
             logger.warning("claiming a compiled trial of job %s failed; continuing", self.job_id, exc_info=True)
+            return None
+
+    def _claim_read(self, leave_last: bool) -> trial_store.Claim | None:
+        while (compiled := next((q for q in self.items if self.ctx.backend.ready(q.request)), None)) is not None:
+            if leave_last and len(self.items) < 2:
+                return None
+            self.items.remove(compiled)  # claimed now, or by someone else already
+            take = functools.partial(_claim, compiled.trial_id, self.ctx.worker_name, self.ctx.gpu_uuid)
+            claim = with_db_retry(f"claim trial {compiled.trial_id}", take)
+            if claim is not None:
+                return claim
         return None
 
 
