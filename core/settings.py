@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     worker_sleep_ms: float = 0.0  # replay: fixed time each trial takes
     worker_time_scale: float = 0.0  # replay: plus this factor times the recorded kernel time
     worker_gpu: int = 0  # cuda: device index (after CUDA_VISIBLE_DEVICES)
+    # cuda: keep the next ncu process started and waiting (GPU memory for one more, idle CUDA
+    # context); a profile batch then took 1.7-3.4 s instead of 3.2-5.1 s (H200, 1-5 kernels).
+    worker_profile_standby: bool = True
 
     # API: how long an authenticated token is trusted without asking the database again (a revoked
     # token keeps working this long at most).

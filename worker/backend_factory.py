@@ -15,7 +15,8 @@ def make_backend(settings: Settings) -> Backend:
         paths = [Path(p) for p in settings.worker_landscapes.split(os.pathsep) if p]
         return ReplayBackend(paths, sleep_ms=settings.worker_sleep_ms, time_scale=settings.worker_time_scale)
     if settings.worker_backend == "cuda":
-        from worker.backends.cuda import CudaBackend
+        from worker.backends.cuda import CudaBackend, CudaBackendOptions
 
-        return CudaBackend(device_index=settings.worker_gpu)
+        options = CudaBackendOptions(profile_standby=settings.worker_profile_standby)
+        return CudaBackend(options, device_index=settings.worker_gpu)
     raise ValueError(f"unknown worker backend {settings.worker_backend!r} (expected 'cuda' or 'replay')")

@@ -5,10 +5,10 @@ ncu's start-up costs seconds per profiled process, so candidates are profiled in
 kernels (names start with ``kf_``), with ``--clock-control none`` (never change the GPU's clocks).
 Profiling never happens inside the timed loop.
 
-A fresh ncu process takes 4.4 s for a batch of one matmul_fp32 kernel on an H200 and 4.6 s for
-five, so most of it is start-up. A worker therefore keeps a :class:`StandbyProfiler`: the next ncu
-process, started ahead, whose target has imported CuPy, created its CUDA context and loaded its
-libraries, and waits for a batch (1.9 s for one kernel, 3.0 s for five; see
+A fresh ncu process took 3.2-4.4 s for a batch of one matmul_fp32 kernel on an H200 and 4.6-5.0 s
+for five, so much of it is start-up. A worker therefore keeps a :class:`StandbyProfiler`: the next
+ncu process, started ahead, whose target has imported CuPy, created its CUDA context and loaded its
+libraries, and waits for a batch (1.7-1.9 s for one kernel, 3.0-3.4 s for five; see
 benchmarks/gpu/ncu_batches.py). It launches nothing while it waits.
 """
 
