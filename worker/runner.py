@@ -8,9 +8,9 @@ the lease is lost (reaped, job cancelled) the measurement is discarded by the co
 With ``measure_batch`` > 1 the worker does not stop at the trial it was sent: while the GPU
 measures it, the worker claims the job's next queued trial that is compiled already, and the
 backend queues that one on the GPU before the first result is written. So the result write, the
-next-step request and the next claim happen while the GPU measures, not between measurements. At
-most two trials per worker are claimed at a time; the claimed trials' own messages are skipped
-later as not claimable.
+next-step request and the next claim happen while the GPU measures, not between measurements. A
+worker holds at most two such trials at a time (plus, while it fills a compile wait, the sent trial
+that still compiles); the claimed trials' own messages are skipped later as not claimable.
 
 Time limits are enforced here, not by Celery: the worker runs Celery's solo pool (one process per
 GPU, no fork), and the solo pool ignores ``task_soft_time_limit``/``task_time_limit``. The soft

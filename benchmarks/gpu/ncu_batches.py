@@ -62,6 +62,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     options = CudaBackendOptions(policy=BenchPolicy(max_time_s=0.3))
     warm = CudaBackend(options, device_index=0)
+    warm.warm_up()  # as a worker does when it starts: child, libraries, ceilings, standby ncu
     fresh = CudaBackend(replace(options, profile_standby=False), device_index=0)
     batch = requests(args.kernel, max(sizes))
     assert all(m.verified for m in warm.measure_many(batch)), "the candidates must verify before profiling"
@@ -94,6 +95,7 @@ def two_gpus(first: CudaBackend, options: CudaBackendOptions, batch: list[Measur
     if pynvml.nvmlDeviceGetCount() < 2:
         return {"skipped": "one GPU"}
     second = CudaBackend(options, device_index=1)
+    second.warm_up()
     try:
         assert all(m.verified for m in second.measure_many(batch))
         wait_ready(first), wait_ready(second)

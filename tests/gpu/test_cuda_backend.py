@@ -150,7 +150,8 @@ def test_the_standby_ncu_profiles_a_batch_faster_than_a_fresh_one(backend: Any) 
     configs = get_kernel("softmax").space.valid_configs(problem)[3:6]
     requests = [MeasureRequest("softmax", problem, c, profile=False, seed=5) for c in configs]
     assert all(m.verified for m in backend.measure_many(requests))
-    deadline = time.monotonic() + 60  # it starts with the backend; a worker measures longer than that
+    backend.warm_up()  # a worker's start: the standby is started here
+    deadline = time.monotonic() + 60  # a worker measures for longer than this before its first batch
     while not backend.profiler_ready() and time.monotonic() < deadline:
         time.sleep(0.1)
     fresh_backend = CudaBackend(replace(backend.options, profile_standby=False))

@@ -83,8 +83,7 @@ class CudaBackend(Backend):
         self._pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers)
         self._child = MeasuringChild(self.options.device_ordinal, self._refs)
         self._ceilings: Ceilings | None = None
-        self._standby: StandbyProfiler | None = None
-        self._start_standby()
+        self._standby: StandbyProfiler | None = None  # started by warm_up() and after each batch
 
     # ------------------------------------------------------------------ identity
     def identity(self) -> DeviceIdentity:
@@ -295,8 +294,10 @@ class CudaBackend(Backend):
     def warm_up(self) -> None:
         """Start the measuring child, load its libraries and measure (or load) this GPU's ceilings:
         about 1-3 s (more on a machine whose CuPy kernel cache is empty) that would otherwise
-        delay the first trial of the first job."""
+        delay the first trial of the first job. Also starts the standby ncu process."""
         started = time.perf_counter()
+        if self._standby is None:
+            self._start_standby()
         reply = self._child.ask({"op": "warm"}, 300.0)
         if reply.get("status") != "ok":
             logger.warning("warm-up of the measuring child failed: %s", reply.get("message"))

@@ -10,10 +10,11 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
+
+import psutil
 
 logger = logging.getLogger(__name__)
 
@@ -87,19 +88,9 @@ def standby(directory: str, device: int, parent_pid: int) -> int:
         time.sleep(POLL_SECONDS)
         if time.monotonic() - checked > PARENT_CHECK_SECONDS:
             checked = time.monotonic()
-            if not Path(directory).is_dir() or not _alive(parent_pid):
+            if not Path(directory).is_dir() or not psutil.pid_exists(parent_pid):
                 return 0  # the worker is gone or closed this standby: launch nothing
     return main(str(job))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 if __name__ == "__main__":
