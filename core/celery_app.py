@@ -53,12 +53,7 @@ def make_celery(settings: Settings | None = None) -> Celery:
         worker_prefetch_multiplier=1,
         task_soft_time_limit=settings.trial_soft_time_limit,
         task_time_limit=settings.trial_hard_time_limit,
-        # "priority": a consumer of several queues always reads them in the order it lists them
-        # (a GPU worker: its model's profile queue, then its trial queue).
-        broker_transport_options={
-            "visibility_timeout": settings.visibility_timeout,
-            "queue_order_strategy": "priority",
-        },
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
         broker_connection_retry_on_startup=True,
         task_default_queue=TUNER_QUEUE,
         task_ignore_result=True,

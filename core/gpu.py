@@ -1,4 +1,4 @@
-"""GPU model names → queue names. A worker derives its queues from the device's real name."""
+"""GPU model names → queue names. A worker derives its queue from the device's real name."""
 
 from __future__ import annotations
 
@@ -15,18 +15,8 @@ def model_slug(device_name: str) -> str:
     return slug
 
 
-# Profile batches have their own queue per model, which a worker reads before its trial queue
-# (core.celery_app: queue order "priority"): a batch requested while trials are still queued is
-# taken by the next free worker instead of waiting behind all of them.
-PROFILE_QUEUE_PREFIX = "profile."
-
-
 def queue_for(gpu_model: str) -> str:
     return f"{QUEUE_PREFIX}{gpu_model}"
-
-
-def profile_queue_for(gpu_model: str) -> str:
-    return f"{PROFILE_QUEUE_PREFIX}{gpu_model}"
 
 
 def architecture_of(compute_capability: str | None) -> str | None:

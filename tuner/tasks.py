@@ -10,7 +10,7 @@ import logging
 import uuid
 
 from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, HOUSEKEEPING_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
-from core.gpu import profile_queue_for, queue_for
+from core.gpu import queue_for
 from core.settings import get_settings
 from tuner import coordinator
 
@@ -28,7 +28,7 @@ def dispatch_trial(trial_id: int, gpu_model: str) -> None:
 
 
 def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -> None:
-    app.send_task(PROFILE_TASK, args=[str(job_id), trial_ids], queue=profile_queue_for(gpu_model))
+    app.send_task(PROFILE_TASK, args=[str(job_id), trial_ids], queue=queue_for(gpu_model))
 
 
 @app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from core.gpu import profile_queue_for, queue_for
+from core.gpu import queue_for
 from core.landscape import load_landscape
 from core.settings import get_settings
 from kernels.recorded import RECORDED_DIR
@@ -101,12 +101,10 @@ def worker(
     identity = probe.identity()
     probe.close()
     queue = queue_for(identity.gpu_model)
-    # Profile batches first (the broker reads the queues in this order): see core.gpu.
-    queues = f"{profile_queue_for(identity.gpu_model)},{queue}"
     node = f"{name or chosen + str(gpu)}@%h"
-    typer.echo(f"worker {node}: {identity.gpu_name} ({chosen}) on queues {queues}")
+    typer.echo(f"worker {node}: {identity.gpu_name} ({chosen}) on queue {queue}")
     # exec, not fork: the measuring process starts clean (no CUDA context inherited).
-    argv = [sys.executable, "-m", "celery", "-A", "worker.tasks", "worker", "-Q", queues, "--pool", "solo",
+    argv = [sys.executable, "-m", "celery", "-A", "worker.tasks", "worker", "-Q", queue, "--pool", "solo",
             "--concurrency", "1", "-n", node, "--loglevel", loglevel, "--without-gossip", "--without-mingle",
             "--without-heartbeat"]  # fmt: skip
     os.execv(sys.executable, argv)

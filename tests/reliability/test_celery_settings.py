@@ -15,24 +15,13 @@ import psutil
 import pytest
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy import text
 
 from benchmarks.reliability.farm import ChaosFarm, wait_for
-from core.celery_app import PROFILE_TASK, check_timing_invariants, make_celery
+from core.celery_app import check_timing_invariants, make_celery
 from core.db import session_scope
-from core.gpu import profile_queue_for
 from core.settings import Settings
-from core.store import profiles as profile_store
 from core.store.jobs import cancel_job
-from tests.reliability.conftest import (
-    QUEUE,
-    RTX3090,
-    make_job,
-    send_evaluate,
-    terminal_transitions,
-    trial_rows,
-    valid_configs,
-)
+from tests.reliability.conftest import QUEUE, make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
 from worker.runner import HARD_LIMIT_EXIT_CODE, TimeLimits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -172,32 +161,3 @@ def test_worker_is_one_solo_process_without_cuda_or_children(own_farm: ChaosFarm
         assert "libcuda" not in maps  # replay worker; a cuda worker creates its context after exec
     finally:
         own_farm.kill(info.name)
-
-
-def test_a_profile_batch_is_taken_before_the_trials_queued_ahead_of_it(own_farm: ChaosFarm) -> None:
-    # Profile batches have their own queue, which a worker reads before its trial queue: a batch
-    # requested while trials are queued does not wait for all of them (sent to the trial queue,
-    # it would run last). Order "priority" keeps a series of batches ahead too (not shown here:
-    # with one batch, kombu's round robin picks the other queue after a trial as well).
-    job_id, trial_ids = make_job(own_farm.database_url, valid_configs(5, offset=30), parallelism=5)
-    worker = own_farm.start_worker(sleep_ms=400, KERNELFARM_MEASURE_BATCH="1")
-    try:
-        for trial_id in trial_ids:
-            send_evaluate(own_farm, trial_id)
-        first = wait_state(own_farm, job_id, 0, "complete", timeout=60)
-        with session_scope(own_farm.database_url) as session:
-            profile_store.request_profiles(session, job_id, [first.id])
-        app = make_celery(Settings(database_url=own_farm.database_url, redis_url=own_farm.redis_url))
-        app.send_task(PROFILE_TASK, args=[str(job_id), [first.id]], queue=profile_queue_for(RTX3090))
-        app.close()
-        wait_state(own_farm, job_id, 4, "complete", timeout=60)
-        with session_scope(own_farm.database_url) as session:
-            profiled_at = session.execute(
-                text("SELECT profiled_at FROM trial_profiles WHERE trial_id = :t"), {"t": first.id}
-            ).scalar_one()
-        rows = trial_rows(own_farm.database_url, job_id)
-        assert profiled_at is not None
-        # Taken as soon as the running trial ended, ahead of the trials still queued.
-        assert sum(row.started_at > profiled_at for row in rows) >= 2
-    finally:
-        own_farm.kill(worker.name)
