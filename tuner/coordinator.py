@@ -154,13 +154,11 @@ def _out_of_time(session: Session, job: Job) -> bool:
 def _finish_or_drain(
     session: Session, job: Job, in_flight: int, counts: dict[str, int], reason: str, settings: Settings
 ) -> StepResult:
-    workers = len(live_workers(session, settings.worker_ttl_seconds, job.gpu_model))
     if in_flight:
-        profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=True, workers=workers,
-                                 draining=True)  # fmt: skip
         message = f"draining: {reason}; waiting for {in_flight} trial(s) in flight"
         job_store.set_job_status(session, job, message=message)
-        return StepResult([], job.state, message, profile_batches=_tuples(profiles.batches))
+        return StepResult([], job.state, message)
+    workers = len(live_workers(session, settings.worker_ttl_seconds, job.gpu_model))
     profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=True, workers=workers)
     if profiles.outstanding:
         message = f"profiling: {reason}; waiting for {profiles.outstanding} Nsight Compute profile(s)"

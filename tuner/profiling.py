@@ -2,9 +2,8 @@
 
 ncu costs seconds of start-up per process, so profiles are taken in batches by a GPU worker, never
 one per trial: in mode "all", every ``batch`` completed trials (and the remainder once the search
-is done); in mode "top_k", the k fastest once the search is done (see plan_profiles: started
-during the drain where there are several workers, shared across the workers at the end); in mode
-"none", never. A job is
+is done); in mode "top_k", the k fastest once the search is done, one batch per live worker of
+the model (the job waits for them, so the GPUs share the work); in mode "none", never. A job is
 complete only when the profiles it asked for have been answered (with metrics or an error).
 """
 
@@ -26,26 +25,15 @@ class ProfilePlan:
     outstanding: int  # requested and not yet answered, including the new batches
 
 
-def plan_profiles(session: Session, job: Job, batch: int, search_done: bool, workers: int = 1,
-                  draining: bool = False) -> ProfilePlan:  # fmt: skip
-    """The profile batches to send now.
-
-    Mode "top_k": with two or more workers, the k fastest so far are requested in one batch as
-    soon as the job stops proposing trials (``draining``): one GPU profiles while the others
-    measure the trials still in flight, instead of every GPU but one idling through the batch at
-    the end. When nothing is left to run, the k fastest not requested yet (those that finished
-    in the drain) are split across the ``workers``. A trial profiled early that the drain pushed
-    out of the top k keeps its profile.
-    """
+def plan_profiles(session: Session, job: Job, batch: int, search_done: bool, workers: int = 1) -> ProfilePlan:
+    """The profile batches to send now. The top k, profiled when nothing else of the job is left to
+    run, are split across the model's ``workers`` so each GPU takes a share in parallel."""
     mode = ProfileMode(job.profile)
     chosen: list[int] = []
-    if mode == ProfileMode.ALL and not draining:
+    if mode == ProfileMode.ALL:
         pending = profile_store.unrequested_complete(session, job.id)
         full = len(pending) - len(pending) % batch
         chosen = pending if search_done else pending[:full]
-    elif mode == ProfileMode.TOP_K and draining:
-        if workers >= 2 and not profile_store.any_requested(session, job.id):
-            chosen = profile_store.fastest_unrequested(session, job.id, job.profile_top_k)
     elif mode == ProfileMode.TOP_K and search_done:
         chosen = profile_store.fastest_unrequested(session, job.id, job.profile_top_k)
         batch = min(batch, max(1, math.ceil(len(chosen) / max(1, workers))))

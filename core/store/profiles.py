@@ -59,11 +59,6 @@ def fastest_unrequested(session: Session, job_id: uuid.UUID, k: int) -> list[int
     return [t for t in fastest if t not in requested]
 
 
-def any_requested(session: Session, job_id: uuid.UUID) -> bool:
-    first = session.execute(select(TrialProfile.trial_id).where(TrialProfile.job_id == job_id).limit(1)).first()
-    return first is not None
-
-
 def outstanding(session: Session, job_id: uuid.UUID) -> int:
     return int(
         session.execute(
