@@ -20,6 +20,7 @@ from core.db import session_scope
 from core.gpu import queue_for
 from core.settings import get_settings
 from core.store import workers as worker_store
+from kernels.registry import all_kernels
 from worker import runner
 from worker.backend_factory import make_backend
 from worker.backends.base import Backend
@@ -47,8 +48,9 @@ def _backend() -> Backend:
 def _register(sender: Any = None, **_: Any) -> None:
     backend = _backend()
     # Before registering: until then no job counts on this worker, so its start-up is not paid by
-    # the first trial of one.
+    # the first trial of one (the kernel catalogue's load and validation alone take ~0.25 s).
     try:
+        all_kernels()
         backend.warm_up()
     except Exception:
         logger.warning("backend warm-up failed; the first trial will pay for it", exc_info=True)

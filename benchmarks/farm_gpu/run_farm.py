@@ -14,6 +14,7 @@ Run on the GPU machine from the repository root (see docs/BENCHMARKS.md for the 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import shutil
@@ -104,6 +105,7 @@ def job_result(client: Client, job: dict[str, Any], submitted: float, dump_dir: 
         # Of which: fresh inputs and the reference result for each trial's seed (GPU work, not in gpu_s).
         "data_s": sum(t["metrics"].get("data_s", 0.0) for t in trials),
         "between_trials_s": _gaps(timed),
+        "gpu_timeline": gpu_timeline(trials, job_started, job_finished),
         "job_started": job_started,
         "job_finished": job_finished,
         "first_start": min(starts),
@@ -138,6 +140,43 @@ def _gaps(trials: list[dict[str, Any]]) -> float:
             total += max(0.0, start - end)
             end = max(end, finish)
     return total
+
+
+def gpu_timeline(trials: list[dict[str, Any]], job_started: float, job_finished: float) -> dict[str, dict[str, float]]:
+    """Per worker (one per GPU), where the job's wall time went on its GPU, from the measuring
+    child's own start time and duration of each request (``child_started_at``, ``child_s``) and the
+    worker's ncu batches. ``before_first_s`` (the job's first compiles), ``measuring_s``,
+    ``between_s`` and ``after_last_s`` add up to the job's wall time; ``ncu_s`` (the worker's ncu
+    batches) lies inside ``after_last_s`` for a batch at the end, or ``between_s`` for one that ran
+    mid-job. The rest of ``after_last_s`` waits for the other GPUs' last trials and the coordinator."""
+    out: dict[str, dict[str, float]] = {}
+    workers = {t["worker_name"] for t in trials if t["worker_name"]}
+    for worker in sorted(workers):
+        spans = sorted(
+            (t["metrics"]["child_started_at"], t["metrics"]["child_started_at"] + t["metrics"]["child_s"])
+            for t in trials
+            if t["worker_name"] == worker and "child_started_at" in t["metrics"]
+        )
+        if not spans:
+            continue
+        walls = {
+            (t["profile"]["profiled_at"], t["profile"]["wall_seconds"])
+            for t in trials
+            if t.get("profile") and t["profile"]["worker_name"] == worker and t["profile"]["wall_seconds"]
+        }
+        measuring = sum(end - start for start, end in spans)
+        between = sum(max(0.0, b[0] - a[1]) for a, b in itertools.pairwise(spans))
+        ncu = sum(wall for _, wall in walls)
+        after = max(0.0, job_finished - spans[-1][1])
+        out[worker] = {
+            "measuring_s": measuring,
+            "before_first_s": spans[0][0] - job_started,
+            "between_s": between,
+            "ncu_s": ncu,
+            "after_last_s": after,
+            "measurements": len(spans),
+        }
+    return out
 
 
 def _count(items: Any) -> dict[str, int]:

@@ -171,8 +171,10 @@ def test_the_standby_ncu_profiles_a_batch_faster_than_a_fresh_one(backend: Any) 
     assert walls["standby"] < walls["fresh"]
 
 
-def test_warm_up_readies_the_child_and_the_ceilings(backend: Any) -> None:
+def test_warm_up_readies_the_child_the_ceilings_and_the_compile_pool(backend: Any) -> None:
     backend.warm_up()
     assert backend.ceilings() is not None
+    # Every pool process ran its initializer, including the NVRTC warm-up compile.
+    assert backend._pool.wait_started(0.0)
     first = backend.measure(fault("ok", seed=21))
     assert first.verified and first.metrics["child_s"] < 2.0  # no interpreter, context or library start

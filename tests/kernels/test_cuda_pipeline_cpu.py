@@ -5,13 +5,14 @@ classification, compile keys. None of these import CuPy."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from core.states import FailureKind
 from worker.cuda.bench import median_rel_error
 from worker.cuda.child import classify as classify_error
-from worker.cuda.compiler import CompileJob, parse_ptxas
+from worker.cuda.compiler import CompileJob, CompilePool, parse_ptxas
 from worker.cuda.profile import ncu_command, parse_ncu_csv
 from worker.cuda.roofline import Ceilings, classify
 
@@ -100,3 +101,12 @@ def test_median_rel_error_shrinks_with_reps() -> None:
     few = median_rel_error([1.0, 1.1, 0.9, 1.0])
     many = median_rel_error([1.0, 1.1, 0.9, 1.0] * 25)
     assert many < few
+
+
+def test_compile_pool_starts_every_process_before_any_job(tmp_path: Path) -> None:
+    pool = CompilePool(tmp_path, workers=3)  # no warm_arch: no NVRTC here
+    try:
+        assert pool.wait_started(60.0)
+        assert pool._warmed.value == 3
+    finally:
+        pool.close()

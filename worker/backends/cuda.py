@@ -37,6 +37,10 @@ from worker.cuda.roofline import Ceilings, classify
 
 logger = logging.getLogger(__name__)
 
+# A worker does not register before its compile pool has started (about 1-2 s: each process
+# compiles a tiny kernel), unless that takes longer than this: then the first kernels wait instead.
+_POOL_START_TIMEOUT_S = 60.0
+
 
 @dataclass(frozen=True)
 class CudaBackendOptions:
@@ -80,7 +84,8 @@ class CudaBackend(Backend):
         self.cache_dir = Path(cache)
         self.device = nvml.query_device(self.options.device_ordinal)
         self.nvrtc_version = nvrtc_version()
-        self._pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers)
+        warm_arch = nvml.arch_for(self.device.compute_capability)
+        self._pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers, warm_arch=warm_arch)
         self._child = MeasuringChild(self.options.device_ordinal, self._refs)
         self._ceilings: Ceilings | None = None
         self._standby: StandbyProfiler | None = None  # started by warm_up() and after each batch
@@ -264,7 +269,7 @@ class CudaBackend(Backend):
             "gpu_s": reply.get("gpu_s", 0.0),
             **{k: v for k, v in reply.get("resources", {}).items()},
         }
-        for key in ("child_s", "data_s", "rel_error"):
+        for key in ("child_s", "child_started_at", "data_s", "rel_error"):
             if key in reply:
                 metrics[key] = reply[key]
         if reply.get("status") != "ok":
@@ -294,7 +299,9 @@ class CudaBackend(Backend):
     def warm_up(self) -> None:
         """Start the measuring child, load its libraries and measure (or load) this GPU's ceilings:
         about 1-3 s (more on a machine whose CuPy kernel cache is empty) that would otherwise
-        delay the first trial of the first job. Also starts the standby ncu process."""
+        delay the first trial of the first job. Also starts the standby ncu process, and waits for
+        the compile pool's processes (each compiles a tiny kernel as it starts, in parallel with
+        the rest of this)."""
         started = time.perf_counter()
         if self._standby is None:
             self._start_standby()
@@ -302,8 +309,9 @@ class CudaBackend(Backend):
         if reply.get("status") != "ok":
             logger.warning("warm-up of the measuring child failed: %s", reply.get("message"))
         self.ceilings()
-        logger.info("measuring child warm in %.1f s (libraries %.1f s)", time.perf_counter() - started,
-                    reply.get("warm_s", 0.0))  # fmt: skip
+        pool_ready = self._pool.wait_started(_POOL_START_TIMEOUT_S)
+        logger.info("measuring child warm in %.1f s (libraries %.1f s); compile pool %s", time.perf_counter() - started,
+                    reply.get("warm_s", 0.0), "started" if pool_ready else "still starting")  # fmt: skip
 
     # ------------------------------------------------------------------ roofline
     def ceilings(self) -> Ceilings | None:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -136,33 +137,80 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
     return CompileResult(job.key, str(path), log, seconds, False, version, parse_ptxas(log))
 
 
-def _lower_priority() -> None:
-    """Compiling is background work: the measuring path (worker, measuring child, database,
-    broker) on the same cores must never wait behind NVRTC for a CPU."""
+_WARM_SOURCE = 'extern "C" __global__ void kf_warm(float* x) { x[threadIdx.x] *= 2.0f; }'
+
+
+def _start_compiler(warm_arch: str | None, warmed: Synchronized[int]) -> None:
+    """Initializer of a pool process.
+
+    Compiling is background work: the measuring path (worker, measuring child, database, broker)
+    on the same cores must never wait behind NVRTC for a CPU, hence the lower priority.
+
+    A process's first NVRTC compile costs about a second more than the next ones (its builtins and
+    ptxas set-up): on an H200 host, 16 matmul_fp32 configs on fresh processes took 1.1-1.7 s each,
+    on processes that had compiled a tiny kernel 0.02-0.03 s (benchmarks/gpu/compile_warm.py).
+    A pool has one process per core, so without this each of a job's first ~30 kernels paid it.
+    """
     with contextlib.suppress(OSError):
         os.nice(10)
+    if warm_arch is not None:
+        try:
+            from cupy_backends.cuda.libs import nvrtc
+
+            program = nvrtc.createProgram(_WARM_SOURCE, "kf_warm.cu", [], [])
+            try:
+                nvrtc.compileProgram(program, [f"--gpu-architecture={warm_arch}", "-std=c++17", "-default-device"])
+            finally:
+                nvrtc.destroyProgram(program)
+        except Exception:  # CPU-only tests have no NVRTC; a real compile reports its own errors
+            logger.debug("NVRTC warm-up compile failed", exc_info=True)
+    with warmed.get_lock():
+        warmed.value += 1
 
 
-def _load_nvrtc() -> None:
-    with contextlib.suppress(ImportError):  # CPU-only tests: the pool's compile function is faked
-        nvrtc_version()
+def _noop() -> None:
+    """Submitted once per pool process so that all of them start (and warm up) at once."""
 
 
 class CompilePool:
     """Compile jobs ahead on ``workers`` processes; ``submit`` de-duplicates by cache key."""
 
-    def __init__(self, cache_dir: Path, workers: int | None = None) -> None:
+    def __init__(self, cache_dir: Path, workers: int | None = None, warm_arch: str | None = None) -> None:
+        """
+        Args:
+            cache_dir: where cubins and their ptxas logs are kept, shared by a host's workers.
+            workers: processes; default: all cores but one.
+            warm_arch: compile a tiny kernel for this architecture in each process as it starts
+                (None: start without compiling, as CPU-only tests do).
+        """
         self.cache_dir = Path(cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
         # spawn: the pool's processes must never inherit a CUDA context (or a lock held at fork).
         context = multiprocessing.get_context("spawn")
-        self._executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_lower_priority)
+        self._warmed = context.Value("i", 0)  # pool processes that have finished starting
+        self._executor = ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=context,
+            initializer=_start_compiler,
+            initargs=(warm_arch, self._warmed),
+        )
         self._futures: dict[str, Future[CompileResult]] = {}
-        # Start the processes now: spawning one and loading NVRTC takes about a second, which
-        # would otherwise delay the first job's first kernels.
+        # Start the processes now: spawning one, loading NVRTC and its first compile take about a
+        # second, which would otherwise delay the first job's first kernels. The executor starts
+        # a process per submitted task while none is idle, so one task each starts them all.
         for _ in range(self.workers):
-            self._executor.submit(_load_nvrtc)
+            self._executor.submit(_noop)
+
+    def wait_started(self, timeout: float) -> bool:
+        """Wait until every process has started (and compiled its warm-up kernel); False if some
+        had not within ``timeout`` seconds (they are then still starting: nothing is lost)."""
+        deadline = time.monotonic() + timeout
+        while self._warmed.value < self.workers:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def submit(self, job: CompileJob) -> Future[CompileResult]:
         future = self._futures.get(job.key)
