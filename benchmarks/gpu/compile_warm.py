@@ -6,7 +6,9 @@ with a tiny kernel. This measures, for each variant, a pool started and left idl
 worker waits for its first job), then the first ``--count`` matmul_fp32 configs submitted at once
 (a job's first batch), each to an empty cache: their NVRTC seconds and the wall time until all
 are compiled. The same configs are then compiled again on the same pool (with an unused define, so
-not a cache hit), for the steady-state time. Needs NVRTC (CuPy), not a GPU context.
+not a cache hit). On a pool with more processes than configs that second batch mostly lands on
+processes that have not compiled yet, so without the warm-up it is not a steady-state time either.
+Needs NVRTC (CuPy), not a GPU context.
 
     python3 benchmarks/gpu/compile_warm.py --out DIR
 """
@@ -27,19 +29,10 @@ from worker.cuda.compiler import CompileJob, CompilePool
 
 def jobs(count: int, arch: str, extra: tuple[str, ...] = ()) -> list[CompileJob]:
     spec = get_kernel("matmul_fp32")
-    assert spec.cuda is not None
     problem = spec.normalize_problem(spec.default_problem)
     configs = spec.space.valid_configs(problem)
     step = max(1, len(configs) // count)
-    return [
-        CompileJob(
-            source=spec.source_text,
-            defines=tuple((k, str(v)) for k, v in spec.cuda.defines(c, problem).items()),
-            arch=arch,
-            extra_options=extra,
-        )
-        for c in configs[::step][:count]
-    ]
+    return [CompileJob.for_config(spec, c, problem, arch, extra) for c in configs[::step][:count]]
 
 
 def first_batch(pool: CompilePool, batch: list[CompileJob]) -> dict[str, Any]:

@@ -119,12 +119,8 @@ class CudaBackend(Backend):
     def compile_job(self, request: MeasureRequest) -> CompileJob:
         spec = self.spec(request.kernel_name)
         assert spec.cuda is not None
-        defines = spec.cuda.defines(request.config, request.problem)
-        return CompileJob(
-            source=spec.source_text,
-            defines=tuple((k, str(v)) for k, v in defines.items()),
-            arch=nvml.arch_for(self.device.compute_capability, spec.cuda.arch_specific),
-        )
+        arch = nvml.arch_for(self.device.compute_capability, spec.cuda.arch_specific)
+        return CompileJob.for_config(spec, request.config, request.problem, arch)
 
     def prepare(self, requests: list[MeasureRequest]) -> None:
         """Compile ahead on the CPU cores; measure() then finds the cubins ready."""

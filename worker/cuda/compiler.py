@@ -16,11 +16,15 @@ import multiprocessing
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the pool's processes need no kernel catalogue
+    from kernels.spec import KernelSpec
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,16 @@ class CompileJob:
     defines: tuple[tuple[str, str], ...]
     arch: str  # "sm_90", "sm_90a", ...
     extra_options: tuple[str, ...] = ()
+
+    @classmethod
+    def for_config(
+        cls, spec: KernelSpec, config: Mapping[str, Any], problem: Mapping[str, Any], arch: str,
+        extra_options: tuple[str, ...] = (),
+    ) -> CompileJob:  # fmt: skip
+        """The job that compiles ``spec``'s source for one config and problem (its compile defines)."""
+        assert spec.cuda is not None
+        defines = spec.cuda.defines(config, problem)
+        return cls(spec.source_text, tuple((k, str(v)) for k, v in defines.items()), arch, extra_options)
 
     @property
     def options(self) -> tuple[str, ...]:
