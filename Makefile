@@ -22,4 +22,4 @@ test: install
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q
 
 lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy api core kernels tuner worker kernelfarm
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy -p kernelfarm

@@ -9,14 +9,14 @@ from functools import partial
 
 from fastapi import FastAPI
 
-from api.best_cache import BestCache, read_best_versions
-from api.errors import install_error_handlers
-from api.middleware import BodySizeLimit, InFlightLimit
-from api.routes import best, health, jobs, kernels, workers
-from api.token_cache import TokenCache
-from core.celery_app import make_celery
-from core.settings import Settings, get_settings
-from kernels.registry import all_kernels
+from kernelfarm.api.best_cache import BestCache, read_best_versions
+from kernelfarm.api.errors import install_error_handlers
+from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit
+from kernelfarm.api.routes import best, health, jobs, kernels, workers
+from kernelfarm.api.token_cache import TokenCache
+from kernelfarm.core.celery_app import make_celery
+from kernelfarm.core.settings import Settings, get_settings
+from kernelfarm.kernels.registry import all_kernels
 
 
 @asynccontextmanager

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
-from core.db import session_scope
-from core.store.best import REGISTRY_SCOPE, answer_versions
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.store.best import REGISTRY_SCOPE, answer_versions
 
 Stamp = tuple[int, int]  # (the kernel's version, the worker registry's version)
 

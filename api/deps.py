@@ -11,11 +11,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from api.token_cache import TokenCache
-from core.db import session_scope
-from core.errors import Forbidden, Unauthorized
-from core.settings import Settings
-from core.store.tokens import Scope, authenticate, effective_scopes
+from kernelfarm.api.token_cache import TokenCache
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import Forbidden, Unauthorized
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store.tokens import Scope, authenticate, effective_scopes
 
 
 # Trivial dependencies are async: a sync one costs a threadpool hop per request.

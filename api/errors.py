@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 
-from core.errors import Conflict, Forbidden, InvalidInput, KernelfarmError, NotFound, Unauthorized
+from kernelfarm.core.errors import Conflict, Forbidden, InvalidInput, KernelfarmError, NotFound, Unauthorized
 
 _STATUS: dict[type[KernelfarmError], int] = {
     InvalidInput: status.HTTP_422_UNPROCESSABLE_CONTENT,

@@ -8,17 +8,17 @@ import secrets
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from api.schemas import BestSoFar, JobCreate, JobPublic, Progress
-from core.celery_app import ADVANCE_TASK, TUNER_QUEUE
-from core.errors import InvalidInput
-from core.gpu import model_slug
-from core.models import Job
-from core.settings import Settings
-from core.states import TrialState
-from core.store import jobs as job_store
-from core.store.kernels import ensure_kernel
-from core.strategies import DEFAULT_STRATEGY, STRATEGY_NAMES
-from kernels.registry import get_kernel
+from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress
+from kernelfarm.core.celery_app import ADVANCE_TASK, TUNER_QUEUE
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.models import Job
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.states import TrialState
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store.kernels import ensure_kernel
+from kernelfarm.core.strategies import DEFAULT_STRATEGY, STRATEGY_NAMES
+from kernelfarm.kernels.registry import get_kernel
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from core.states import ProfileMode
+from kernelfarm.core.states import ProfileMode
 
 ScalarValue = int | float | str
 T = TypeVar("T")

@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from core.store.tokens import hash_token
+from kernelfarm.core.store.tokens import hash_token
 
 
 @dataclass(frozen=True)

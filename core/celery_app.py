@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from core.settings import Settings, get_settings
+from kernelfarm.core.settings import Settings, get_settings
 
 ADVANCE_TASK = "tuner.advance"
 HOUSEKEEPING_TASK = "tuner.housekeeping"

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import ConstraintError
+from kernelfarm.core.errors import ConstraintError
 
 MAX_EXPRESSION_LENGTH = 500
 MAX_NODES = 200

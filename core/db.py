@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.settings import get_settings
+from kernelfarm.core.settings import get_settings
 
 _factories: dict[str, sessionmaker[Session]] = {}
 

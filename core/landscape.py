@@ -16,9 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from core.errors import InvalidInput
-from core.space import Parameter, SearchSpace
-from core.states import FailureKind
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.core.states import FailureKind
 
 _FAILURE_MARKERS = {
     "CompilationFailedConfig": FailureKind.COMPILE,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.states import FailureKind
+from kernelfarm.core.states import FailureKind
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib.resources import files
 
 from alembic import command
 from alembic.config import Config
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+# The migrations ship inside the package (kernelfarm.migrations), found wherever it is installed.
+MIGRATIONS_DIR = files("kernelfarm.migrations")
 
 
 def alembic_config(database_url: str) -> Config:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from core.constraints import Constraint, parse_constraint
-from core.errors import InvalidInput
+from kernelfarm.core.constraints import Constraint, parse_constraint
+from kernelfarm.core.errors import InvalidInput
 
 Value = int | float | str
 Config = dict[str, Value]

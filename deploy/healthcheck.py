@@ -46,7 +46,7 @@ def check_http(url: str, timeout: float) -> str:
 
 
 def check_celery(node: str | None, timeout: float) -> str:
-    from core.celery_app import make_celery
+    from kernelfarm.core.celery_app import make_celery
 
     name = node or f"tuner@{socket.gethostname()}"
     replies = make_celery().control.ping(destination=[name], timeout=timeout)
@@ -56,9 +56,9 @@ def check_celery(node: str | None, timeout: float) -> str:
 
 
 def check_worker(name: str | None) -> str:
-    from core.db import session_scope
-    from core.settings import get_settings
-    from core.store import workers
+    from kernelfarm.core.db import session_scope
+    from kernelfarm.core.settings import get_settings
+    from kernelfarm.core.store import workers
 
     settings = get_settings()
     hostname = socket.gethostname()
@@ -75,9 +75,9 @@ def check_schema(wait: float) -> str:
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    from core.db import get_engine
-    from core.migrate import alembic_config
-    from core.settings import get_settings
+    from kernelfarm.core.db import get_engine
+    from kernelfarm.core.migrate import alembic_config
+    from kernelfarm.core.settings import get_settings
 
     url = get_settings().require_database_url()
     heads = set(ScriptDirectory.from_config(alembic_config(url)).get_heads())

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from core.settings import Settings, get_settings
 from kernelfarm.client import Client
+from kernelfarm.core.settings import Settings, get_settings
 from kernelfarm.stack import StackState
 
 

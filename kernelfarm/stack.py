@@ -20,11 +20,11 @@ from pathlib import Path
 
 import httpx
 
-from core.db import session_scope
-from core.migrate import upgrade
-from core.settings import Settings
-from core.store.tokens import create_token
-from core.store.workers import live_workers
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store.tokens import create_token
+from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,17 @@ def component_env(state: StackState, extra: dict[str, str] | None = None) -> dic
 
 
 def worker_argv(index: int, plan: WorkerPlan) -> list[str]:
-    argv = [sys.executable, "-m", "kernelfarm", "worker", "--backend", plan.backend, "--name", f"{plan.backend}{index}"]
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        "kernelfarm",
+        "worker",
+        "--backend",
+        plan.backend,
+        "--name",
+        f"{plan.backend}{index}",
+    ]
     if plan.backend == "cuda":
         argv += ["--gpu", str(index)]
     for path in plan.landscapes:
@@ -118,7 +128,7 @@ def worker_argv(index: int, plan: WorkerPlan) -> list[str]:
 
 
 def coordinator_argv(state_dir: Path, concurrency: int = 2) -> list[str]:
-    return [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", str(concurrency),
+    return [sys.executable, "-P", "-m", "kernelfarm", "coordinator", "--concurrency", str(concurrency),
             "--schedule", str(state_dir / "celerybeat-schedule")]  # fmt: skip
 
 
@@ -152,7 +162,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
 
     env = component_env(state)
     logs = state_dir / "logs"
-    state.processes.append(spawn("api", [sys.executable, "-m", "kernelfarm", "serve-api", "--host", "127.0.0.1",
+    state.processes.append(spawn("api", [sys.executable, "-P", "-m", "kernelfarm", "serve-api", "--host", "127.0.0.1",
                                          "--port", str(port)], env, logs))  # fmt: skip
     state.processes.append(spawn("coordinator", coordinator_argv(state_dir), env, logs))
     for index in range(plan.count):

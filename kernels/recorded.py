@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.gpu import model_slug
-from core.landscape import Landscape, load_landscape
-from core.space import Parameter, SearchSpace
-from kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.landscape import Landscape, load_landscape
+from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
 _PROBLEM_NAMES = ("size_x", "size_y", "size_z")

@@ -13,11 +13,11 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from core.errors import NotFound
-from core.gpu import model_slug
-from core.landscape import load_landscape
-from kernels.recorded import recorded_specs
-from kernels.spec import KernelSpec
+from kernelfarm.core.errors import NotFound
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.landscape import load_landscape
+from kernelfarm.kernels.recorded import recorded_specs
+from kernelfarm.kernels.spec import KernelSpec
 
 logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
@@ -58,7 +58,7 @@ def validate(spec: KernelSpec) -> None:
 def _cuda_specs() -> list[KernelSpec]:
     specs = []
     for folder in sorted(p for p in _HERE.iterdir() if (p / "spec.py").is_file()):
-        module = importlib.import_module(f"kernels.{folder.name}.spec")
+        module = importlib.import_module(f"kernelfarm.kernels.{folder.name}.spec")
         spec = getattr(module, "SPEC", None)
         if not isinstance(spec, KernelSpec):
             raise RegistryError(f"kernels/{folder.name}/spec.py does not define SPEC")

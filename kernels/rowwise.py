@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.space import Parameter, SearchSpace
-from kernels.cuda_dtypes import ELEMENT_BYTES
-from kernels.cuda_kernel import CudaKernel, Launch
-from kernels.spec import ProblemParam
+from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.kernels.cuda_dtypes import ELEMENT_BYTES
+from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.spec import ProblemParam
 
 DTYPES = ("float32", "bfloat16")
 PROBLEM_PARAMS = (

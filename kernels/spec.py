@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import InvalidInput
-from core.space import SearchSpace
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.space import SearchSpace
 
 if TYPE_CHECKING:
-    from kernels.cuda_kernel import CudaKernel
+    from kernelfarm.kernels.cuda_kernel import CudaKernel
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from core.models import Base
-from core.settings import get_settings
+from kernelfarm.core.models import Base
+from kernelfarm.core.settings import get_settings
 
 config = context.config
 target_metadata = Base.metadata

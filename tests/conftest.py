@@ -26,9 +26,9 @@ from benchmarks.reliability.farm import FAST_TIMINGS as HARNESS_TIMINGS
 from benchmarks.reliability.farm import PNPOLY as PNPOLY
 from benchmarks.reliability.farm import REPO as REPO
 from benchmarks.reliability.farm import RTX3090 as RTX3090
-from core.db import session_scope
-from core.migrate import upgrade
-from core.store.tokens import create_token
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.store.tokens import create_token
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open, wait_for
 from kernelfarm.stack import ProcessInfo, alive, signal_group, spawn, stop_processes
 
@@ -87,7 +87,7 @@ def database_url(services: Services) -> str:
     url = fresh_database(services.server_url)
     upgrade(url)
     os.environ["DATABASE_URL"] = url  # the in-process store calls (core.db) use it too
-    from core.settings import get_settings
+    from kernelfarm.core.settings import get_settings
 
     get_settings.cache_clear()
     return url
@@ -168,7 +168,7 @@ def make_token(database_url: str, *scopes: str, name: str = "test") -> str:
 
 
 def live_worker_count(database_url: str, model: str | None = None) -> int:
-    from core.store.workers import live_workers
+    from kernelfarm.core.store.workers import live_workers
 
     with session_scope(database_url) as session:
         return len(live_workers(session, 4.0, model))
@@ -196,8 +196,8 @@ def _reset_between_farms(database_url: str, redis_url: str) -> None:
     import redis as redis_client
     from sqlalchemy import select
 
-    from core.models import Job
-    from core.store.jobs import cancel_job
+    from kernelfarm.core.models import Job
+    from kernelfarm.core.store.jobs import cancel_job
 
     with session_scope(database_url) as session:
         unfinished = session.execute(select(Job.id).where(Job.state.in_(["queued", "running"]))).scalars().all()

@@ -17,14 +17,25 @@ FORBIDDEN = {
 }
 
 
+PACKAGES = {"api", "core", "kernels", "tuner", "worker", "migrations"}
+
+
+def component(module: str) -> str:
+    """kernelfarm.core.db -> core; kernelfarm.cli (the CLI and the stack) -> kernelfarm."""
+    parts = module.split(".")
+    if parts[0] != "kernelfarm":
+        return parts[0]
+    return parts[1] if len(parts) > 1 and parts[1] in PACKAGES else "kernelfarm"
+
+
 def imported_packages(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
+            names |= {component(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(component(node.module))
     return names
 
 

@@ -21,20 +21,20 @@ from functools import lru_cache
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.db import session_scope
-from core.errors import KernelfarmError
-from core.models import Job
-from core.settings import Settings
-from core.space import SearchSpace
-from core.states import JobState, TrialState
-from core.store import jobs as job_store
-from core.store import profiles as profile_store
-from core.store import trials as trial_store
-from core.store.workers import live_workers
-from kernels.registry import get_kernel
-from tuner.history import observations, prior_observations
-from tuner.optimizers.registry import get_strategy
-from tuner.profiling import plan_profiles
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import KernelfarmError
+from kernelfarm.core.models import Job
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.space import SearchSpace
+from kernelfarm.core.states import JobState, TrialState
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import profiles as profile_store
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store.workers import live_workers
+from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.tuner.history import observations, prior_observations
+from kernelfarm.tuner.optimizers.registry import get_strategy
+from kernelfarm.tuner.profiling import plan_profiles
 
 logger = logging.getLogger(__name__)
 

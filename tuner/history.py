@@ -8,10 +8,10 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from core.models import Job, Trial
-from core.space import SearchSpace
-from core.states import FailureKind, TrialState
-from tuner.optimizers.base import Observation
+from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.space import SearchSpace
+from kernelfarm.core.states import FailureKind, TrialState
+from kernelfarm.tuner.optimizers.base import Observation
 
 PRIOR_LIMIT = 2000
 

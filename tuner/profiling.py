@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from core.models import Job
-from core.states import ProfileMode
-from core.store import profiles as profile_store
+from kernelfarm.core.models import Job
+from kernelfarm.core.states import ProfileMode
+from kernelfarm.core.store import profiles as profile_store
 
 
 @dataclass(frozen=True)

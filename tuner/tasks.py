@@ -12,11 +12,18 @@ from typing import Any
 
 from celery.signals import worker_init
 
-from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, HOUSEKEEPING_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
-from core.gpu import queue_for
-from core.settings import get_settings
-from kernels.registry import all_kernels
-from tuner import coordinator
+from kernelfarm.core.celery_app import (
+    ADVANCE_TASK,
+    EVALUATE_TASK,
+    HOUSEKEEPING_TASK,
+    PROFILE_TASK,
+    TUNER_QUEUE,
+    make_celery,
+)
+from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.settings import get_settings
+from kernelfarm.kernels.registry import all_kernels
+from kernelfarm.tuner import coordinator
 
 logger = logging.getLogger(__name__)
 settings = get_settings()

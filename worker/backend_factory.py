@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.settings import Settings
-from worker.backends.base import Backend
-from worker.backends.replay import ReplayBackend
+from kernelfarm.core.settings import Settings
+from kernelfarm.worker.backends.base import Backend
+from kernelfarm.worker.backends.replay import ReplayBackend
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -15,7 +15,7 @@ def make_backend(settings: Settings) -> Backend:
         paths = [Path(p) for p in settings.worker_landscapes.split(os.pathsep) if p]
         return ReplayBackend(paths, sleep_ms=settings.worker_sleep_ms, time_scale=settings.worker_time_scale)
     if settings.worker_backend == "cuda":
-        from worker.backends.cuda import CudaBackend, CudaBackendOptions
+        from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
 
         options = CudaBackendOptions(profile_standby=settings.worker_profile_standby)
         return CudaBackend(options, device_index=settings.worker_gpu)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.models import Job, Trial
-from core.states import ProfileMode, TrialState
-from worker.backends.base import MeasureRequest
+from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.states import ProfileMode, TrialState
+from kernelfarm.worker.backends.base import MeasureRequest
 
 
 def request_seed(job_seed: int, trial_id: int) -> int:

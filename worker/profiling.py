@@ -12,12 +12,12 @@ import uuid
 
 from sqlalchemy import select
 
-from core.db import session_scope
-from core.models import Job, Trial, TrialProfile
-from core.states import TrialState
-from core.store import profiles as profile_store
-from worker.backends.base import Backend, MeasureRequest
-from worker.lookahead import request_seed
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.models import Job, Trial, TrialProfile
+from kernelfarm.core.states import TrialState
+from kernelfarm.core.store import profiles as profile_store
+from kernelfarm.worker.backends.base import Backend, MeasureRequest
+from kernelfarm.worker.lookahead import request_seed
 
 logger = logging.getLogger(__name__)
 

@@ -40,12 +40,12 @@ from typing import TypeVar
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.exc import DBAPIError
 
-from core.db import session_scope
-from core.measurement import Measurement
-from core.states import FailureKind
-from core.store import trials as trial_store
-from worker.backends.base import Backend, KeepAlive, MeasureRequest
-from worker.lookahead import QueuedTrial, queued_trials, request_seed
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.measurement import Measurement
+from kernelfarm.core.states import FailureKind
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.worker.backends.base import Backend, KeepAlive, MeasureRequest
+from kernelfarm.worker.lookahead import QueuedTrial, queued_trials, request_seed
 
 logger = logging.getLogger(__name__)
 

@@ -15,16 +15,16 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
-from core.celery_app import ADVANCE_TASK, EVALUATE_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
-from core.db import session_scope
-from core.gpu import queue_for
-from core.settings import get_settings
-from core.store import workers as worker_store
-from kernels.registry import all_kernels
-from worker import runner
-from worker.backend_factory import make_backend
-from worker.backends.base import Backend
-from worker.profiling import profile_trials
+from kernelfarm.core.celery_app import ADVANCE_TASK, EVALUATE_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.settings import get_settings
+from kernelfarm.core.store import workers as worker_store
+from kernelfarm.kernels.registry import all_kernels
+from kernelfarm.worker import runner
+from kernelfarm.worker.backend_factory import make_backend
+from kernelfarm.worker.backends.base import Backend
+from kernelfarm.worker.profiling import profile_trials
 
 logger = logging.getLogger(__name__)
 settings = get_settings()

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from api.best_cache import Answer, BestCache
-from api.deps import ReadToken, SettingsDep
-from api.schemas import BestPublic
-from core.db import session_scope
-from core.errors import InvalidInput, NotFound
-from core.gpu import model_slug
-from core.store.best import BestMatch, find_best
-from kernels.registry import get_kernel
+from kernelfarm.api.best_cache import Answer, BestCache
+from kernelfarm.api.deps import ReadToken, SettingsDep
+from kernelfarm.api.schemas import BestPublic
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import InvalidInput, NotFound
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.store.best import BestMatch, find_best
+from kernelfarm.kernels.registry import get_kernel
 
 router = APIRouter(prefix="/v1", tags=["best"])
 

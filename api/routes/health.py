@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 from sqlalchemy import text
 
-from api.deps import CeleryDep, SettingsDep
-from core.db import session_scope
+from kernelfarm.api.deps import CeleryDep, SettingsDep
+from kernelfarm.core.db import session_scope
 
 router = APIRouter(tags=["health"])
 

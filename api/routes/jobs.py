@@ -7,14 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api import jobs_service
-from api.deps import CeleryDep, ReadToken, SessionDep, SettingsDep, SubmitToken
-from api.schemas import JobCreate, JobPublic, Page, ProfilePublic, TrialPublic
-from core.errors import InvalidInput, NotFound
-from core.states import JobState, TrialState
-from core.store import jobs as job_store
-from core.store import profiles as profile_store
-from core.store import trials as trial_store
+from kernelfarm.api import jobs_service
+from kernelfarm.api.deps import CeleryDep, ReadToken, SessionDep, SettingsDep, SubmitToken
+from kernelfarm.api.schemas import JobCreate, JobPublic, Page, ProfilePublic, TrialPublic
+from kernelfarm.core.errors import InvalidInput, NotFound
+from kernelfarm.core.states import JobState, TrialState
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import profiles as profile_store
+from kernelfarm.core.store import trials as trial_store
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 # Postgres OFFSET is a bigint: 2**63 was a 500 (found by schemathesis). No real page is this deep.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import ReadToken
-from api.schemas import KernelPublic, ProblemParamPublic
-from kernels.registry import all_kernels, get_kernel
-from kernels.spec import KernelSpec
+from kernelfarm.api.deps import ReadToken
+from kernelfarm.api.schemas import KernelPublic, ProblemParamPublic
+from kernelfarm.kernels.registry import all_kernels, get_kernel
+from kernelfarm.kernels.spec import KernelSpec
 
 router = APIRouter(prefix="/v1/kernels", tags=["kernels"])
 

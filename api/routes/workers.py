@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import ReadToken, SessionDep, SettingsDep
-from api.schemas import GpuModelPublic, WorkerPublic
-from core.store import workers as worker_store
+from kernelfarm.api.deps import ReadToken, SessionDep, SettingsDep
+from kernelfarm.api.schemas import GpuModelPublic, WorkerPublic
+from kernelfarm.core.store import workers as worker_store
 
 router = APIRouter(prefix="/v1", tags=["workers"])
 

@@ -26,8 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.settings import Settings
 from kernelfarm.client import Client
+from kernelfarm.core.settings import Settings
 from kernelfarm.stack import WorkerPlan, start_stack, stop_stack
 
 logger = logging.getLogger("run_farm")
@@ -293,7 +293,7 @@ def kernel_tuner_run(kernel: str, budget: int, strategy: str, seed: int) -> dict
     import cupy as cp
     import numpy as np
 
-    from kernels.registry import get_kernel
+    from kernelfarm.kernels.registry import get_kernel
 
     spec = get_kernel(kernel)
     assert spec.cuda is not None and spec.source_path is not None

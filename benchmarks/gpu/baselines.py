@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from core.measurement import TimingStats
-from worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
+from kernelfarm.core.measurement import TimingStats
+from kernelfarm.worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
 
 
 def torch_baseline(kernel: str, problem: Mapping[str, Any]) -> tuple[str, Callable[[], Any]] | None:

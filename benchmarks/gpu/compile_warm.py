@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels.registry import get_kernel
-from worker.cuda.compiler import CompileJob, CompilePool
+from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.worker.cuda.compiler import CompileJob, CompilePool
 
 
 def jobs(count: int, arch: str, extra: tuple[str, ...] = ()) -> list[CompileJob]:

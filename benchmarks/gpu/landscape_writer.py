@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.measurement import Measurement
-from core.states import FailureKind
-from kernels.spec import KernelSpec
+from kernelfarm.core.measurement import Measurement
+from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.spec import KernelSpec
 
 _MARKER = {FailureKind.COMPILE: "CompilationFailedConfig", FailureKind.LAUNCH: "RuntimeFailedConfig"}
 

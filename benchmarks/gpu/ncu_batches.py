@@ -20,10 +20,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernels.registry import get_kernel
-from worker.backends.base import MeasureRequest
-from worker.backends.cuda import CudaBackend, CudaBackendOptions
-from worker.cuda.bench import BenchPolicy
+from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
+from kernelfarm.worker.cuda.bench import BenchPolicy
 
 
 def requests(kernel: str, count: int) -> list[MeasureRequest]:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kernels.registry import get_kernel
-from worker.backends.base import MeasureRequest
-from worker.backends.cuda import CudaBackend, CudaBackendOptions
+from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
 
 
 def main(kernel: str, problem_text: str, n: int) -> int:

@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.gpu.baselines import time_copy, time_library, torch_baseline
 from benchmarks.gpu.landscape_writer import problem_slug, write_landscape
-from core.measurement import Measurement
-from kernels.registry import get_kernel
-from worker.backends.base import MeasureRequest
-from worker.backends.cuda import CudaBackend, CudaBackendOptions
-from worker.cuda.bench import BenchPolicy
+from kernelfarm.core.measurement import Measurement
+from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
+from kernelfarm.worker.cuda.bench import BenchPolicy
 
 logger = logging.getLogger("sweep")
 
@@ -143,7 +143,7 @@ ROW_KERNELS = ("layernorm", "softmax")
 
 def best_from_landscapes(backend: CudaBackend, root: Path, gpu_model: str, plan: list) -> list[dict[str, Any]]:
     """Best config of each recorded landscape (instead of sweeping again), compiled for this GPU."""
-    from core.landscape import load_landscape
+    from kernelfarm.core.landscape import load_landscape
 
     out = []
     for kernel, problem, _ in plan:
@@ -170,7 +170,7 @@ def best_from_landscapes(backend: CudaBackend, root: Path, gpu_model: str, plan:
 
 def compare_with_library(sweeps: list[dict[str, Any]], cache_dir: Path, ceilings: Any) -> list[dict[str, Any]]:
     """Re-time each sweep's best config and the library call side by side in this process."""
-    from worker.cuda.child import Session
+    from kernelfarm.worker.cuda.child import Session
 
     session = Session({})
     rows = []

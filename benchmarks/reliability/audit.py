@@ -21,9 +21,9 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from kernels.registry import get_kernel
-from worker.backends.base import MeasureRequest
-from worker.backends.replay import ReplayBackend
+from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.backends.replay import ReplayBackend
 
 AUDIT_SQL = """
 CREATE TABLE IF NOT EXISTS chaos_trial_transitions (

@@ -27,8 +27,8 @@ from sqlalchemy import create_engine, text
 
 from benchmarks.reliability.audit import Expected, Verdict, expected_outcomes, install_audit, verify
 from benchmarks.reliability.farm import CONVOLUTION, RTX3090, ChaosFarm, wait_for
-from core.db import session_scope
-from core.store.tokens import create_token
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.store.tokens import create_token
 
 logger = logging.getLogger("chaos")
 KERNEL = "convolution_kernel"

@@ -23,7 +23,7 @@ import httpx
 import redis
 from sqlalchemy import create_engine, text
 
-from core.migrate import upgrade
+from kernelfarm.core.migrate import upgrade
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
 from kernelfarm.stack import ProcessInfo, alive, spawn
 

@@ -44,9 +44,9 @@ from sqlalchemy import create_engine, text
 
 from benchmarks.reliability.farm import CONVOLUTION, PNPOLY, REPO, RTX3090, ChaosFarm, wait_for
 from benchmarks.reliability.loadgen import Spec
-from core.db import session_scope
-from core.store.best import answer_versions
-from core.store.tokens import create_token
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.store.best import answer_versions
+from kernelfarm.core.store.tokens import create_token
 
 logger = logging.getLogger("load")
 LOOKUPS = [

@@ -38,10 +38,10 @@ from pathlib import Path
 import httpx
 import psutil
 
-from core.db import session_scope
-from core.migrate import upgrade
-from core.store.tokens import create_token
-from core.store.workers import live_workers
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.store.tokens import create_token
+from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
 from kernelfarm.stack import ProcessInfo, signal_group, spawn, stop_processes
 

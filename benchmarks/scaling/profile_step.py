@@ -29,12 +29,12 @@ from typing import Any
 
 from sqlalchemy import event
 
-from core.db import get_engine, session_scope
-from core.measurement import Measurement, TimingStats
-from core.migrate import upgrade
-from core.settings import get_settings
-from core.store import trials as trial_store
-from core.store import workers as worker_store
+from kernelfarm.core.db import get_engine, session_scope
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.settings import get_settings
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store import workers as worker_store
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis
 
 RTX3090 = "nvidia-geforce-rtx-3090"
@@ -76,8 +76,8 @@ class SqlMeter:
 
 
 def make_job(strategy: str | None, budget: int, parallelism: int) -> str:
-    from api.jobs_service import create_job
-    from api.schemas import JobCreate
+    from kernelfarm.api.jobs_service import create_job
+    from kernelfarm.api.schemas import JobCreate
 
     body: dict[str, Any] = {"kernel": "convolution_kernel", "gpu_model": RTX3090, "budget_trials": budget,
                             "parallelism": parallelism, "seed": 11, "profile": "none"}  # fmt: skip
@@ -95,7 +95,7 @@ def make_job(strategy: str | None, budget: int, parallelism: int) -> str:
 
 
 def play(job_id: str, budget: int, parallelism: int, meter: SqlMeter, profile_from: int) -> dict[str, Any]:
-    from tuner import coordinator
+    from kernelfarm.tuner import coordinator
 
     settings = get_settings()
     queue: list[int] = []
@@ -143,7 +143,7 @@ def _history_costs(job_id: str) -> tuple[float, float]:
     optimizer needs it (config, state, time, verified, failure kind only)."""
     from sqlalchemy import select
 
-    from core.models import Trial
+    from kernelfarm.core.models import Trial
 
     with session_scope() as session:
         started = time.perf_counter()
@@ -160,7 +160,7 @@ def _history_costs(job_id: str) -> tuple[float, float]:
 
 
 def send_task_latency(redis_url: str, n: int = 200) -> float:
-    from core.celery_app import make_celery
+    from kernelfarm.core.celery_app import make_celery
 
     app = make_celery(get_settings())
     app.send_task("kernelfarm.noop", args=[0], queue="profile")  # connect once

@@ -22,9 +22,9 @@ from pathlib import Path  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from core.landscape import load_landscape  # noqa: E402
-from tuner.bench.latency import measure  # noqa: E402
-from tuner.bench.runner import landscape_name  # noqa: E402
+from kernelfarm.core.landscape import load_landscape  # noqa: E402
+from kernelfarm.tuner.bench.latency import measure  # noqa: E402
+from kernelfarm.tuner.bench.runner import landscape_name  # noqa: E402
 
 
 def main() -> None:

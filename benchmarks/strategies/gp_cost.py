@@ -25,7 +25,7 @@ from rich.table import Table  # noqa: E402
 from skopt.learning import GaussianProcessRegressor  # noqa: E402
 from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern  # noqa: E402
 
-from tuner.optimizers import gp  # noqa: E402
+from kernelfarm.tuner.optimizers import gp  # noqa: E402
 
 
 def main() -> None:

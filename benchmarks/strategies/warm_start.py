@@ -23,13 +23,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from core.landscape import Landscape, load_landscape
-from tuner.bench.metrics import CHECKPOINTS, summarize
-from tuner.bench.replay import replay
-from tuner.bench.runner import landscape_name
-from tuner.bench.transfer import distorted, shuffled
-from tuner.optimizers.base import Observation
-from tuner.optimizers.registry import get_strategy
+from kernelfarm.core.landscape import Landscape, load_landscape
+from kernelfarm.tuner.bench.metrics import CHECKPOINTS, summarize
+from kernelfarm.tuner.bench.replay import replay
+from kernelfarm.tuner.bench.runner import landscape_name
+from kernelfarm.tuner.bench.transfer import distorted, shuffled
+from kernelfarm.tuner.optimizers.base import Observation
+from kernelfarm.tuner.optimizers.registry import get_strategy
 
 LEVELS: dict[str, tuple[float, float] | None] = {
     "similar": (0.1, 0.05),  # (smooth shift, noise) in standard deviations of log time

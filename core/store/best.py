@@ -25,11 +25,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.errors import NotFound
-from core.models import BestVersion, Job, Kernel, Trial
-from core.states import TrialState
-from core.store.workers import known_architectures
-from kernels.spec import KernelSpec
+from kernelfarm.core.errors import NotFound
+from kernelfarm.core.models import BestVersion, Job, Kernel, Trial
+from kernelfarm.core.states import TrialState
+from kernelfarm.core.store.workers import known_architectures
+from kernelfarm.kernels.spec import KernelSpec
 
 # The stamp of the GPU worker registry (the same-architecture fallback); the others are kernel names.
 REGISTRY_SCOPE = ""

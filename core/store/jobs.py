@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from core.errors import InvalidInput, NotFound
-from core.models import Job, Trial
-from core.states import JobState, TrialState
+from kernelfarm.core.errors import InvalidInput, NotFound
+from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.states import JobState, TrialState
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from core.models import Kernel
-from kernels.spec import KernelSpec
+from kernelfarm.core.models import Kernel
+from kernelfarm.kernels.spec import KernelSpec
 
 
 def ensure_kernel(session: Session, spec: KernelSpec) -> Kernel:

@@ -17,8 +17,8 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from core.models import Job, Trial, TrialProfile
-from core.states import TrialState
+from kernelfarm.core.models import Job, Trial, TrialProfile
+from kernelfarm.core.states import TrialState
 
 
 def request_profiles(session: Session, job_id: uuid.UUID, trial_ids: Sequence[int]) -> list[int]:

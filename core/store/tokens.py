@@ -10,8 +10,8 @@ from enum import StrEnum
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from core.errors import InvalidInput, Unauthorized
-from core.models import ApiToken
+from kernelfarm.core.errors import InvalidInput, Unauthorized
+from kernelfarm.core.models import ApiToken
 
 TOKEN_PREFIX = "kf_"
 

@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import Row, and_, func, select, update
 from sqlalchemy.orm import Session
 
-from core.measurement import Measurement
-from core.models import Job, Trial
-from core.states import FailureKind, JobState, TrialState
+from kernelfarm.core.measurement import Measurement
+from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.states import FailureKind, JobState, TrialState
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from core.models import GpuWorker
+from kernelfarm.core.models import GpuWorker
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ ENV VIRTUAL_ENV=/opt/kernelfarm \
 RUN --mount=type=bind,from=wheels,source=/wheelhouse,target=/wheelhouse \
     python3 -m venv "$VIRTUAL_ENV" \
     && PYTHON="$VIRTUAL_ENV/bin/python" sh /wheelhouse/install.sh --no-cache-dir \
-    && python -c "import cupy, core.settings, kernels.registry, worker.runner" \
+    && python -c "import cupy, kernelfarm.core.settings, kernelfarm.kernels.registry, kernelfarm.worker.runner" \
     && kernelfarm --help >/dev/null
 COPY --chmod=0755 deploy/healthcheck.py /usr/local/bin/kernelfarm-healthcheck
 

@@ -6,11 +6,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from core.db import session_scope
-from core.errors import KernelfarmError
-from core.migrate import upgrade
-from core.store import tokens
 from kernelfarm.context import cli_context
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import KernelfarmError
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.store import tokens
 
 console = Console()
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)

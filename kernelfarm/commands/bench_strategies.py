@@ -23,10 +23,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from core.errors import InvalidInput
-from core.strategies import DEFAULT_STRATEGY
-from tuner.bench.report import tables
-from tuner.bench.runner import BenchSettings, run_benchmark
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.strategies import DEFAULT_STRATEGY
+from kernelfarm.tuner.bench.report import tables
+from kernelfarm.tuner.bench.runner import BenchSettings, run_benchmark
 
 log = logging.getLogger(__name__)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

@@ -11,10 +11,10 @@ from typing import Any
 
 import typer
 
-from core.gpu import queue_for
-from core.landscape import load_landscape
-from core.settings import get_settings
-from kernels.recorded import RECORDED_DIR
+from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.landscape import load_landscape
+from kernelfarm.core.settings import get_settings
+from kernelfarm.kernels.recorded import RECORDED_DIR
 
 
 def serve_api(host: str = "127.0.0.1", port: int = 8765, workers: int = 1) -> None:
@@ -24,10 +24,10 @@ def serve_api(host: str = "127.0.0.1", port: int = 8765, workers: int = 1) -> No
 
     options: dict[str, Any] = {"factory": True, "host": host, "port": port, "workers": workers, "log_level": "info"}
     if workers <= 1:  # asyncio binds the socket itself, as TCP
-        uvicorn.run("api.app:create_app", **options)
+        uvicorn.run("kernelfarm.api.app:create_app", **options)
         return
     # What uvicorn.run does for workers > 1, but with a listening socket that says it is TCP.
-    config = uvicorn.Config("api.app:create_app", **options)
+    config = uvicorn.Config("kernelfarm.api.app:create_app", **options)
     Multiprocess(config, sockets=[tcp_listener(config.bind_socket())]).run()
 
 
@@ -53,9 +53,9 @@ def coordinator(
 ) -> None:
     """Run the coordinator: a Celery worker on queue "tuner" with its periodic housekeeping."""
     schedule.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "celery", "-A", "tuner.tasks", "worker", "-Q", "tuner", "-B", "-s", str(schedule),
-            "--pool", "prefork", "--concurrency", str(concurrency), "-n", "tuner@%h", "--loglevel", loglevel,
-            "--without-gossip", "--without-mingle"]  # fmt: skip
+    argv = [sys.executable, "-P", "-m", "celery", "-A", "kernelfarm.tuner.tasks", "worker", "-Q", "tuner", "-B",
+            "-s", str(schedule), "--pool", "prefork", "--concurrency", str(concurrency), "-n", "tuner@%h",
+            "--loglevel", loglevel, "--without-gossip", "--without-mingle"]  # fmt: skip
     os.execv(sys.executable, argv)
 
 
@@ -80,7 +80,7 @@ def worker(
 ) -> None:
     """Run one GPU worker. Its queue is gpu.<model-slug>, derived from the device's real name
     (or, for replay, from the recorded device)."""
-    from worker.backend_factory import make_backend
+    from kernelfarm.worker.backend_factory import make_backend
 
     chosen = gpu_backend_available() if backend == "auto" else backend
     if chosen not in ("cuda", "replay"):
@@ -104,9 +104,9 @@ def worker(
     node = f"{name or chosen + str(gpu)}@%h"
     typer.echo(f"worker {node}: {identity.gpu_name} ({chosen}) on queue {queue}")
     # exec, not fork: the measuring process starts clean (no CUDA context inherited).
-    argv = [sys.executable, "-m", "celery", "-A", "worker.tasks", "worker", "-Q", queue, "--pool", "solo",
-            "--concurrency", "1", "-n", node, "--loglevel", loglevel, "--without-gossip", "--without-mingle",
-            "--without-heartbeat"]  # fmt: skip
+    argv = [sys.executable, "-P", "-m", "celery", "-A", "kernelfarm.worker.tasks", "worker", "-Q", queue,
+            "--pool", "solo", "--concurrency", "1", "-n", node, "--loglevel", loglevel, "--without-gossip",
+            "--without-mingle", "--without-heartbeat"]  # fmt: skip
     os.execv(sys.executable, argv)
 
 

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.space import Parameter, SearchSpace
-from kernels.cuda_kernel import CudaKernel, Launch
-from kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
-REF = "kernels.faultinject.kernel:SPEC"
+REF = "kernelfarm.kernels.faultinject.kernel:SPEC"
 MODES = {"ok": 0, "compile": 1, "launch": 2, "crash": 3, "timeout": 4, "wrong_result": 5}
 
 

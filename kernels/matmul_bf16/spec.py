@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.space import Parameter, SearchSpace
-from kernels.cuda_dtypes import bf16_from_float32, bf16_to_float32
-from kernels.cuda_kernel import CudaKernel, Launch
-from kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.kernels.cuda_dtypes import bf16_from_float32, bf16_to_float32
+from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_OPTIN = 227 * 1024
 

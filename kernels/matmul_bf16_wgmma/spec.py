@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from core.space import Parameter, SearchSpace
-from kernels.cuda_kernel import Launch
-from kernels.matmul_bf16.spec import MatmulBf16
-from kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.kernels.cuda_kernel import Launch
+from kernelfarm.kernels.matmul_bf16.spec import MatmulBf16
+from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_OPTIN = 227 * 1024
 _BM = "(64 * WGS * MT)"

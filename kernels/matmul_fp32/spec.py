@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.space import Parameter, SearchSpace
-from kernels.cuda_kernel import CudaKernel, Launch
-from kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_LIMIT = 48 * 1024  # static shared memory; no opt-in needed
 

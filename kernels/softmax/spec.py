@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernels.cuda_dtypes import from_float32, random_tensor, to_float32
-from kernels.rowwise import DEFAULT_PROBLEM, PROBLEM_PARAMS, SPACE, RowKernel
-from kernels.spec import KernelSpec
+from kernelfarm.kernels.cuda_dtypes import from_float32, random_tensor, to_float32
+from kernelfarm.kernels.rowwise import DEFAULT_PROBLEM, PROBLEM_PARAMS, SPACE, RowKernel
+from kernelfarm.kernels.spec import KernelSpec
 
 
 class Softmax(RowKernel):

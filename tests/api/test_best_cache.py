@@ -17,20 +17,20 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete
 
-from api import routes
-from api.app import create_app
-from api.best_cache import Answer, BestCache
-from core.db import session_scope
-from core.measurement import Measurement, TimingStats
-from core.models import Trial
-from core.settings import Settings
-from core.states import FailureKind
-from core.store import jobs as job_store
-from core.store import trials as trial_store
-from core.store.best import REGISTRY_SCOPE, answer_versions
-from core.store.kernels import ensure_kernel
-from core.store.workers import WorkerIdentity, register_worker
-from kernels.registry import get_kernel
+from kernelfarm.api import routes
+from kernelfarm.api.app import create_app
+from kernelfarm.api.best_cache import Answer, BestCache
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.models import Trial
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.states import FailureKind
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store.best import REGISTRY_SCOPE, answer_versions
+from kernelfarm.core.store.kernels import ensure_kernel
+from kernelfarm.core.store.workers import WorkerIdentity, register_worker
+from kernelfarm.kernels.registry import get_kernel
 from tests.conftest import make_token
 
 KERNEL = "cn_pnpoly"

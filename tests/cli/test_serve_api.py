@@ -20,7 +20,7 @@ from kernelfarm.stack import spawn, stop_processes
 
 
 def test_the_listener_hands_asyncio_tcp_sockets() -> None:
-    config = uvicorn.Config("api.app:create_app", host="127.0.0.1", port=free_port(), workers=2)
+    config = uvicorn.Config("kernelfarm.api.app:create_app", host="127.0.0.1", port=free_port(), workers=2)
     listener = tcp_listener(config.bind_socket())
     assert listener.proto == socket.IPPROTO_TCP
 

@@ -7,12 +7,12 @@ import uuid
 
 import pytest
 
-from core.db import session_scope
-from core.measurement import Measurement, TimingStats
-from core.models import Job
-from core.store import trials as trial_store
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.models import Job
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.tuner.profiling import plan_profiles
 from tests.reliability.conftest import make_job, valid_configs
-from tuner.profiling import plan_profiles
 
 
 def top_k_job(database_url: str, n: int, k: int, offset: int) -> tuple[uuid.UUID, list[int]]:

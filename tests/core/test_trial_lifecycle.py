@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, update
 
-from core.db import session_scope
-from core.measurement import Measurement, TimingStats
-from core.models import Trial
-from core.states import FailureKind, TrialState
-from core.store import jobs as job_store
-from core.store import trials as trial_store
-from core.store.kernels import ensure_kernel
-from kernels.registry import get_kernel
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.models import Trial
+from kernelfarm.core.states import FailureKind, TrialState
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store.kernels import ensure_kernel
+from kernelfarm.kernels.registry import get_kernel
 
 OK = Measurement(timing=TimingStats.from_times([1.0, 2.0, 3.0]), verified=True)
 

@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from sqlalchemy import delete
 
-from core.db import session_scope
-from core.models import GpuWorker
-from core.settings import get_settings
-from core.store import workers as worker_store
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.models import GpuWorker
+from kernelfarm.core.settings import get_settings
+from kernelfarm.core.store import workers as worker_store
 from tests.conftest import Services, fresh_database
 from tests.deploy.sources import healthcheck_module
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import typer
 
-from core.settings import Settings
+from kernelfarm.core.settings import Settings
 from tests.deploy.sources import CommandUse, command_uses, documented_commands, environment_names, healthcheck_module
 
 # Read by something other than kernelfarm's Settings: CUDA, CuPy, the NVIDIA runtime, Python.

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from core.db import session_scope
-from core.migrate import upgrade
-from core.store.tokens import create_token
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.store.tokens import create_token
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis
 
 PG_PORT, REDIS_PORT = 5432, 6379  # fixed: the namespace is ours alone, nothing else can hold them

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from core.db import session_scope
-from core.models import Trial
-from core.states import TrialState
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.models import Trial
+from kernelfarm.core.states import TrialState
 from tests.conftest import PNPOLY, RTX3090, Farm, live_worker_count, wait_for
 
 OTHER_MODEL = "nvidia-test-gpu-b"

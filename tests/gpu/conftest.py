@@ -39,9 +39,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from kernels.faultinject.kernel import REF, SPEC
-    from worker.backends.cuda import CudaBackend, CudaBackendOptions
-    from worker.cuda.bench import BenchPolicy
+    from kernelfarm.kernels.faultinject.kernel import REF, SPEC
+    from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
+    from kernelfarm.worker.cuda.bench import BenchPolicy
 
     options = CudaBackendOptions(
         cache_dir=tmp_path_factory.mktemp("cuda-cache"),

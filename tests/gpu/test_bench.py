@@ -10,7 +10,7 @@ pytestmark = pytest.mark.gpu
 def test_time_kernel_stops_on_noise_and_keeps_every_rep() -> None:
     import cupy as cp
 
-    from worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
+    from kernelfarm.worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
 
     x = cp.random.default_rng(0).random(1 << 24, dtype=cp.float32)
     y = cp.empty_like(x)
@@ -22,7 +22,7 @@ def test_time_kernel_stops_on_noise_and_keeps_every_rep() -> None:
 
 
 def test_ceilings_are_plausible() -> None:
-    from worker.cuda.roofline import measure_ceilings
+    from kernelfarm.worker.cuda.roofline import measure_ceilings
 
     c = measure_ceilings()
     assert 0.5e12 < c.dram_bytes_per_s < 10e12

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from core.states import FailureKind
-from kernels.faultinject.kernel import MODES
-from worker.backends.base import MeasureRequest
+from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.faultinject.kernel import MODES
+from kernelfarm.worker.backends.base import MeasureRequest
 
 pytestmark = pytest.mark.gpu
 
@@ -80,7 +80,7 @@ def test_constraint_violation_is_typed(backend: Any) -> None:
     ],
 )
 def test_real_kernels_verify_across_the_space(backend: Any, kernel: str, problem: dict) -> None:
-    from kernels.registry import get_kernel
+    from kernelfarm.kernels.registry import get_kernel
 
     spec = get_kernel(kernel)
     configs = spec.space.valid_configs(problem)
@@ -105,7 +105,7 @@ def test_real_kernels_verify_across_the_space(backend: Any, kernel: str, problem
 
 def test_profile_batch_collects_metrics(backend: Any) -> None:
     problem = {"M": 2048, "N": 4096, "dtype": "float32"}
-    from kernels.registry import get_kernel
+    from kernelfarm.kernels.registry import get_kernel
 
     configs = get_kernel("softmax").space.valid_configs(problem)[:3]
     requests = [MeasureRequest("softmax", problem, c, profile=True, seed=3) for c in configs]
@@ -143,8 +143,8 @@ def test_the_standby_ncu_profiles_a_batch_faster_than_a_fresh_one(backend: Any) 
     import time
     from dataclasses import replace
 
-    from kernels.registry import get_kernel
-    from worker.backends.cuda import CudaBackend
+    from kernelfarm.kernels.registry import get_kernel
+    from kernelfarm.worker.backends.cuda import CudaBackend
 
     problem = {"M": 2048, "N": 4096, "dtype": "float32"}
     configs = get_kernel("softmax").space.valid_configs(problem)[3:6]

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from kernels.cuda_kernel import CudaKernel
-from kernels.faultinject.kernel import SPEC as FAULT_SPEC
-from kernels.registry import all_kernels, validate
+from kernelfarm.kernels.cuda_kernel import CudaKernel
+from kernelfarm.kernels.faultinject.kernel import SPEC as FAULT_SPEC
+from kernelfarm.kernels.registry import all_kernels, validate
 
 CUDA_KERNELS: dict[str, list[dict[str, Any]]] = {
     "layernorm": [

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from core.states import FailureKind
-from worker.cuda.bench import median_rel_error
-from worker.cuda.child import classify as classify_error
-from worker.cuda.compiler import CompileJob, CompilePool, parse_ptxas
-from worker.cuda.profile import ncu_command, parse_ncu_csv
-from worker.cuda.roofline import Ceilings, classify
+from kernelfarm.core.states import FailureKind
+from kernelfarm.worker.cuda.bench import median_rel_error
+from kernelfarm.worker.cuda.child import classify as classify_error
+from kernelfarm.worker.cuda.compiler import CompileJob, CompilePool, parse_ptxas
+from kernelfarm.worker.cuda.profile import ncu_command, parse_ncu_csv
+from kernelfarm.worker.cuda.roofline import Ceilings, classify
 
 RAW = """==PROF== Connected to process 1
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","launch__registers_per_thread","lts__t_sector_hit_rate.pct","sm__warps_active.avg.pct_of_peak_sustained_active"

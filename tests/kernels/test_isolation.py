@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kernelfarm.worker.cuda.isolation import MeasuringChild
 from tests.kernels import fake_child
-from worker.cuda.isolation import MeasuringChild
 
 
 @pytest.fixture

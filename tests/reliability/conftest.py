@@ -15,14 +15,14 @@ from sqlalchemy import create_engine, text
 # installed: pyproject's pytest `pythonpath` puts the repository root on sys.path.
 from benchmarks.reliability.audit import install_audit
 from benchmarks.reliability.farm import RTX3090, ChaosFarm
-from core.celery_app import EVALUATE_TASK, make_celery
-from core.db import session_scope
-from core.gpu import queue_for
-from core.settings import Settings
-from core.store import jobs as job_store
-from core.store import trials as trial_store
-from core.store.kernels import ensure_kernel
-from kernels.registry import get_kernel
+from kernelfarm.core.celery_app import EVALUATE_TASK, make_celery
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store.kernels import ensure_kernel
+from kernelfarm.kernels.registry import get_kernel
 
 QUEUE = queue_for(RTX3090)
 
@@ -62,7 +62,7 @@ def make_job(database_url: str, configs: list[dict[str, Any]], *, budget: int | 
 def valid_configs(n: int, offset: int = 0) -> list[dict[str, Any]]:
     """n configs the convolution recording measured successfully (so replay completes them)."""
     from benchmarks.reliability.farm import CONVOLUTION
-    from core.landscape import load_landscape
+    from kernelfarm.core.landscape import load_landscape
 
     landscape = load_landscape(CONVOLUTION)
     keys = sorted(k for k, e in landscape.entries.items() if e.failure is None)

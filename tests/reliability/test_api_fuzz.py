@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from api.app import create_app
-from core.db import session_scope
-from core.models import Job
-from core.settings import Settings
-from core.store.jobs import cancel_job
-from kernels.registry import get_kernel
+from kernelfarm.api.app import create_app
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.models import Job
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store.jobs import cancel_job
+from kernelfarm.kernels.registry import get_kernel
 from tests.conftest import Services, make_token
 
 OWNER = "fuzz"

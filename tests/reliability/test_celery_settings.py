@@ -17,12 +17,12 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 
 from benchmarks.reliability.farm import ChaosFarm, wait_for
-from core.celery_app import check_timing_invariants, make_celery
-from core.db import session_scope
-from core.settings import Settings
-from core.store.jobs import cancel_job
+from kernelfarm.core.celery_app import check_timing_invariants, make_celery
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store.jobs import cancel_job
+from kernelfarm.worker.runner import HARD_LIMIT_EXIT_CODE, TimeLimits
 from tests.reliability.conftest import QUEUE, make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
-from worker.runner import HARD_LIMIT_EXIT_CODE, TimeLimits
 
 REPO = Path(__file__).resolve().parents[2]
 # Short limits so they are observable: soft < hard < visibility timeout, as the invariant demands.

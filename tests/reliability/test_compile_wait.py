@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from benchmarks.reliability.farm import CONVOLUTION
-from core.measurement import Measurement
+from kernelfarm.core.measurement import Measurement
+from kernelfarm.worker import runner
+from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.backends.replay import ReplayBackend
 from tests.reliability.conftest import make_job, trial_rows, valid_configs
-from worker import runner
-from worker.backends.base import MeasureRequest
-from worker.backends.replay import ReplayBackend
 
 
 class SlowCompileBackend(ReplayBackend):

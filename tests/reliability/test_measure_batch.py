@@ -16,12 +16,12 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from benchmarks.reliability.farm import CONVOLUTION
-from core.measurement import Measurement
+from kernelfarm.core.measurement import Measurement
+from kernelfarm.worker import runner
+from kernelfarm.worker.backends.base import KeepAlive, MeasureRequest
+from kernelfarm.worker.backends.replay import ReplayBackend
 from tests.reliability.conftest import make_job, trial_rows, valid_configs
 from tests.reliability.test_compile_wait import config_key
-from worker import runner
-from worker.backends.base import KeepAlive, MeasureRequest
-from worker.backends.replay import ReplayBackend
 
 
 class PipelinedReplay(ReplayBackend):

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from core.errors import InvalidInput
-from kernels.registry import get_kernel
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.kernels.registry import get_kernel
 
 SPEC = get_kernel("cn_pnpoly")
 SPACE = SPEC.space

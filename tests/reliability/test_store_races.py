@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import func, update
 from sqlalchemy.exc import OperationalError
 
-from core.db import session_scope
-from core.measurement import Measurement, TimingStats
-from core.models import Trial
-from core.store import trials as trial_store
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.models import Trial
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.worker.runner import with_db_retry
 from tests.reliability.conftest import make_job, valid_configs
-from worker.runner import with_db_retry
 
 OK = Measurement(timing=TimingStats.from_times([1.0, 2.0, 3.0]), verified=True)
 
@@ -27,8 +27,8 @@ def cancel_leftovers(database_url: str):  # type: ignore[no-untyped-def]
     yield
     from sqlalchemy import select
 
-    from core.models import Job
-    from core.store.jobs import cancel_job
+    from kernelfarm.core.models import Job
+    from kernelfarm.core.store.jobs import cancel_job
 
     with session_scope(database_url) as session:
         mine = select(Job.id).where(Job.owner == "reliability", Job.state == "running")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from core.space import Config, Parameter, SearchSpace
-from core.states import FailureKind
-from tuner.optimizers.base import Observation, Optimizer
+from kernelfarm.core.space import Config, Parameter, SearchSpace
+from kernelfarm.core.states import FailureKind
+from kernelfarm.tuner.optimizers.base import Observation, Optimizer
 
 # block sizes (powers of two), an irregular ordered parameter, a string one, a context constraint
 SPACE = SearchSpace(

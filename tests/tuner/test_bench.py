@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from core.landscape import load_landscape
 from kernelfarm.commands.bench_strategies import app
-from tuner.bench.metrics import evaluations_to, fraction_curve, summarize
-from tuner.bench.replay import replay
-from tuner.optimizers.registry import get_strategy
+from kernelfarm.core.landscape import load_landscape
+from kernelfarm.tuner.bench.metrics import evaluations_to, fraction_curve, summarize
+from kernelfarm.tuner.bench.replay import replay
+from kernelfarm.tuner.optimizers.registry import get_strategy
 
 PNPOLY = Path(__file__).resolve().parents[2] / "kernels" / "recorded" / "pnpoly_RTX_3090.json.gz"
 

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.constraints import Constraint, parse_constraint
-from core.errors import ConstraintError
+from kernelfarm.core.constraints import Constraint, parse_constraint
+from kernelfarm.core.errors import ConstraintError
 
 NAMES = frozenset({"a", "b", "c"})
 ALLOWED_NODES = (

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.space import Config, SearchSpace
-from core.states import FailureKind
-from core.strategies import DEFAULT_STRATEGY as API_DEFAULT
-from core.strategies import STRATEGY_NAMES
+from kernelfarm.core.space import Config, SearchSpace
+from kernelfarm.core.states import FailureKind
+from kernelfarm.core.strategies import DEFAULT_STRATEGY as API_DEFAULT
+from kernelfarm.core.strategies import STRATEGY_NAMES
+from kernelfarm.tuner.optimizers.base import Observation, Optimizer
+from kernelfarm.tuner.optimizers.registry import DEFAULT_STRATEGY, STRATEGIES, get_strategy
 from tests.tuner.conftest import CONTEXT, SPACE, TINY, drive, objective
-from tuner.optimizers.base import Observation, Optimizer
-from tuner.optimizers.registry import DEFAULT_STRATEGY, STRATEGIES, get_strategy
 
 # Model-based strategies reach their model phase quickly with these options.
 FAST = {"bayes": {"n_init": 4}, "genetic": {"population": 6}}
@@ -116,7 +116,7 @@ def test_prior_observations_are_usable(name: str) -> None:
 
 
 def test_unknown_strategy_is_invalid_input() -> None:
-    from core.errors import InvalidInput
+    from kernelfarm.core.errors import InvalidInput
 
     with pytest.raises(InvalidInput):
         get_strategy("nope")
@@ -141,7 +141,7 @@ def test_bayes_learns_to_avoid_failing_configs() -> None:
 
 
 def test_bayes_rejects_unknown_or_malformed_options() -> None:
-    from core.errors import InvalidInput
+    from kernelfarm.core.errors import InvalidInput
 
     for bad in ({"n_inti": 3}, {"n_init": "3"}, {"failures": "pray"}, {"xi": True}, {"pool": 0}):
         with pytest.raises(InvalidInput):

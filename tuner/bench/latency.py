@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.landscape import Landscape
-from tuner.optimizers.base import Observation
-from tuner.optimizers.registry import get_strategy
+from kernelfarm.core.landscape import Landscape
+from kernelfarm.tuner.optimizers.base import Observation
+from kernelfarm.tuner.optimizers.registry import get_strategy
 
 
 @dataclass(frozen=True)

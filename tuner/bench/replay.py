@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.landscape import Landscape
-from tuner.optimizers.base import Observation, Optimizer
+from kernelfarm.core.landscape import Landscape
+from kernelfarm.tuner.optimizers.base import Observation, Optimizer
 
 
 @dataclass

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.landscape import Landscape, load_landscape
-from tuner.bench.metrics import summarize
-from tuner.bench.replay import replay
-from tuner.optimizers.registry import get_strategy
+from kernelfarm.core.landscape import Landscape, load_landscape
+from kernelfarm.tuner.bench.metrics import summarize
+from kernelfarm.tuner.bench.replay import replay
+from kernelfarm.tuner.optimizers.registry import get_strategy
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from core.landscape import Landscape, Recording
-from tuner.optimizers.candidates import candidate_table
+from kernelfarm.core.landscape import Landscape, Recording
+from kernelfarm.tuner.optimizers.candidates import candidate_table
 
 
 def distorted(landscape: Landscape, smooth: float, noise: float, seed: int) -> Landscape:

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from core.space import Config, SearchSpace
-from core.states import FailureKind
-from tuner.optimizers.candidates import candidate_table
+from kernelfarm.core.space import Config, SearchSpace
+from kernelfarm.core.states import FailureKind
+from kernelfarm.tuner.optimizers.candidates import candidate_table
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,14 @@ import numpy as np
 import scipy.stats
 from threadpoolctl import threadpool_limits
 
-from core.errors import InvalidInput
-from core.space import Config
-from tuner.optimizers.acquisition import ACQUISITIONS, acquisition
-from tuner.optimizers.base import Optimizer
-from tuner.optimizers.candidates import CandidateTable, candidate_table, configs_at
-from tuner.optimizers.design import maximin
-from tuner.optimizers.gp import GaussianProcess, fit_hyperparameters
-from tuner.optimizers.observed import Observed, observe
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.space import Config
+from kernelfarm.tuner.optimizers.acquisition import ACQUISITIONS, acquisition
+from kernelfarm.tuner.optimizers.base import Optimizer
+from kernelfarm.tuner.optimizers.candidates import CandidateTable, candidate_table, configs_at
+from kernelfarm.tuner.optimizers.design import maximin
+from kernelfarm.tuner.optimizers.gp import GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.optimizers.observed import Observed, observe
 
 FAILURE_MODES = ("both", "feasibility", "penalty", "ignore")
 TRANSFORMS = ("copula", "log", "clip")

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from core.space import Config, SearchSpace
-from tuner.optimizers.encoding import encode
+from kernelfarm.core.space import Config, SearchSpace
+from kernelfarm.tuner.optimizers.encoding import encode
 
 
 @dataclass(frozen=True)

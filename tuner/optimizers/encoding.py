@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from core.space import Parameter, SearchSpace
+from kernelfarm.core.space import Parameter, SearchSpace
 
 
 def column_positions(parameter: Parameter) -> np.ndarray | None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.space import Config
-from tuner.optimizers.base import Optimizer
-from tuner.optimizers.candidates import CandidateTable, candidate_table, configs_at
-from tuner.optimizers.observed import observe
+from kernelfarm.core.space import Config
+from kernelfarm.tuner.optimizers.base import Optimizer
+from kernelfarm.tuner.optimizers.candidates import CandidateTable, candidate_table, configs_at
+from kernelfarm.tuner.optimizers.observed import observe
 
 ATTEMPTS = 50
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.space import SearchSpace
-from tuner.optimizers.base import Observation
-from tuner.optimizers.candidates import CandidateTable
+from kernelfarm.core.space import SearchSpace
+from kernelfarm.tuner.optimizers.base import Observation
+from kernelfarm.tuner.optimizers.candidates import CandidateTable
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.space import Config
-from tuner.optimizers.base import Optimizer
+from kernelfarm.core.space import Config
+from kernelfarm.tuner.optimizers.base import Optimizer
 
 
 class RandomSearch(Optimizer):

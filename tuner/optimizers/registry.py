@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from core.errors import InvalidInput
-from tuner.optimizers.base import Optimizer
-from tuner.optimizers.bayes import BayesianOptimizer
-from tuner.optimizers.genetic import GeneticAlgorithm
-from tuner.optimizers.random_search import RandomSearch
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.tuner.optimizers.base import Optimizer
+from kernelfarm.tuner.optimizers.bayes import BayesianOptimizer
+from kernelfarm.tuner.optimizers.genetic import GeneticAlgorithm
+from kernelfarm.tuner.optimizers.random_search import RandomSearch
 
 STRATEGIES: dict[str, type[Optimizer]] = {
     BayesianOptimizer.name: BayesianOptimizer,

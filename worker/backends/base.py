@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.measurement import Measurement
+from kernelfarm.core.measurement import Measurement
 
 # Called during a long measurement; False when the trial's lease was lost (stop early).
 KeepAlive = Callable[[], bool] | None

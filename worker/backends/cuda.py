@@ -23,17 +23,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from core.gpu import model_slug
-from core.measurement import Measurement, TimingStats
-from core.states import FailureKind
-from kernels.spec import KernelSpec
-from worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest, ProfileOutcome
-from worker.cuda import device as nvml
-from worker.cuda.bench import BenchPolicy
-from worker.cuda.compiler import CompileJob, CompilePool, CompileResult, nvrtc_version
-from worker.cuda.isolation import MeasuringChild
-from worker.cuda.profile import ProfileBatchResult, ProfileTarget, StandbyProfiler, find_ncu, profile_batch
-from worker.cuda.roofline import Ceilings, classify
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest, ProfileOutcome
+from kernelfarm.worker.cuda import device as nvml
+from kernelfarm.worker.cuda.bench import BenchPolicy
+from kernelfarm.worker.cuda.compiler import CompileJob, CompilePool, CompileResult, nvrtc_version
+from kernelfarm.worker.cuda.isolation import MeasuringChild
+from kernelfarm.worker.cuda.profile import ProfileBatchResult, ProfileTarget, StandbyProfiler, find_ncu, profile_batch
+from kernelfarm.worker.cuda.roofline import Ceilings, classify
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class CudaBackend(Backend):
     def spec(self, name: str) -> KernelSpec:
         if self._specs is not None and name in self._specs:
             return self._specs[name]
-        from kernels.registry import get_kernel
+        from kernelfarm.kernels.registry import get_kernel
 
         return get_kernel(name)
 

@@ -18,12 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from core.gpu import model_slug
-from core.landscape import Landscape, load_landscape, read_json_tolerant
-from core.measurement import Measurement, TimingStats
-from core.states import FailureKind
-from kernels.recorded import problem_of
-from worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.landscape import Landscape, load_landscape, read_json_tolerant
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.recorded import problem_of
+from kernelfarm.worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest
 
 
 class ReplayBackend(Backend):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.measurement import TimingStats
+from kernelfarm.core.measurement import TimingStats
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import Any
 
-from core.states import FailureKind
-from kernels.spec import KernelSpec
-from worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
-from worker.cuda.verify import poison, relative_error
+from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
+from kernelfarm.worker.cuda.verify import poison, relative_error
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def resolve_spec(name: str, refs: Mapping[str, str]) -> KernelSpec:
         module, _, attr = refs[name].partition(":")
         spec = getattr(importlib.import_module(module), attr or "SPEC")
     else:
-        from kernels.registry import get_kernel
+        from kernelfarm.kernels.registry import get_kernel
 
         spec = get_kernel(name)
     if not isinstance(spec, KernelSpec) or spec.cuda is None:
@@ -95,7 +95,7 @@ class Session:
     def warm(self) -> float:
         """Load the kernel catalogue, the libraries every measurement uses (see
         :func:`warm_libraries`) and the L2 flush. Returns seconds."""
-        from kernels.registry import all_kernels
+        from kernelfarm.kernels.registry import all_kernels
 
         started = time.perf_counter()
         # Importing and validating every kernel spec took 0.3-0.45 s inside a GPU's first
@@ -268,7 +268,7 @@ def serve(conn: Connection, device_ordinal: int, refs: Mapping[str, str]) -> Non
             elif op == "warm":
                 reply = {"status": "ok", "warm_s": session.warm()}
             elif op == "ceilings":
-                from worker.cuda.roofline import measure_ceilings
+                from kernelfarm.worker.cuda.roofline import measure_ceilings
 
                 reply = {"status": "ok", "ceilings": asdict(measure_ceilings())}
             else:

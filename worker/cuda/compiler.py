@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the pool's processes need no kernel catalogue
-    from kernels.spec import KernelSpec
+    from kernelfarm.kernels.spec import KernelSpec
 
 logger = logging.getLogger(__name__)
 

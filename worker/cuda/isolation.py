@@ -22,8 +22,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from core.states import FailureKind
-from worker.cuda import child
+from kernelfarm.core.states import FailureKind
+from kernelfarm.worker.cuda import child
 
 logger = logging.getLogger(__name__)
 

@@ -95,8 +95,9 @@ def ncu_command(ncu: str, report: str, job: str | Sequence[str], metrics: Sequen
         "--log-file",
         report,
         sys.executable,
+        "-P",  # the worker's working directory must not shadow the package
         "-m",
-        "worker.cuda.profile_target",
+        "kernelfarm.worker.cuda.profile_target",
         *([job] if isinstance(job, str) else job),
     ]
 
@@ -120,7 +121,6 @@ def profile_batch(
         try:
             proc = subprocess.run(
                 ncu_command(ncu, str(paths.report), str(paths.job), list(metrics)),
-                env=_target_env(),
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
@@ -149,7 +149,6 @@ class StandbyProfiler:
         wait = ["--wait", str(self.paths.root), str(device_ordinal), str(os.getpid())]
         self._proc = subprocess.Popen(
             ncu_command(ncu, str(self.paths.report), wait, list(metrics)),
-            env=_target_env(),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -220,12 +219,6 @@ def _job_text(targets: Sequence[ProfileTarget], refs: Mapping[str, str] | None, 
             "launched": str(paths.launched),
         }
     )
-
-
-def _target_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")]))
-    return env
 
 
 def _collect(paths: _BatchPaths, count: int, returncode: int, output: str, start: float) -> ProfileBatchResult:

@@ -26,8 +26,8 @@ PARENT_CHECK_SECONDS = 1.0
 def main(job_path: str) -> int:
     import cupy as cp
 
-    from worker.cuda.child import resolve_spec
-    from worker.cuda.verify import poison
+    from kernelfarm.worker.cuda.child import resolve_spec
+    from kernelfarm.worker.cuda.verify import poison
 
     job = json.loads(Path(job_path).read_text())
     cp.cuda.Device(int(job.get("device", 0))).use()
@@ -74,9 +74,9 @@ def standby(directory: str, device: int, parent_pid: int) -> int:
     ncu, the CUDA context), then wait for ``directory/job.json`` and run it."""
     import cupy as cp
 
-    from worker.cuda.child import warm_libraries
+    from kernelfarm.worker.cuda.child import warm_libraries
 
-    importlib.import_module("kernels.registry")  # now, not while the batch waits
+    importlib.import_module("kernelfarm.kernels.registry")  # now, not while the batch waits
     cp.cuda.Device(device).use()
     # The context, and the libraries the targets' inputs use. ncu profiles none of these kernels
     # (its filter takes only the farm's kf_ kernels).

@@ -55,7 +55,7 @@ def measure_ceilings() -> Ceilings:
     """Measure the three ceilings on the current device (about a second of GPU time)."""
     import cupy as cp
 
-    from worker.cuda.bench import BenchPolicy, time_kernel
+    from kernelfarm.worker.cuda.bench import BenchPolicy, time_kernel
 
     policy = BenchPolicy(warmup_s=0.1, min_reps=10, max_reps=50, max_time_s=1.0, flush_l2=False)
     n_bytes = 1 << 30
@@ -80,7 +80,7 @@ def measure_ceilings() -> Ceilings:
 def _time_copy(n_bytes: int, policy: Any) -> Any:
     import cupy as cp
 
-    from worker.cuda.bench import time_kernel
+    from kernelfarm.worker.cuda.bench import time_kernel
 
     src = cp.random.default_rng(1).random(n_bytes // 4, dtype=cp.float32)
     dst = cp.empty_like(src)
