@@ -67,6 +67,8 @@ def test_fresh_venv_imports_past_decoy_packages(wheel: Path, tmp_path: Path) -> 
         "print(kernelfarm.__file__)\n"
     )
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The Celery apps need a broker URL to be built; nothing connects to it here.
+    environment |= {"REDIS_URL": "redis://127.0.0.1:1/0", "DATABASE_URL": "postgresql+psycopg2://nobody@127.0.0.1:1/x"}
     # `python -c` puts the working directory first on sys.path, as a user's script would.
     done = subprocess.run([str(python), "-c", program], cwd=project, env=environment, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
