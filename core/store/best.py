@@ -2,7 +2,8 @@
 
 1. ``exact``: same kernel source, GPU model and problem.
 2. ``nearest_problem``: same GPU model, the recorded problem nearest to the one asked for
-   (KernelSpec.problem_distance: sum of |log2 ratio| of integer dimensions; dtype must match).
+   (the kernel's problem_distance; for a KernelSpec the sum of |log2 ratio| of integer dimensions, dtype
+   must match).
 3. ``same_architecture``: another GPU model of the same compute capability, exact problem first,
    then nearest.
 4. nothing: NotFound, saying what was searched.
@@ -29,7 +30,7 @@ from kernelfarm.core.errors import NotFound
 from kernelfarm.core.models import BestVersion, Job, Kernel, Trial
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store.workers import known_architectures
-from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.core.stored_kernel import StoredKernel
 
 # The stamp of the GPU worker registry (the same-architecture fallback); the others are kernel names.
 REGISTRY_SCOPE = ""
@@ -52,7 +53,7 @@ class BestMatch:
     gpu_model: str
 
 
-def find_best(session: Session, spec: KernelSpec, problem: Mapping[str, Any], gpu_model: str) -> BestMatch:
+def find_best(session: Session, spec: StoredKernel, problem: Mapping[str, Any], gpu_model: str) -> BestMatch:
     exact_key = spec.problem_key(problem)
     exact = _exact(session, spec, exact_key, gpu_model)
     if exact is not None:  # the common case, one indexed query
@@ -81,7 +82,7 @@ def find_best(session: Session, spec: KernelSpec, problem: Mapping[str, Any], gp
 _kernel_ids: dict[tuple[str, str], list[int]] = {}
 
 
-def _current_kernel_ids(session: Session, spec: KernelSpec) -> list[int]:
+def _current_kernel_ids(session: Session, spec: StoredKernel) -> list[int]:
     """Rows of the kernel's current source. Cached once found: a (name, version, hash) row never
     changes, and a new source gets a new hash."""
     key = (spec.name, spec.source_hash)
@@ -97,7 +98,7 @@ def _current_kernel_ids(session: Session, spec: KernelSpec) -> list[int]:
     return _kernel_ids[key]
 
 
-def _exact(session: Session, spec: KernelSpec, problem_key: str, gpu_model: str) -> tuple[Trial, Job] | None:
+def _exact(session: Session, spec: StoredKernel, problem_key: str, gpu_model: str) -> tuple[Trial, Job] | None:
     kernel_ids = _current_kernel_ids(session, spec)
     if not kernel_ids:
         return None
@@ -118,7 +119,7 @@ def _exact(session: Session, spec: KernelSpec, problem_key: str, gpu_model: str)
     return (row[0], row[1]) if row is not None else None
 
 
-def _measured_problems(session: Session, spec: KernelSpec) -> list[tuple[str, str, dict[str, Any]]]:
+def _measured_problems(session: Session, spec: StoredKernel) -> list[tuple[str, str, dict[str, Any]]]:
     """(problem_key, gpu_model, problem) for which a verified complete trial exists."""
     kernel_ids = _current_kernel_ids(session, spec)
     if not kernel_ids:
@@ -139,7 +140,7 @@ def _measured_problems(session: Session, spec: KernelSpec) -> list[tuple[str, st
 
 def _pick(
     session: Session,
-    spec: KernelSpec,
+    spec: StoredKernel,
     problem: Mapping[str, Any],
     exact_key: str,
     candidates: list[tuple[str, str, dict[str, Any]]],
@@ -164,7 +165,7 @@ def _pick(
     return job, level
 
 
-def _best_of(session: Session, spec: KernelSpec, job: Job, match: str) -> BestMatch:
+def _best_of(session: Session, spec: StoredKernel, job: Job, match: str) -> BestMatch:
     found = _exact(session, spec, job.problem_key, job.gpu_model)
     assert found is not None  # the group was chosen because it has a verified complete trial
     trial, best_job = found

@@ -7,10 +7,10 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.models import Kernel
-from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.core.stored_kernel import StoredKernel
 
 
-def ensure_kernel(session: Session, spec: KernelSpec) -> Kernel:
+def ensure_kernel(session: Session, spec: StoredKernel) -> Kernel:
     statement = (
         insert(Kernel)
         .values(
