@@ -17,7 +17,7 @@ from kernelfarm.core.settings import Settings
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store.kernels import ensure_kernel
-from kernelfarm.core.strategies import DEFAULT_STRATEGY, STRATEGY_NAMES
+from kernelfarm.core.strategy_names import DEFAULT_STRATEGY, STRATEGY_NAMES
 from kernelfarm.kernels.registry import get_kernel
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from kernelfarm.commands import admin, bench_strategies, demo, jobs, serve, stack_cmds
+from kernelfarm.commands import admin, demo, jobs, serve, stack_cmds, strategy_benchmark
 
 app = typer.Typer(help="kernelfarm: distributed GPU kernel auto-tuning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)  # fmt: skip
@@ -26,7 +26,7 @@ app.command()(jobs.cancel)
 app.command()(jobs.workers)
 app.command()(jobs.kernels)
 app.command()(demo.demo)
-app.command("bench-strategies")(bench_strategies.bench_strategies)
+app.command("bench-strategies")(strategy_benchmark.benchmark_strategies)
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner.history import observations, prior_observations
-from kernelfarm.tuner.optimizers.registry import get_strategy
 from kernelfarm.tuner.profiling import plan_profiles
+from kernelfarm.tuner.strategies.registry import get_strategy
 
 logger = logging.getLogger(__name__)
 

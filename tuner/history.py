@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from kernelfarm.core.models import Job, Trial
 from kernelfarm.core.space import SearchSpace
 from kernelfarm.core.states import FailureKind, TrialState
-from kernelfarm.tuner.optimizers.base import Observation
+from kernelfarm.tuner.strategies.base import Observation
 
 PRIOR_LIMIT = 2000
 

@@ -1,7 +1,8 @@
 """One profile batch on one worker: the requested trials → one profiler run → one row each.
 
-Runs between measurements on the worker that owns the GPU (never concurrently with a timed
-measurement, which it would disturb). Redeliveries are harmless: a profile is recorded once.
+Runs as a task of the worker that serves the GPU, between its measurements: the worker's solo
+pool runs one task at a time, so a profile never overlaps a timed measurement, which it would
+disturb. Redeliveries are harmless: a profile is recorded once.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from kernelfarm.core.db import session_scope
 from kernelfarm.core.models import Job, Trial, TrialProfile
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import profiles as profile_store
-from kernelfarm.worker.backends.base import Backend, MeasureRequest
-from kernelfarm.worker.lookahead import request_seed
+from kernelfarm.worker.backends.base import Backend
+from kernelfarm.worker.trial_request import measure_request
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,13 @@ def profile_trials(job_id: uuid.UUID, trial_ids: list[int], backend: Backend, wo
             .order_by(Trial.id)
         ).all()
         requests = [
-            MeasureRequest(
-                job.kernel_name, dict(job.problem), dict(row.config), True, request_seed(int(job.seed), row.id)
+            measure_request(
+                trial_id=row.id,
+                kernel_name=job.kernel_name,
+                problem=job.problem,
+                config=row.config,
+                job_seed=job.seed,
+                profile=True,
             )
             for row in rows
         ]

@@ -1,8 +1,16 @@
 """Celery side of a GPU worker: one process per GPU, solo pool, queue gpu.<model-slug>.
 
-Start with ``kernelfarm worker`` (it derives the queue from the device's real name, then runs a
-Celery worker with ``--pool solo`` so the process that owns the GPU is the one that measures; no
-CUDA context exists before that, and nothing forks after it).
+Start with ``kernelfarm worker``: it derives the queue from the device's real name, then execs a
+Celery worker with ``--pool solo``. Tasks then run in this one process, one at a time, so the
+backend built here (compile pool, measuring child, standby profiler) lives across tasks and a
+profile batch never overlaps a timed measurement. The solo pool ignores Celery's time limits; the
+runner enforces them (worker/time_limits.py).
+
+This process never creates a CUDA context. The cuda backend measures in a spawned measuring child,
+the only process of the worker that owns one, and profiles in separate ncu processes; the device's
+identity comes from NVML. A kernel that faults or hangs costs that child, not this process, and
+the child and the compile pool start from a clean interpreter (spawned, never forked from a
+process holding a context).
 """
 
 from __future__ import annotations
@@ -114,7 +122,7 @@ def evaluate(trial_id: int) -> str:
         # The solo pool ignores Celery's own time limits; the runner enforces the same values.
         soft_time_limit=settings.trial_soft_time_limit,
         hard_time_limit=settings.trial_hard_time_limit,
-        lookahead=settings.compile_ahead,
+        compile_ahead=settings.compile_ahead,
         measure_batch=settings.measure_batch,
     )
     return outcome.status

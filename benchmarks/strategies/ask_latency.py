@@ -1,7 +1,7 @@
 """Ask latency for a batch of k at 50/200/500/1000 observations, on ONE core.
 
 Pins the process to one CPU and BLAS to one thread (set before numpy loads), then times
-``from_history(...).ask(k)`` on random histories of each landscape (see tuner/bench/latency.py).
+``from_history(...).ask(k)`` on random histories of each landscape (see tuner/strategy_benchmark/latency.py).
 
 Usage:
     python benchmarks/strategies/ask_latency.py LANDSCAPE... [--strategy bayes] [--batch 8] [--json out.json]
@@ -23,8 +23,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from kernelfarm.core.landscape import load_landscape  # noqa: E402
-from kernelfarm.tuner.bench.latency import measure  # noqa: E402
-from kernelfarm.tuner.bench.runner import landscape_name  # noqa: E402
+from kernelfarm.tuner.strategy_benchmark.latency import measure  # noqa: E402
+from kernelfarm.tuner.strategy_benchmark.runner import landscape_name  # noqa: E402
 
 
 def main() -> None:

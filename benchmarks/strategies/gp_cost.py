@@ -1,4 +1,4 @@
-"""Why the Bayesian optimizer has its own GP: scikit-optimize's GP vs tuner/optimizers/gp.py.
+"""Why the Bayesian optimizer has its own GP: scikit-optimize's GP vs tuner/strategies/gp.py.
 
 Times, on one core, fitting a Matérn 5/2 ARD GP (11 features, like gemm) to n points and
 predicting mean and std at 4,000 candidates, for scikit-optimize 0.10.2's
@@ -25,7 +25,7 @@ from rich.table import Table  # noqa: E402
 from skopt.learning import GaussianProcessRegressor  # noqa: E402
 from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern  # noqa: E402
 
-from kernelfarm.tuner.optimizers import gp  # noqa: E402
+from kernelfarm.tuner.strategies import gp  # noqa: E402
 
 
 def main() -> None:

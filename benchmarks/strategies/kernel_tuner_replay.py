@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from kernelfarm.core.landscape import read_json_tolerant
-from kernelfarm.tuner.bench.metrics import summarize
-from kernelfarm.tuner.bench.runner import landscape_name
+from kernelfarm.tuner.strategy_benchmark.metrics import summarize
+from kernelfarm.tuner.strategy_benchmark.runner import landscape_name
 
 log = logging.getLogger("kernel_tuner_replay")
 FAILURE_STRINGS = {"CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig", "ErrorConfig"}
@@ -147,7 +147,7 @@ def main() -> None:
             report["landscapes"][landscape_name(path)] = entry
     from rich.console import Console
 
-    from kernelfarm.tuner.bench.report import tables
+    from kernelfarm.tuner.strategy_benchmark.report import tables
 
     for table in tables(report):
         Console().print(table)

@@ -1,7 +1,7 @@
 """Does warm start help? Replays a job cold and warm-started from an earlier job's trials.
 
 For each landscape and repeat r: an earlier job runs the strategy for ``--prior-budget``
-evaluations on a related source landscape (tuner/bench/transfer.py: "similar", "different", or
+evaluations on a related source landscape (tuner/strategy_benchmark/transfer.py: "similar", "different", or
 "unrelated" = shuffled), and its observations become the ``prior`` of a new job on the real
 landscape, compared with the same job started cold (same seed). Failed configs are kept.
 Also reported: how good the prior's best config is on the target (transfer with no tuning).
@@ -24,12 +24,12 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelfarm.core.landscape import Landscape, load_landscape
-from kernelfarm.tuner.bench.metrics import CHECKPOINTS, summarize
-from kernelfarm.tuner.bench.replay import replay
-from kernelfarm.tuner.bench.runner import landscape_name
-from kernelfarm.tuner.bench.transfer import distorted, shuffled
-from kernelfarm.tuner.optimizers.base import Observation
-from kernelfarm.tuner.optimizers.registry import get_strategy
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.registry import get_strategy
+from kernelfarm.tuner.strategy_benchmark.metrics import CHECKPOINTS, summarize
+from kernelfarm.tuner.strategy_benchmark.replay import replay
+from kernelfarm.tuner.strategy_benchmark.runner import landscape_name
+from kernelfarm.tuner.strategy_benchmark.transfer import distorted, shuffled
 
 LEVELS: dict[str, tuple[float, float] | None] = {
     "similar": (0.1, 0.05),  # (smooth shift, noise) in standard deviations of log time

@@ -21,7 +21,7 @@ from kernelfarm.core.celery_app import check_timing_invariants, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.jobs import cancel_job
-from kernelfarm.worker.runner import HARD_LIMIT_EXIT_CODE, TimeLimits
+from kernelfarm.worker.time_limits import HARD_LIMIT_EXIT_CODE, TimeLimits
 from tests.reliability.conftest import QUEUE, make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,7 +143,8 @@ def test_soft_limit_raises_in_the_measuring_thread_and_restores_outer_timers() -
 
 
 def test_hard_time_limit_ends_a_stuck_process() -> None:
-    code = "import time\nfrom worker.runner import TimeLimits\nwith TimeLimits(None, 0.5):\n    time.sleep(30)\n"
+    code = ("import time\nfrom kernelfarm.worker.time_limits import TimeLimits\n"
+            "with TimeLimits(None, 0.5):\n    time.sleep(30)\n")  # fmt: skip
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=60)
     assert result.returncode == HARD_LIMIT_EXIT_CODE and time.monotonic() - started < 20

@@ -72,7 +72,7 @@ def job_with_first_trial_compiling(
 def run(trial_id: int, backend: SlowCompileBackend, lookahead: int) -> runner.Outcome:
     steps: list[Any] = []
     return runner.evaluate(trial_id, backend, "w-compile", None, 0.5, steps.append, soft_time_limit=60,
-                           lookahead=lookahead)  # fmt: skip
+                           compile_ahead=lookahead)  # fmt: skip
 
 
 @pytest.mark.usefixtures("database_url")

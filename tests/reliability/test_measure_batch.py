@@ -66,7 +66,7 @@ def _running(database_url: str, job_id: uuid.UUID) -> int:
 def evaluate(trial_id: int, backend: ReplayBackend, measure_batch: int, soft_time_limit: float = 60) -> runner.Outcome:
     steps: list[uuid.UUID] = []
     return runner.evaluate(trial_id, backend, "w-batch", None, 0.5, steps.append, soft_time_limit=soft_time_limit,
-                           lookahead=16, measure_batch=measure_batch)  # fmt: skip
+                           compile_ahead=16, measure_batch=measure_batch)  # fmt: skip
 
 
 @pytest.mark.usefixtures("database_url")

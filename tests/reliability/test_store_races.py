@@ -14,7 +14,7 @@ from kernelfarm.core.db import session_scope
 from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.models import Trial
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.worker.runner import with_db_retry
+from kernelfarm.worker.db_retry import with_db_retry
 from tests.reliability.conftest import make_job, valid_configs
 
 OK = Measurement(timing=TimingStats.from_times([1.0, 2.0, 3.0]), verified=True)

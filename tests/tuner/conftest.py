@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from kernelfarm.core.space import Config, Parameter, SearchSpace
 from kernelfarm.core.states import FailureKind
-from kernelfarm.tuner.optimizers.base import Observation, Optimizer
+from kernelfarm.tuner.strategies.base import Observation, Optimizer
 
 # block sizes (powers of two), an irregular ordered parameter, a string one, a context constraint
 SPACE = SearchSpace(

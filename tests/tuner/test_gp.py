@@ -7,7 +7,7 @@ import pytest
 from skopt.learning import GaussianProcessRegressor
 from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from kernelfarm.tuner.optimizers import gp as G
+from kernelfarm.tuner.strategies import gp as G
 
 
 @pytest.fixture

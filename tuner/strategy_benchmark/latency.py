@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernelfarm.core.landscape import Landscape
-from kernelfarm.tuner.optimizers.base import Observation
-from kernelfarm.tuner.optimizers.registry import get_strategy
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.registry import get_strategy
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,12 @@ from threadpoolctl import threadpool_limits
 
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.space import Config
-from kernelfarm.tuner.optimizers.acquisition import ACQUISITIONS, acquisition
-from kernelfarm.tuner.optimizers.base import Optimizer
-from kernelfarm.tuner.optimizers.candidates import CandidateTable, candidate_table, configs_at
-from kernelfarm.tuner.optimizers.design import maximin
-from kernelfarm.tuner.optimizers.gp import GaussianProcess, fit_hyperparameters
-from kernelfarm.tuner.optimizers.observed import Observed, observe
+from kernelfarm.tuner.strategies.acquisition import ACQUISITIONS, acquisition
+from kernelfarm.tuner.strategies.base import Optimizer
+from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
+from kernelfarm.tuner.strategies.design import maximin
+from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.strategies.observed import Observed, observe
 
 FAILURE_MODES = ("both", "feasibility", "penalty", "ignore")
 TRANSFORMS = ("copula", "log", "clip")

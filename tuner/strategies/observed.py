@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernelfarm.core.space import SearchSpace
-from kernelfarm.tuner.optimizers.base import Observation
-from kernelfarm.tuner.optimizers.candidates import CandidateTable
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.candidates import CandidateTable
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kernelfarm.commands.bench_strategies import app
+from kernelfarm.commands.strategy_benchmark import app
 from kernelfarm.core.landscape import load_landscape
-from kernelfarm.tuner.bench.metrics import evaluations_to, fraction_curve, summarize
-from kernelfarm.tuner.bench.replay import replay
-from kernelfarm.tuner.optimizers.registry import get_strategy
+from kernelfarm.tuner.strategies.registry import get_strategy
+from kernelfarm.tuner.strategy_benchmark.metrics import evaluations_to, fraction_curve, summarize
+from kernelfarm.tuner.strategy_benchmark.replay import replay
 
 PNPOLY = Path(__file__).resolve().parents[2] / "kernels" / "recorded" / "pnpoly_RTX_3090.json.gz"
 

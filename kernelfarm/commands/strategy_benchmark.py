@@ -1,16 +1,13 @@
-# Mount in kernelfarm/cli.py with exactly this line (it registers the command function itself, so
-# `kernelfarm bench-strategies LANDSCAPE... --strategy NAME ...` needs no sub-command name):
-#
-#     app.command("bench-strategies")(bench_strategies.bench_strategies)
-#
-# (after `from kernelfarm.commands import bench_strategies`). ``app`` below is the same command as
-# a stand-alone typer app: `python -m kernelfarm.commands.bench_strategies LANDSCAPE...`.
+# Mounted in kernelfarm/cli.py as `kernelfarm bench-strategies` (the function itself is the command,
+# so `kernelfarm bench-strategies LANDSCAPE... --strategy NAME ...` needs no sub-command name).
+# ``app`` below is the same command as a stand-alone typer app:
+# `python -m kernelfarm.commands.strategy_benchmark LANDSCAPE...`.
 """``kernelfarm bench-strategies``: replay recorded landscapes through search strategies.
 
 Reports, per landscape and strategy, the mean fraction of the optimum (t_opt / t_best) after
 25/50/100/200 evaluations, the median evaluations to reach 0.90 and 0.95 of it with the share of
 runs that did, the share of evaluations spent on failing configs, and the optimizer's median
-wall time per ask. A table for people, ``--json`` for machines (layout: tuner/bench/report.py).
+wall time per ask. A table for people, ``--json`` for machines (layout: tuner/strategy_benchmark/report.py).
 """
 
 from __future__ import annotations
@@ -24,16 +21,16 @@ import typer
 from rich.console import Console
 
 from kernelfarm.core.errors import InvalidInput
-from kernelfarm.core.strategies import DEFAULT_STRATEGY
-from kernelfarm.tuner.bench.report import tables
-from kernelfarm.tuner.bench.runner import BenchSettings, run_benchmark
+from kernelfarm.core.strategy_names import DEFAULT_STRATEGY
+from kernelfarm.tuner.strategy_benchmark.report import tables
+from kernelfarm.tuner.strategy_benchmark.runner import BenchmarkSettings, run_benchmark
 
 log = logging.getLogger(__name__)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
 @app.command()
-def bench_strategies(
+def benchmark_strategies(
     landscapes: Annotated[list[Path], typer.Argument(help="Kernel Tuner cache files (.json or .json.gz).")],
     strategy: Annotated[
         list[str] | None, typer.Option("--strategy", "-s", help="Strategy to run (repeatable).")
@@ -57,7 +54,7 @@ def bench_strategies(
         if not path.is_file():
             raise typer.BadParameter(f"{path} is not a file", param_hint="LANDSCAPE")
     strategies = list(dict.fromkeys(strategy or [DEFAULT_STRATEGY]))
-    settings = BenchSettings(
+    settings = BenchmarkSettings(
         budget=budget,
         repeats=repeats,
         keep_failures=keep_failures,

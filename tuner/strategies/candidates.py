@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from kernelfarm.core.space import Config, SearchSpace
-from kernelfarm.tuner.optimizers.encoding import encode
+from kernelfarm.tuner.strategies.encoding import encode
 
 
 @dataclass(frozen=True)

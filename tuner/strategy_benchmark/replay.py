@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelfarm.core.landscape import Landscape
-from kernelfarm.tuner.optimizers.base import Observation, Optimizer
+from kernelfarm.tuner.strategies.base import Observation, Optimizer
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelfarm.core.space import Config
-from kernelfarm.tuner.optimizers.base import Optimizer
+from kernelfarm.tuner.strategies.base import Optimizer
 
 
 class RandomSearch(Optimizer):

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from kernelfarm.core.landscape import Landscape, Recording
-from kernelfarm.tuner.optimizers.candidates import candidate_table
+from kernelfarm.tuner.strategies.candidates import candidate_table
 
 
 def distorted(landscape: Landscape, smooth: float, noise: float, seed: int) -> Landscape:

@@ -1,4 +1,4 @@
-"""The contract every strategy keeps (tuner/optimizers/base.py), run over the whole registry."""
+"""The contract every strategy keeps (tuner/strategies/base.py), run over the whole registry."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 
 from kernelfarm.core.space import Config, SearchSpace
 from kernelfarm.core.states import FailureKind
-from kernelfarm.core.strategies import DEFAULT_STRATEGY as API_DEFAULT
-from kernelfarm.core.strategies import STRATEGY_NAMES
-from kernelfarm.tuner.optimizers.base import Observation, Optimizer
-from kernelfarm.tuner.optimizers.registry import DEFAULT_STRATEGY, STRATEGIES, get_strategy
+from kernelfarm.core.strategy_names import DEFAULT_STRATEGY as API_DEFAULT
+from kernelfarm.core.strategy_names import STRATEGY_NAMES
+from kernelfarm.tuner.strategies.base import Observation, Optimizer
+from kernelfarm.tuner.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, get_strategy
 from tests.tuner.conftest import CONTEXT, SPACE, TINY, drive, objective
 
 # Model-based strategies reach their model phase quickly with these options.

@@ -4,7 +4,7 @@ Strategies are rebuilt from history for every coordinator step (the coordinator 
 Postgres is the source of truth), so "tell" is implicit: ``from_history`` receives every
 observation so far, in proposal order, and ``ask`` proposes new configs.
 
-Contract (checked for every strategy by tests/tuner/test_optimizer_contract.py):
+Contract (checked for every strategy by tests/tuner/test_strategy_contract.py):
 - proposals are valid members of the space (listed values, constraints hold);
 - no proposal repeats an observed or pending config, and a batch has no duplicates;
 - the same space, history and seed give the same proposals;
@@ -22,7 +22,7 @@ import numpy as np
 
 from kernelfarm.core.space import Config, SearchSpace
 from kernelfarm.core.states import FailureKind
-from kernelfarm.tuner.optimizers.candidates import candidate_table
+from kernelfarm.tuner.strategies.candidates import candidate_table
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.table import Table
 
-from kernelfarm.tuner.bench.metrics import CHECKPOINTS
+from kernelfarm.tuner.strategy_benchmark.metrics import CHECKPOINTS
 
 
 def tables(report: dict[str, Any]) -> list[Table]:

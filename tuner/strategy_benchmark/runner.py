@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from kernelfarm.core.landscape import Landscape, load_landscape
-from kernelfarm.tuner.bench.metrics import summarize
-from kernelfarm.tuner.bench.replay import replay
-from kernelfarm.tuner.optimizers.registry import get_strategy
+from kernelfarm.tuner.strategies.registry import get_strategy
+from kernelfarm.tuner.strategy_benchmark.metrics import summarize
+from kernelfarm.tuner.strategy_benchmark.replay import replay
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class BenchSettings:
+class BenchmarkSettings:
     budget: int = 200
     repeats: int = 10
     keep_failures: bool = False
@@ -47,7 +47,7 @@ def prepared(path: Path, keep_failures: bool) -> Landscape:
     return landscape if keep_failures else landscape.without_failures()
 
 
-def _task(args: tuple[str, str, int, BenchSettings]) -> tuple[list[float | None], list[float]]:
+def _task(args: tuple[str, str, int, BenchmarkSettings]) -> tuple[list[float | None], list[float]]:
     path, strategy, seed, settings = args
     landscape = prepared(Path(path), settings.keep_failures)
     run = replay(
@@ -70,7 +70,7 @@ def _init_worker() -> None:
 def run_benchmark(
     paths: Sequence[Path],
     strategies: Sequence[str],
-    settings: BenchSettings,
+    settings: BenchmarkSettings,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Replay every strategy on every landscape; the JSON-ready report (see report.py)."""
@@ -121,7 +121,7 @@ def _optimum(landscape: Landscape) -> float:
     return min(r.mean_ms for r in landscape.entries.values() if r.mean_ms is not None)
 
 
-def _settings_dict(settings: BenchSettings) -> dict[str, Any]:
+def _settings_dict(settings: BenchmarkSettings) -> dict[str, Any]:
     return {
         "budget": settings.budget,
         "repeats": settings.repeats,

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from kernelfarm.core.space import Config
-from kernelfarm.tuner.optimizers.base import Optimizer
-from kernelfarm.tuner.optimizers.candidates import CandidateTable, candidate_table, configs_at
-from kernelfarm.tuner.optimizers.observed import observe
+from kernelfarm.tuner.strategies.base import Optimizer
+from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
+from kernelfarm.tuner.strategies.observed import observe
 
 ATTEMPTS = 50
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from kernelfarm.core.errors import InvalidInput
-from kernelfarm.tuner.optimizers.base import Optimizer
-from kernelfarm.tuner.optimizers.bayes import BayesianOptimizer
-from kernelfarm.tuner.optimizers.genetic import GeneticAlgorithm
-from kernelfarm.tuner.optimizers.random_search import RandomSearch
+from kernelfarm.tuner.strategies.base import Optimizer
+from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.genetic import GeneticAlgorithm
+from kernelfarm.tuner.strategies.random_search import RandomSearch
 
 STRATEGIES: dict[str, type[Optimizer]] = {
     BayesianOptimizer.name: BayesianOptimizer,

@@ -1,0 +1,50 @@
+"""A trial as the backend sees it: the one place a :class:`MeasureRequest` is built from a trial.
+
+The runner (the trial it claimed), compile-ahead (the job's queued trials) and the profile task
+(measured trials) all describe a trial to the backend through :func:`measure_request`, so the
+request the backend compiled ahead is the request it is later asked to measure, with the same
+input seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kernelfarm.worker.backends.base import MeasureRequest
+
+
+def request_seed(job_seed: int, trial_id: int) -> int:
+    """Input seed of a trial: fresh per trial, reproducible from the job's seed."""
+    return (job_seed * 1_000_003 + trial_id) & 0x7FFFFFFF
+
+
+def measure_request(
+    *,
+    trial_id: int,
+    kernel_name: str,
+    problem: Mapping[str, Any],
+    config: Mapping[str, Any],
+    job_seed: int,
+    profile: bool,
+) -> MeasureRequest:
+    """The measure request of one trial of a job.
+
+    Args:
+        trial_id: the trial; with ``job_seed`` it fixes the input seed (:func:`request_seed`).
+        kernel_name, problem: the job's kernel and problem shape.
+        config: the trial's configuration.
+        job_seed: the job's seed.
+        profile: ask the backend for an Nsight Compute profile along with the measurement
+            (``Backend.measure``/``measure_many`` take one; ``measure_stream`` never does). The
+            worker's measuring path passes False: profiles are taken later, in batches
+            (tuner/profiling.py plans them, worker/profiling.py runs them with True), because one
+            ncu process per trial would cost seconds of start-up each.
+    """
+    return MeasureRequest(
+        kernel_name=kernel_name,
+        problem=dict(problem),
+        config=dict(config),
+        profile=profile,
+        seed=request_seed(int(job_seed), trial_id),
+    )
