@@ -7,6 +7,7 @@ bare because that is what hosting platforms and docker-compose files usually set
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from pathlib import Path
 
@@ -70,6 +71,11 @@ class Settings(BaseSettings):
     # cuda: keep the next ncu process started and waiting (GPU memory for one more, idle CUDA
     # context); a profile batch then took 1.7-3.4 s instead of 3.2-5.1 s (H200, 1-5 kernels).
     worker_profile_standby: bool = True
+    # cuda: where compiled cubins and the GPU's measured ceilings are kept, shared by a host's
+    # workers (KERNELFARM_CUDA_CACHE; default: <temp dir>/kernelfarm-cuda).
+    cuda_cache: Path | None = None
+    # cuda: log level of the measuring child, the process that owns the GPU (KERNELFARM_CHILD_LOG).
+    child_log: str = "WARNING"
 
     # API: how long an authenticated token is trusted without asking the database again (a revoked
     # token keeps working this long at most).
@@ -91,6 +97,14 @@ class Settings(BaseSettings):
         if value <= 0:
             raise ValueError("lease_seconds must be positive")
         return value
+
+    @field_validator("child_log")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in logging.getLevelNamesMapping():
+            raise ValueError(f"child_log must be a logging level name, got {value!r}")
+        return level
 
     def require_database_url(self) -> str:
         if not self.database_url:

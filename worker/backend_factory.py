@@ -9,14 +9,30 @@ from kernelfarm.core.settings import Settings
 from kernelfarm.worker.backends.base import Backend
 from kernelfarm.worker.backends.replay import ReplayBackend
 
+# Every backend a worker can run; each one passes tests/worker/test_backend_contract.py.
+BACKEND_NAMES = ("cuda", "replay", "fake")
+
 
 def make_backend(settings: Settings) -> Backend:
+    """The backend ``settings.worker_backend`` names, configured from ``settings``.
+
+    Raises:
+        ValueError: an unknown backend name.
+    """
     if settings.worker_backend == "replay":
         paths = [Path(p) for p in settings.worker_landscapes.split(os.pathsep) if p]
         return ReplayBackend(paths, sleep_ms=settings.worker_sleep_ms, time_scale=settings.worker_time_scale)
     if settings.worker_backend == "cuda":
         from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
 
-        options = CudaBackendOptions(profile_standby=settings.worker_profile_standby)
+        options = CudaBackendOptions(
+            cache_dir=settings.cuda_cache,
+            profile_standby=settings.worker_profile_standby,
+            child_log_level=settings.child_log,
+        )
         return CudaBackend(options, device_index=settings.worker_gpu)
-    raise ValueError(f"unknown worker backend {settings.worker_backend!r} (expected 'cuda' or 'replay')")
+    if settings.worker_backend == "fake":
+        from kernelfarm.worker.backends.fake import FakeBackend
+
+        return FakeBackend()
+    raise ValueError(f"unknown worker backend {settings.worker_backend!r} (expected one of {', '.join(BACKEND_NAMES)})")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kernelfarm.core.measurement import TimingStats
-from kernelfarm.worker.cuda.bench import BenchPolicy, L2Flusher, time_kernel
+from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
 
 
 def torch_baseline(kernel: str, problem: Mapping[str, Any]) -> tuple[str, Callable[[], Any]] | None:
@@ -55,14 +55,14 @@ def torch_baseline(kernel: str, problem: Mapping[str, Any]) -> tuple[str, Callab
     return None
 
 
-def time_library(launch: Callable[[], Any], policy: BenchPolicy) -> TimingStats:
+def time_library(launch: Callable[[], Any], policy: TimingPolicy) -> TimingStats:
     import cupy as cp
 
     flush = L2Flusher(int(cp.cuda.Device().attributes["L2CacheSize"]))
     return time_kernel(launch, policy, flush=flush)
 
 
-def time_copy(n_bytes: int, policy: BenchPolicy) -> TimingStats:
+def time_copy(n_bytes: int, policy: TimingPolicy) -> TimingStats:
     """A device-to-device copy of ``n_bytes`` (read n, write n), timed like every kernel."""
     import cupy as cp
 

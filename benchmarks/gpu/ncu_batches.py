@@ -23,7 +23,7 @@ from typing import Any
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.backends.base import MeasureRequest
 from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
-from kernelfarm.worker.cuda.bench import BenchPolicy
+from kernelfarm.worker.measuring.timing import TimingPolicy
 
 
 def requests(kernel: str, count: int) -> list[MeasureRequest]:
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    options = CudaBackendOptions(policy=BenchPolicy(max_time_s=0.3))
+    options = CudaBackendOptions(policy=TimingPolicy(max_time_s=0.3))
     warm = CudaBackend(options, device_index=0)
     warm.warm_up()  # as a worker does when it starts: child, libraries, ceilings, standby ncu
     fresh = CudaBackend(replace(options, profile_standby=False), device_index=0)

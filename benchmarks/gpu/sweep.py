@@ -28,7 +28,7 @@ from kernelfarm.core.measurement import Measurement
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.backends.base import MeasureRequest
 from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
-from kernelfarm.worker.cuda.bench import BenchPolicy
+from kernelfarm.worker.measuring.timing import TimingPolicy
 
 logger = logging.getLogger("sweep")
 
@@ -59,8 +59,8 @@ PLANS: dict[str, list[tuple[str, dict[str, Any], int]]] = {
         ("conv2d", {"N": 32, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3}, 150),
     ],
 }
-SWEEP_POLICY = BenchPolicy(warmup_s=0.01, min_reps=10, max_reps=200, max_time_s=0.4, target_rel_error=0.01)
-FINAL_POLICY = BenchPolicy(warmup_s=0.1, min_reps=50, max_reps=1000, max_time_s=2.0, target_rel_error=0.002)
+SWEEP_POLICY = TimingPolicy(warmup_s=0.01, min_reps=10, max_reps=200, max_time_s=0.4, target_rel_error=0.01)
+FINAL_POLICY = TimingPolicy(warmup_s=0.1, min_reps=50, max_reps=1000, max_time_s=2.0, target_rel_error=0.002)
 
 
 def sample(kernel: str, problem: Mapping[str, Any], n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -170,23 +170,25 @@ def best_from_landscapes(backend: CudaBackend, root: Path, gpu_model: str, plan:
 
 def compare_with_library(sweeps: list[dict[str, Any]], cache_dir: Path, ceilings: Any) -> list[dict[str, Any]]:
     """Re-time each sweep's best config and the library call side by side in this process."""
-    from kernelfarm.worker.cuda.child import Session
+    from kernelfarm.worker.cuda.implementation import cuda_impl
+    from kernelfarm.worker.cuda.loader import CubinLoader
+    from kernelfarm.worker.measuring.session import Session
 
-    session = Session({})
+    session = Session(CubinLoader())
     rows = []
     for s in sweeps:
         if s["best_config"] is None:
             continue
         kernel, problem = s["kernel"], s["problem"]
-        spec = get_kernel(kernel)
-        assert spec.cuda is not None
+        impl = cuda_impl(get_kernel(kernel))
+        assert impl is not None
         reply = session.measure(
             {
                 "kernel": kernel,
                 "problem": problem,
                 "config": s["best_config"],
                 "seed": 99,
-                "cubin": str(cache_dir / "cubin" / f"{s['best_cubin_key']}.cubin"),
+                "artifact": str(cache_dir / "cubin" / f"{s['best_cubin_key']}.cubin"),
                 "policy": asdict(FINAL_POLICY),
             }
         )
@@ -196,7 +198,7 @@ def compare_with_library(sweeps: list[dict[str, Any]], cache_dir: Path, ceilings
         if baseline is not None:
             label, launch = baseline
             lib_ms = time_library(launch, FINAL_POLICY).median_ms
-        moved, flops = spec.cuda.bytes_moved(problem), spec.cuda.flops(problem)
+        moved, flops = impl.bytes_moved(problem), impl.flops(problem)
         # The copy ceiling at this kernel's own size: short kernels pay launch ramp-up and tail too.
         copy_ms = time_copy(int(moved // 2), FINAL_POLICY).median_ms if kernel in ROW_KERNELS else None
         rows.append(

@@ -1,9 +1,10 @@
 """GPU tests run on the device machine only:
 
-    python3 -m pytest --confcutdir=tests/gpu -m gpu tests/gpu
+    python3 -m pytest --confcutdir=tests/gpu -m gpu tests/gpu tests/worker
 
-(``--confcutdir`` keeps the suite's top-level conftest, which starts Postgres and Redis, out of it.)
-They skip with a reason where CuPy or a GPU is missing, as in CI.
+(``--confcutdir`` keeps the suite's top-level conftest, which starts Postgres and Redis, out of it;
+tests/worker holds the backend contract suite, whose cuda case is gpu-marked.) They skip with a
+reason where CuPy or a GPU is missing, as in CI.
 """
 
 from __future__ import annotations
@@ -41,12 +42,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from kernelfarm.kernels.faultinject.kernel import REF, SPEC
     from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
-    from kernelfarm.worker.cuda.bench import BenchPolicy
+    from kernelfarm.worker.measuring.timing import TimingPolicy
 
     options = CudaBackendOptions(
         cache_dir=tmp_path_factory.mktemp("cuda-cache"),
         timeout_s=20.0,
-        policy=BenchPolicy(max_time_s=0.3),
+        policy=TimingPolicy(max_time_s=0.3),
     )
     b = CudaBackend(options, specs={"faultinject": SPEC}, spec_refs={"faultinject": REF})
     yield b

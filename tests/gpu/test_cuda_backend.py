@@ -175,6 +175,6 @@ def test_warm_up_readies_the_child_the_ceilings_and_the_compile_pool(backend: An
     backend.warm_up()
     assert backend.ceilings() is not None
     # Every pool process ran its initializer, including the NVRTC warm-up compile.
-    assert backend._pool.wait_started(0.0)
+    assert backend.compile_pool.wait_started(0.0)
     first = backend.measure(fault("ok", seed=21))
     assert first.verified and first.metrics["child_s"] < 2.0  # no interpreter, context or library start

@@ -72,6 +72,12 @@ class ReplayBackend(Backend):
                 provenance=provenance,
             )
         provenance["recording"] = landscape.path.name
+        if set(request.config) != set(landscape.space.names):
+            return Measurement.failed(
+                FailureKind.CONSTRAINT,
+                f"config {dict(request.config)} does not name the parameters {list(landscape.space.names)}",
+                provenance=provenance,
+            )
         key = landscape.space.key(request.config)
         entry = landscape.entries.get(key)
         if entry is None:

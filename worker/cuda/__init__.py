@@ -1,11 +1,16 @@
-"""Real-GPU measurement pieces of the cuda backend.
+"""CUDA-specific parts of the cuda backend (``worker/backends/cuda.py``); the measuring itself (the
+isolated child, the timing function, the verifier, the roofline) is shared with every GPU backend in
+``worker/measuring/``.
 
-Module map: ``compiler`` (NVRTC in a process pool, cubin disk cache), ``bench`` (the one timing
-function), ``verify`` (poison + relative-error check), ``device`` (NVML identity and clocks),
-``child`` (the process that owns the CUDA context), ``isolation`` (parent side: timeouts, restarts),
-``profile`` (Nsight Compute in a subprocess), ``roofline`` (ceilings and bound classification).
+Module map: ``compiler`` (NVRTC in a process pool, cubin disk cache), ``staging`` (validity, compile
+jobs, compile-ahead, the child's message), ``loader`` (a cubin loaded and launched in the measuring
+child), ``implementation`` (the one access to a spec's CUDA implementation, and its entry names),
+``device`` (NVML identity and clocks), ``provenance`` (identity and per-measurement provenance),
+``profile`` (Nsight Compute in a subprocess: command, kernel filter, batches, the standby process,
+CSV), ``profile_target`` (the program ncu runs), ``ncu_profiler`` (batches and standby for a backend).
 
-Only ``child``, ``bench``, ``verify`` and ``roofline.measure_ceilings`` touch CuPy, and only inside
-the measuring child (or a GPU test/benchmark): the worker process itself never creates a CUDA
+NVML and ncu are NVIDIA's, not CUDA-source specific: a Triton backend on the same GPUs would import
+``device`` and ``profile`` from here. Only ``loader`` and ``profile_target`` touch CuPy, and only
+inside the measuring child or the process ncu profiles: the worker process never creates a CUDA
 context, so it can fork and survive faulting kernels.
 """

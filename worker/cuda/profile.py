@@ -1,9 +1,14 @@
 """Nsight Compute in a separate process, one process for a batch of candidates.
 
 ncu's start-up costs seconds per profiled process, so candidates are profiled in batches: one
-``ncu`` run launches each candidate once (``worker.cuda.profile_target``), restricted to the farm's
-kernels (names start with ``kf_``), with ``--clock-control none`` (never change the GPU's clocks).
-Profiling never happens inside the timed loop.
+``ncu`` run launches each candidate once (``worker.cuda.profile_target``), with ``--clock-control
+none`` (never change the GPU's clocks). Profiling never happens inside the timed loop.
+
+ncu profiles only the kernels its name filter matches (:func:`kernel_filter`): exactly the entry
+names of the kernels being profiled, taken from their CUDA implementations, so the kernels that
+make inputs, poison outputs or compute references are not profiled, whatever the candidates are
+called. A standby process must be started before its batch is known: it filters on a set of names
+fixed at its start, and takes only batches within it (:meth:`StandbyProfiler.covers`).
 
 A fresh ncu process took 3.2-4.4 s for a batch of one matmul_fp32 kernel on an H200 and 4.6-5.0 s
 for five, so much of it is start-up. A worker therefore keeps a :class:`StandbyProfiler`: the next
@@ -19,12 +24,13 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +71,7 @@ class ProfileTarget:
     config: Mapping[str, Any]
     cubin: str
     seed: int
+    entry: str  # the kernel's entry name: what ncu's filter matches
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,23 @@ def find_ncu() -> str | None:
     return shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
 
 
-def ncu_command(ncu: str, report: str, job: str | Sequence[str], metrics: Sequence[str]) -> list[str]:
+def kernel_filter(entries: Iterable[str]) -> str:
+    """ncu's ``--kernel-name`` value that matches exactly these kernel names (anchored, escaped).
+
+    Raises:
+        ValueError: no names (a filter that matches nothing would profile nothing).
+    """
+    names = sorted(set(entries))
+    if not names:
+        raise ValueError("a kernel filter needs at least one kernel name")
+    return "regex:^(" + "|".join(re.escape(name) for name in names) + ")$"
+
+
+def ncu_command(
+    ncu: str, report: str, job: str | Sequence[str], metrics: Sequence[str], entries: Iterable[str]
+) -> list[str]:
+    """The ncu command line that profiles the kernels named ``entries`` launched by the profile
+    target running ``job`` (a job file, or the standby's ``--wait`` arguments)."""
     return [
         ncu,
         "--clock-control",
@@ -88,8 +111,12 @@ def ncu_command(ncu: str, report: str, job: str | Sequence[str], metrics: Sequen
         "raw",
         "--print-units",
         "base",
+        # The filter matches the function name without parameters (for an extern "C" kernel: its
+        # entry name), which is ncu's default, stated so the filter's meaning does not depend on it.
+        "--kernel-name-base",
+        "function",
         "--kernel-name",
-        "regex:^kf_",
+        kernel_filter(entries),
         "--metrics",
         ",".join(metrics),
         "--log-file",
@@ -118,9 +145,10 @@ def profile_batch(
     with tempfile.TemporaryDirectory(prefix="kf-ncu-") as tmp:
         paths = _BatchPaths(Path(tmp))
         paths.job.write_text(_job_text(targets, refs, device_ordinal, paths))
+        entries = [target.entry for target in targets]
         try:
             proc = subprocess.run(
-                ncu_command(ncu, str(paths.report), str(paths.job), list(metrics)),
+                ncu_command(ncu, str(paths.report), str(paths.job), list(metrics), entries),
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
@@ -140,15 +168,25 @@ class StandbyProfiler:
     """
 
     def __init__(
-        self, ncu: str, refs: Mapping[str, str] | None = None, device_ordinal: int = 0,
+        self, ncu: str, entries: Iterable[str], refs: Mapping[str, str] | None = None, device_ordinal: int = 0,
         metrics: Sequence[str] = tuple(METRICS),
     ) -> None:  # fmt: skip
+        """
+        Args:
+            ncu: the ncu executable.
+            entries: the kernel names its filter matches, fixed now: every kernel the worker may
+                be asked to profile that is known at this point.
+            refs: kernels outside the registry, by reference (see ``measuring.catalogue``).
+            device_ordinal: the GPU (CUDA numbering).
+            metrics: what ncu collects.
+        """
         self.refs, self.device_ordinal = dict(refs or {}), device_ordinal
+        self.entries = frozenset(entries)
         self.paths = _BatchPaths(Path(tempfile.mkdtemp(prefix="kf-ncu-standby-")))
         self._log = (self.paths.root / "ncu.out").open("w")
         wait = ["--wait", str(self.paths.root), str(device_ordinal), str(os.getpid())]
         self._proc = subprocess.Popen(
-            ncu_command(ncu, str(self.paths.report), wait, list(metrics)),
+            ncu_command(ncu, str(self.paths.report), wait, list(metrics), self.entries),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -157,6 +195,10 @@ class StandbyProfiler:
 
     def alive(self) -> bool:
         return self._proc.poll() is None
+
+    def covers(self, entries: Iterable[str]) -> bool:
+        """Does this standby's filter match every one of these kernel names?"""
+        return self.entries.issuperset(entries)
 
     def ready(self) -> bool:
         """Started, and its target waiting for a batch (a batch handed over earlier just waits)."""

@@ -1,8 +1,10 @@
 """The program ncu profiles: launch each candidate of a batch once (``python -m`` entry point).
 
-python -m worker.cuda.profile_target JOB.json                  # a batch, now
-python -m worker.cuda.profile_target --wait DIR DEVICE PID     # a standby: get ready, then
-                                                               # wait for DIR/job.json
+python -m kernelfarm.worker.cuda.profile_target JOB.json               # a batch, now
+python -m kernelfarm.worker.cuda.profile_target --wait DIR DEVICE PID  # a standby: get ready, then
+                                                                       # wait for DIR/job.json
+
+Each candidate is loaded and launched by the cuda backend's loader, as the measuring child does.
 """
 
 from __future__ import annotations
@@ -26,38 +28,34 @@ PARENT_CHECK_SECONDS = 1.0
 def main(job_path: str) -> int:
     import cupy as cp
 
-    from kernelfarm.worker.cuda.child import resolve_spec
-    from kernelfarm.worker.cuda.verify import poison
+    from kernelfarm.worker.cuda.loader import CubinLoader
+    from kernelfarm.worker.measuring.catalogue import KernelCatalogue
+    from kernelfarm.worker.measuring.verifier import poison
 
     job = json.loads(Path(job_path).read_text())
     cp.cuda.Device(int(job.get("device", 0))).use()
+    catalogue = KernelCatalogue(refs=job.get("refs", {}))
+    loader = CubinLoader()
     launched: list[int] = []
     data_key = None
     buffers: dict = {}
     for index, target in enumerate(job["targets"]):
         try:
-            spec = resolve_spec(target["kernel"], job.get("refs", {}))
-            kernel = spec.cuda
-            assert kernel is not None
+            spec = catalogue.spec(target["kernel"])
+            kernel = loader.implementation(spec)
             key = (target["kernel"], json.dumps(target["problem"], sort_keys=True), target["seed"])
             if key != data_key:
                 buffers = {}
                 cp.get_default_memory_pool().free_all_blocks()
                 buffers = kernel.make_inputs(target["problem"], int(target["seed"]))
                 data_key = key
-            launch = kernel.launch(target["config"], target["problem"])
-            function = cp.RawModule(path=target["cubin"]).get_function(kernel.entry)
-            if launch.shared_bytes > 48 << 10:
-                function.max_dynamic_shared_size_bytes = launch.shared_bytes
+            run = loader.load(target["cubin"], spec, target["config"], target["problem"]).bind(
+                buffers, target["problem"]
+            )
             for name in kernel.outputs():
                 poison(buffers[name])
             cp.cuda.Stream.null.synchronize()
-            function(
-                launch.grid,
-                launch.block,
-                tuple(kernel.arguments(buffers, target["problem"])),
-                shared_mem=launch.shared_bytes,
-            )
+            run()
             cp.cuda.Stream.null.synchronize()
             launched.append(index)
         except Exception as exc:  # skip a failing candidate; the rest of the batch still counts
@@ -74,12 +72,12 @@ def standby(directory: str, device: int, parent_pid: int) -> int:
     ncu, the CUDA context), then wait for ``directory/job.json`` and run it."""
     import cupy as cp
 
-    from kernelfarm.worker.cuda.child import warm_libraries
+    from kernelfarm.worker.measuring.session import warm_libraries
 
     importlib.import_module("kernelfarm.kernels.registry")  # now, not while the batch waits
     cp.cuda.Device(device).use()
     # The context, and the libraries the targets' inputs use. ncu profiles none of these kernels
-    # (its filter takes only the farm's kf_ kernels).
+    # (its filter takes only the entry names of the farm's kernels).
     warm_libraries()
     (Path(directory) / "ready").touch()
     job = Path(directory) / "job.json"

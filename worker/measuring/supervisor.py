@@ -8,7 +8,9 @@ interpreter, CuPy import, context creation), and the worker itself carries on.
 Requests can be pipelined: ``send`` several, then ``receive`` each in order. The child starts on
 the next request the moment it has answered one, so the GPU does not wait while the worker writes
 the previous result to the database. A replaced child loses the requests queued in its pipe;
-``receive`` says so (None) and the caller sends them again.
+``receive`` says so (None) and the caller sends them again. A child found dead when the next request
+is sent is replaced then; what it answered before dying, and a crash for the request it died on, are
+still received.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from kernelfarm.core.states import FailureKind
-from kernelfarm.worker.cuda import child
+from kernelfarm.worker.measuring import child
+from kernelfarm.worker.measuring.child import ChildConfig
 
 logger = logging.getLogger(__name__)
 
@@ -33,16 +36,22 @@ class ChildGone(Exception):
 
 
 class MeasuringChild:
+    """The parent's handle on one measuring child (replaced transparently when it dies)."""
+
     def __init__(
         self,
-        device_ordinal: int = 0,
-        refs: Mapping[str, str] | None = None,
+        config: ChildConfig,
         start_timeout_s: float = 120.0,
-        target: Callable[..., None] | None = None,
+        target: Callable[[Connection, ChildConfig], None] | None = None,
     ) -> None:
-        """``target(conn, device_ordinal, refs)`` is the child's main loop; tests pass a fake."""
-        self.device_ordinal = device_ordinal
-        self.refs = dict(refs or {})
+        """
+        Args:
+            config: what the child is started with (the backend's loader, device, log level).
+            start_timeout_s: how long a starting child may take to say it is ready.
+            target: the child's main loop, ``target(conn, config)``; default :func:`child.serve`.
+                Tests pass a fake (:mod:`.fake_child`).
+        """
+        self.config = config
         self.start_timeout_s = start_timeout_s
         self._process: BaseProcess | None = None
         self._conn: Connection | None = None
@@ -50,6 +59,8 @@ class MeasuringChild:
         self.restarts = 0
         self._sequence = 0
         self._in_flight: deque[int] = deque()  # sequence numbers sent to the current child, oldest first
+        # Replies of a child that died before they were received (see _settle_dead_child).
+        self._settled: dict[int, dict[str, Any]] = {}
         self._target = target or child.serve
 
     # ------------------------------------------------------------------ lifecycle
@@ -58,9 +69,9 @@ class MeasuringChild:
         parent, child_end = context.Pipe()
         process = context.Process(
             target=self._target,
-            args=(child_end, self.device_ordinal, self.refs),
+            args=(child_end, self.config),
             daemon=True,
-            name=f"kernelfarm-measure-{self.device_ordinal}",
+            name=f"kernelfarm-measure-{self.config.device_ordinal}",
         )
         process.start()
         child_end.close()
@@ -70,7 +81,7 @@ class MeasuringChild:
         hello = parent.recv()
         self.environment = hello.get("environment", {})
         self._process, self._conn = process, parent
-        logger.info("measuring child %s started on device %d", process.pid, self.device_ordinal)
+        logger.info("measuring child %s started on device %d", process.pid, self.config.device_ordinal)
 
     def _kill(self) -> None:
         self._in_flight.clear()  # whatever was queued in the pipe dies with the child
@@ -108,11 +119,20 @@ class MeasuringChild:
         assert reply is not None  # sent to the child we then waited on
         return reply
 
+    def warm(self, timeout_s: float = 300.0) -> dict[str, Any]:
+        """Start the child (if needed) and have it load its libraries and the kernel catalogue.
+
+        Returns:
+            The child's reply: ``status``, and ``warm_s`` (its seconds of loading) when "ok".
+        """
+        return self.ask({"op": "warm"}, timeout_s)
+
     def send(self, message: Mapping[str, Any]) -> int:
         """Queue one request on the child (starting one if needed); returns its sequence number."""
         if self._process is None or not self._process.is_alive():
             if self._process is not None:
                 self.restarts += 1
+                self._settle_dead_child()
             self._kill()
             self._start()
         assert self._conn is not None
@@ -126,8 +146,28 @@ class MeasuringChild:
         return self._sequence
 
     def in_flight(self, sequence: int) -> bool:
-        """Was ``sequence`` sent to the current child and not yet answered?"""
-        return sequence in self._in_flight
+        """Will :meth:`receive` answer ``sequence``: sent and not yet received, and not lost with a
+        replaced child?"""
+        return sequence in self._in_flight or sequence in self._settled
+
+    def _settle_dead_child(self) -> None:
+        """The child died with requests queued on it, and is about to be replaced (a crash found
+        only when the next request is sent: the parent was compiling it meanwhile). Keep for
+        :meth:`receive` the replies it sent before dying and a CRASH for the request it died on (the
+        oldest one it did not answer); the requests queued behind that one are lost with it."""
+        assert self._process is not None
+        replies: dict[Any, dict[str, Any]] = {}
+        try:
+            while self._conn is not None and self._conn.poll(0):
+                reply = self._conn.recv()
+                replies[reply.get("seq")] = reply
+        except (EOFError, OSError):
+            pass  # everything it sent has been read
+        for sequence in self._in_flight:
+            reply = replies.get(sequence) or _died_without_reply(self._process.exitcode)
+            self._settled[sequence] = reply
+            if sequence not in replies or reply.get("poisoned"):
+                break  # it exited here: nothing after this one was answered
 
     def receive(
         self, sequence: int, timeout_s: float, keep_alive: Callable[[], bool] | None = None
@@ -139,6 +179,10 @@ class MeasuringChild:
             As :meth:`ask`; or None when ``sequence`` is not in flight: it was lost with a child
             that was replaced (send it again).
         """
+        for settled in [s for s in self._settled if s <= sequence]:
+            reply = self._settled.pop(settled)  # older ones were abandoned by their callers
+            if settled == sequence:
+                return reply
         if sequence not in self._in_flight:
             return None
         while self._in_flight and self._in_flight[0] != sequence:
@@ -176,11 +220,7 @@ class MeasuringChild:
                 except (EOFError, OSError):
                     code = self._process.exitcode if self._process else None
                     self._kill()
-                    return {
-                        "status": "failure",
-                        "kind": FailureKind.CRASH.value,
-                        "message": f"measuring child died without a reply (exit code {code})",
-                    }
+                    return _died_without_reply(code)
                 if reply.get("seq") not in (None, sequence):
                     logger.warning("discarding a stale reply of request %s", reply.get("seq"))
                     continue
@@ -190,11 +230,7 @@ class MeasuringChild:
             if not self._process.is_alive():
                 code = self._process.exitcode
                 self._kill()
-                return {
-                    "status": "failure",
-                    "kind": FailureKind.CRASH.value,
-                    "message": f"measuring child died without a reply (exit code {code})",
-                }
+                return _died_without_reply(code)
             if keep_alive is not None and not keep_alive():
                 # The lease is gone: the result would be discarded. Stop the work now.
                 self._kill()
@@ -203,3 +239,11 @@ class MeasuringChild:
                     "kind": FailureKind.CRASH.value,
                     "message": "lease lost; measurement abandoned",
                 }
+
+
+def _died_without_reply(exit_code: int | None) -> dict[str, Any]:
+    return {
+        "status": "failure",
+        "kind": FailureKind.CRASH.value,
+        "message": f"measuring child died without a reply (exit code {exit_code})",
+    }

@@ -1,5 +1,7 @@
 """The one timing function of the farm: CUDA events around every repetition.
 
+Shared by every GPU backend: a backend hands it a launch (see :mod:`.loader`), never its own loop.
+
 Rules (DESIGN.md "Measuring a kernel"): warm up by time; flush L2 between repetitions (outside the
 events) so a kernel whose data would stay cached is not timed on a hot cache; record every
 repetition; stop when the median is known to ``target_rel_error`` (its standard error, estimated
@@ -23,7 +25,9 @@ from kernelfarm.core.measurement import TimingStats
 
 
 @dataclass(frozen=True)
-class BenchPolicy:
+class TimingPolicy:
+    """How long and how often :func:`time_kernel` times a kernel (warm-up, stopping rule, caps)."""
+
     warmup_s: float = 0.02
     min_reps: int = 10
     max_reps: int = 500
@@ -57,7 +61,7 @@ class L2Flusher:
 
 def time_kernel(
     launch: Callable[[], Any],
-    policy: BenchPolicy = BenchPolicy(),
+    policy: TimingPolicy = TimingPolicy(),
     flush: Callable[[], Any] | None = None,
 ) -> TimingStats:
     """Time ``launch`` (which enqueues the work on the current stream) with CUDA events.

@@ -3,6 +3,9 @@
 Ceilings are measured, not taken from datasheets (METHOD.md: datasheet rates are leads): a large
 device-to-device copy (bytes read + written) for DRAM bandwidth, cuBLAS SGEMM for the FP32 FFMA
 ceiling and a cuBLAS fp16 GEMM for the tensor-core ceiling (bf16 runs at the same rate on Hopper).
+
+The ceilings are the GPU's, not a backend's: measured once in the measuring child (its ``ceilings``
+op, cached by :mod:`.ceilings`), they classify any backend's timings.
 """
 
 from __future__ import annotations
@@ -55,9 +58,9 @@ def measure_ceilings() -> Ceilings:
     """Measure the three ceilings on the current device (about a second of GPU time)."""
     import cupy as cp
 
-    from kernelfarm.worker.cuda.bench import BenchPolicy, time_kernel
+    from kernelfarm.worker.measuring.timing import TimingPolicy, time_kernel
 
-    policy = BenchPolicy(warmup_s=0.1, min_reps=10, max_reps=50, max_time_s=1.0, flush_l2=False)
+    policy = TimingPolicy(warmup_s=0.1, min_reps=10, max_reps=50, max_time_s=1.0, flush_l2=False)
     n_bytes = 1 << 30
     copy = _time_copy(n_bytes, policy)
     rng = cp.random.default_rng(2)
@@ -80,7 +83,7 @@ def measure_ceilings() -> Ceilings:
 def _time_copy(n_bytes: int, policy: Any) -> Any:
     import cupy as cp
 
-    from kernelfarm.worker.cuda.bench import time_kernel
+    from kernelfarm.worker.measuring.timing import time_kernel
 
     src = cp.random.default_rng(1).random(n_bytes // 4, dtype=cp.float32)
     dst = cp.empty_like(src)

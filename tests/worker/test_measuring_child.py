@@ -1,5 +1,6 @@
-"""The measuring child's supervision, with a fake child (no GPU): a hang is killed at its deadline,
-a death or a poisoned context gets a fresh child, and the next request succeeds."""
+"""The measuring child's supervision (worker/measuring/supervisor.py), with a fake child (no GPU): a
+hang is killed at its deadline, a death or a poisoned context gets a fresh child, and the next
+request succeeds. (Moved here from tests/kernels/test_isolation.py.)"""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernelfarm.worker.cuda.isolation import MeasuringChild
-from tests.kernels import fake_child
+from kernelfarm.worker.cuda.loader import CubinLoader
+from kernelfarm.worker.measuring import fake_child
+from kernelfarm.worker.measuring.child import ChildConfig
+from kernelfarm.worker.measuring.supervisor import MeasuringChild
 
 
 @pytest.fixture
 def child() -> Iterator[MeasuringChild]:
-    c = MeasuringChild(target=fake_child.serve, start_timeout_s=60)
+    c = MeasuringChild(ChildConfig(CubinLoader()), target=fake_child.serve, start_timeout_s=60)
     yield c
     c.close()
 
@@ -68,3 +71,37 @@ def test_a_replaced_child_loses_the_queued_request_and_it_can_be_sent_again(chil
     assert child.receive(queued, 30) is None  # it died with the killed child
     again = child.receive(child.send({"op": "echo"}), 30)
     assert again is not None and again["status"] == "ok"
+
+
+def _wait_until_dead(child: MeasuringChild) -> None:
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + 30
+    while child.pid is not None and psutil.pid_exists(child.pid) and time.monotonic() < deadline:
+        if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+            return
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("op", ["die", "poison"])
+def test_a_child_found_dead_when_the_next_request_is_sent_still_answers_what_was_queued(
+    child: MeasuringChild, op: str
+) -> None:
+    # The parent compiles the next request while the child crashes on this one: the crash is found
+    # only when the next one is sent. The request it died on still gets its failure.
+    answered = child.send({"op": "echo"})
+    fatal = child.send({"op": op})
+    lost = child.send({"op": "echo"})
+    _wait_until_dead(child)
+    after = child.send({"op": "echo"})  # replaces the dead child
+    assert child.restarts == 1
+    assert child.in_flight(answered) and child.in_flight(fatal) and not child.in_flight(lost)
+    first = child.receive(answered, 30)
+    assert first is not None and first["status"] == "ok"
+    crash = child.receive(fatal, 30)
+    assert crash is not None and crash["kind"] == "crash"
+    assert child.receive(lost, 30) is None  # queued behind the fatal one: send it again
+    last = child.receive(after, 30)
+    assert last is not None and last["status"] == "ok" and last["pid"] != first["pid"]

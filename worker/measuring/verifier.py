@@ -1,4 +1,8 @@
-"""Output poisoning and the relative-error check against a reference."""
+"""Output poisoning and the relative-error check against a reference.
+
+Shared by every GPU backend: the measuring child poisons a kernel's outputs before its verifying run
+and compares them with the reference of the kernel's implementation afterwards.
+"""
 
 from __future__ import annotations
 
