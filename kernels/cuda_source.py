@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: The shared headers' root: ``#include "kf/<name>.cuh"`` finds ``kernels/include/kf/<name>.cuh``.
@@ -33,11 +33,14 @@ class CudaSource:
     text: the template.
     headers: ``(include name, text)`` of every header the template includes, directly or through
         another header, each once, sorted by name.
+    path: the file the template was read from; None for a source given as text. Where the text
+        came from is no part of the source's identity: two installs compare equal.
     """
 
     name: str
     text: str
     headers: tuple[tuple[str, str], ...] = ()
+    path: Path | None = field(default=None, compare=False)
 
     @classmethod
     def from_file(cls, path: Path, include_dirs: Sequence[Path] = (INCLUDE_DIR,)) -> CudaSource:
@@ -66,7 +69,7 @@ class CudaSource:
                 raise MissingHeader(f'{included_from}: #include "{name}" is in none of {searched}')
             headers[name] = found.read_text()
             pending.extend((inner, name) for inner in included_names(headers[name]))
-        return cls(path.name, text, tuple(sorted(headers.items())))
+        return cls(path.name, text, tuple(sorted(headers.items())), path)
 
     def fingerprint(self) -> bytes:
         """The template and each header (name and text): what a cubin of this source depends on

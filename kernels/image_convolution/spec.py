@@ -107,5 +107,5 @@ SPEC = KernelSpec(
     ),
     default_problem={"H": 4096, "W": 4096, "F": 15},
     impls={"cuda": ImageConvolution(CudaSource.from_file(Path(__file__).with_name("image_convolution.cu")))},
-    test_problems=({"H": 256, "W": 512, "F": 7}, {"H": 512, "W": 1024, "F": 15}),
+    test_problems=({"H": 256, "W": 512, "F": 7}, {"H": 512, "W": 1024, "F": 15}, {"H": 2048, "W": 2048, "F": 5}),
 )
