@@ -75,7 +75,8 @@ class KernelSpec:
     default_problem: the problem a job tunes when it names none; must normalize.
     impls: backend name -> that backend's implementation (read-only).
     test_problems: small problems the kernel contract suite verifies on the GPU, shaped to reach the
-        kernel's edge cases (ragged tails, each dtype, causal masks); empty: the default problem.
+        kernel's edge cases (ragged tails, each dtype, causal masks) yet leaving a rich space to
+        sample configs from; empty: the default problem.
     """
 
     name: str
