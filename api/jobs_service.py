@@ -36,10 +36,10 @@ def create_job(session: Session, request: JobCreate, owner: str, settings: Setti
         gpu_model = model_slug(request.gpu_model)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
-    if "cuda" not in spec.backends and gpu_model not in spec.recorded_gpu_models:
+    recordings = spec.recordings
+    if spec.replay_only and recordings is not None and gpu_model not in recordings.gpu_models:
         raise InvalidInput(
-            f"kernel {spec.name!r} is replay-only and recorded for {sorted(spec.recorded_gpu_models)}, "
-            f"not {gpu_model!r}"
+            f"kernel {spec.name!r} is replay-only and recorded for {sorted(recordings.gpu_models)}, not {gpu_model!r}"
         )
     strategy = request.strategy or DEFAULT_STRATEGY
     if strategy not in STRATEGY_NAMES:

@@ -1,9 +1,10 @@
-"""The CUDA side of a kernel spec: how the cuda backend compiles, launches and checks it.
+"""The "cuda" implementation of a kernel: how the cuda backend compiles, launches and checks it.
 
-Each CUDA kernel folder implements this class next to its ``.cu`` template. The worker's cuda
-backend only talks to this interface, so adding a kernel never touches the worker. Methods that
-touch arrays run inside the measuring child process (CuPy on the current device); ``defines``,
-``launch``, ``flops`` and ``bytes_moved`` are pure and run anywhere.
+Each CUDA kernel folder implements this class next to its ``.cu`` template and declares it as
+``impls={"cuda": MyKernel(CudaSource.from_file(...))}`` in its spec. The worker's cuda backend only
+talks to this interface, so adding a kernel never touches the worker. Methods that touch arrays run
+inside the measuring child process (CuPy on the current device); ``defines``, ``launch``, ``flops``
+and ``bytes_moved`` are pure and run anywhere.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from kernelfarm.kernels.cuda_source import CudaSource
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,18 @@ class CudaKernel(ABC):
     entry: str
     #: compile for the architecture-specific target (``sm_90a``: wgmma, setmaxnreg)
     arch_specific: bool = False
+
+    def __init__(self, source: CudaSource) -> None:
+        """
+        Args:
+            source: the template and the headers it includes, as NVRTC compiles them.
+        """
+        self.source = source
+
+    def fingerprint(self) -> bytes:
+        """What a measurement of this implementation depends on besides the config: its source
+        and every header the source includes (part of the kernel's source hash)."""
+        return self.source.fingerprint()
 
     @abstractmethod
     def defines(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, int | str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import Landscape, load_landscape
 from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 RECORDED_DIR = Path(__file__).parent / "recorded"
@@ -52,8 +53,11 @@ def _merge(name: str, landscapes: list[Landscape]) -> KernelSpec:
         space=SearchSpace(tuple(parameters), allowed_keys=allowed),
         problem_params=tuple(ProblemParam(n, maximum=1 << 40) for n in _PROBLEM_NAMES[:dims]),
         default_problem=problems[0],
-        backends=frozenset({"replay"}),
-        recorded_problems=problems,
-        recordings=tuple(landscape.path for landscape in landscapes),
-        recorded_gpu_models=frozenset(model_slug(landscape.device_name) for landscape in landscapes),
+        impls={
+            "replay": Recordings(
+                paths=tuple(landscape.path for landscape in landscapes),
+                problems=problems,
+                gpu_models=frozenset(model_slug(landscape.device_name) for landscape in landscapes),
+            )
+        },
     )

@@ -1,8 +1,10 @@
 """The catalogue of tunable kernels, validated at load.
 
 CUDA kernels live in ``kernels/<name>/spec.py`` and expose ``SPEC``; recorded kernels come from
-``kernels/recorded/``. Validation: unique names, a source file for CUDA kernels, a default problem
-that normalizes, and a non-empty valid space for it.
+``kernels/recorded/``. Validation: unique names, at least one implementation, each backend's
+implementation of the type that backend runs, a default problem that normalizes, and a non-empty
+valid space for it. (The kernel contract suite, tests/kernels/test_kernel_contract.py, checks
+more: launch shapes, the problem signature, and on a GPU each kernel against its reference.)
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ from pathlib import Path
 
 from kernelfarm.core.errors import NotFound
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.core.landscape import load_landscape
+from kernelfarm.core.landscape import load_landscape, read_json_tolerant
+from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.recorded import recorded_specs
+from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.spec import KernelSpec
 
 logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
+# The implementation type each known backend runs; a backend added later registers its own here.
+IMPLEMENTATION_TYPES: dict[str, type] = {"cuda": CudaKernel, "replay": Recordings}
 
 
 class RegistryError(Exception):
@@ -47,9 +53,16 @@ def get_kernel(name: str) -> KernelSpec:
 
 
 def validate(spec: KernelSpec) -> None:
-    has_source = spec.source_path is not None and spec.source_path.is_file()
-    if "cuda" in spec.backends and (spec.cuda is None or not has_source):
-        raise RegistryError(f"{spec.name}: a cuda kernel needs its CudaKernel and an existing .cu source")
+    """Raises:
+    RegistryError: the spec is broken (see the module's docstring).
+    InvalidInput: its default problem does not normalize.
+    """
+    if not spec.impls:
+        raise RegistryError(f"{spec.name}: no implementation (impls is empty)")
+    for backend, impl in spec.impls.items():
+        kind = IMPLEMENTATION_TYPES.get(backend)
+        if kind is not None and not isinstance(impl, kind):
+            raise RegistryError(f"{spec.name}: the {backend!r} implementation must be a {kind.__name__}")
     problem = spec.normalize_problem(spec.default_problem)
     if len(spec.space.valid_indices(problem)) == 0:
         raise RegistryError(f"{spec.name}: no valid config for the default problem {problem}")
@@ -67,10 +80,17 @@ def _cuda_specs() -> list[KernelSpec]:
 
 
 def _with_recordings(spec: KernelSpec, directory: Path) -> KernelSpec:
-    """Attach the kernel's own recorded landscapes (kernels/<name>/landscapes/): replay workers
-    can then serve it on the GPU models it was measured on, without a GPU."""
+    """Attach the kernel's own recorded landscapes (kernels/<name>/landscapes/) as its "replay"
+    implementation: replay workers can then serve it on the GPU models it was measured on, without
+    a GPU. Each of these files names its problem (a ``"problem"`` object)."""
     paths = tuple(sorted(directory.glob("*.json*"))) if directory.is_dir() else ()
     if not paths:
         return spec
+    problems: list[dict] = []
+    for path in paths:
+        problem = spec.normalize_problem(read_json_tolerant(path).get("problem"))
+        if problem not in problems:
+            problems.append(problem)
     models = frozenset(model_slug(load_landscape(path).device_name) for path in paths)
-    return replace(spec, recordings=paths, recorded_gpu_models=spec.recorded_gpu_models | models)
+    recordings = Recordings(paths=paths, problems=tuple(problems), gpu_models=models)
+    return replace(spec, impls={**spec.impls, "replay": recordings})

@@ -1,7 +1,11 @@
-"""What a tunable kernel is: its search space, its problem signature, and how to run it.
+"""What a tunable kernel is: its search space, its problem signature, and one implementation per backend.
 
 A :class:`KernelSpec` is pure data plus small functions; the registry validates every spec at load
-time so a broken kernel fails the test suite, not a worker at 3 a.m.
+time so a broken kernel fails the test suite, not a worker at 3 a.m. How a backend runs the kernel
+is the implementation it finds under its name in ``spec.impls``: a
+:class:`~kernelfarm.kernels.cuda_kernel.CudaKernel` for ``"cuda"``, a
+:class:`~kernelfarm.kernels.recordings.Recordings` for ``"replay"``; a new backend (``"triton"``)
+brings its own implementation type and nothing here changes.
 """
 
 from __future__ import annotations
@@ -9,16 +13,34 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
 
-from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.space import SearchSpace
+from kernelfarm.kernels.recordings import Recordings
 
 if TYPE_CHECKING:
     from kernelfarm.kernels.cuda_kernel import CudaKernel
+
+ImplT = TypeVar("ImplT")
+
+
+@runtime_checkable
+class Implementation(Protocol):
+    """How one backend runs a kernel. Each backend defines its own implementation type (what it
+    needs to compile, launch, verify or replay); the spec only asks every one for its fingerprint."""
+
+    def fingerprint(self) -> bytes:
+        """The bytes a measurement by this backend depends on besides config and problem: its
+        source text and every file that source includes (recordings: their file names)."""
+        ...
+
+
+class MissingImplementation(NotFound):
+    """The kernel has no implementation for the backend asked for."""
 
 
 @dataclass(frozen=True)
@@ -46,35 +68,84 @@ class ProblemParam:
 
 @dataclass(frozen=True)
 class KernelSpec:
+    """Attributes:
+    name, version, description: identity; bump ``version`` when the meaning of a config changes.
+    space: the tunable parameters and their constraints.
+    problem_params: the problem signature (``M``, ``dtype``, ...).
+    default_problem: the problem a job tunes when it names none; must normalize.
+    impls: backend name -> that backend's implementation (read-only).
+    test_problems: small problems the kernel contract suite verifies on the GPU, shaped to reach the
+        kernel's edge cases (ragged tails, each dtype, causal masks) yet leaving a rich space to
+        sample configs from; empty: the default problem.
+    """
+
     name: str
     version: int
     description: str
     space: SearchSpace
     problem_params: tuple[ProblemParam, ...]
     default_problem: Mapping[str, Any]
-    backends: frozenset[str]
-    source_path: Path | None = None
-    cuda: CudaKernel | None = None
-    # Replay-only kernels can only be run for the problems that were recorded.
-    recorded_problems: tuple[Mapping[str, Any], ...] = ()
-    recordings: tuple[Path, ...] = field(default=(), compare=False)
-    # GPU models (slugs) with a recording: where a replay worker can serve this kernel.
-    recorded_gpu_models: frozenset[str] = frozenset()
+    impls: Mapping[str, Implementation]
+    test_problems: tuple[Mapping[str, Any], ...] = ()
 
     @property
-    def source_text(self) -> str:
-        return self.source_path.read_text() if self.source_path else ""
+    def backends(self) -> frozenset[str]:
+        """Names of the backends that can run this kernel."""
+        return frozenset(self.impls)
+
+    # ``kind`` is a class; typed as a callable because mypy refuses abstract classes (CudaKernel)
+    # where ``type[T]`` is expected.
+    def impl(self, backend: str, kind: Callable[..., ImplT]) -> ImplT:
+        """The implementation for ``backend``, checked to be an instance of the class ``kind``
+        (``spec.impl("cuda", CudaKernel)``).
+
+        Raises:
+            MissingImplementation: the kernel has no implementation for ``backend``.
+            TypeError: it has one, but not a ``kind`` (a programming error).
+        """
+        found = self.impls.get(backend)
+        if found is None:
+            raise MissingImplementation(
+                f"kernel {self.name!r} has no {backend!r} implementation; it has {sorted(self.impls)}"
+            )
+        if not (isinstance(kind, type) and isinstance(found, kind)):
+            raise TypeError(f"{self.name}: the {backend!r} implementation is a {type(found).__name__}, not a {kind}")
+        return cast(ImplT, found)
+
+    @property
+    def recordings(self) -> Recordings | None:
+        """The replay implementation, if the kernel was recorded."""
+        found = self.impls.get("replay")
+        return found if isinstance(found, Recordings) else None
+
+    @property
+    def replay_only(self) -> bool:
+        """Known only through recordings: jobs are limited to the recorded problems and GPU models."""
+        return self.recordings is not None and len(self.impls) == 1
+
+    @property
+    def cuda(self) -> CudaKernel | None:
+        """Deprecated: ``spec.impl("cuda", CudaKernel)``, or ``"cuda" in spec.backends`` to test.
+        Kept until the worker's call sites move over."""
+        warnings.warn("KernelSpec.cuda is deprecated; use spec.impl('cuda', CudaKernel)", DeprecationWarning, 2)
+        from kernelfarm.kernels.cuda_kernel import CudaKernel
+
+        found = self.impls.get("cuda")
+        return found if isinstance(found, CudaKernel) else None
 
     @property
     def source_hash(self) -> str:
-        """Hash of everything a measurement depends on in the spec: source, space and version."""
+        """Hash of everything a measurement depends on in the spec: the code of each implementation
+        (sources and every header they include), the space and the version. Recordings replay
+        measurements of that code, so they count only for a kernel with no code of its own."""
+        code = [impl for _, impl in sorted(self.impls.items()) if not isinstance(impl, Recordings)]
         digest = hashlib.sha256()
-        digest.update(self.source_text.encode())
+        for impl in code:
+            digest.update(impl.fingerprint())
         digest.update(json.dumps(self.space.to_dict(), sort_keys=True).encode())
         digest.update(str(self.version).encode())
-        if self.source_path is None:  # replay-only: the recordings are the "source"
-            for path in self.recordings:
-                digest.update(path.name.encode())
+        if not code and self.recordings is not None:
+            digest.update(self.recordings.fingerprint())
         return digest.hexdigest()[:16]
 
     def normalize_problem(self, problem: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -92,11 +163,9 @@ class KernelSpec:
         out = {}
         for param in self.problem_params:
             out[param.name] = param.normalize(given.get(param.name, self.default_problem.get(param.name)))
-        replay_only = self.recorded_problems and "cuda" not in self.backends
-        if replay_only and out not in [dict(p) for p in self.recorded_problems]:
-            raise InvalidInput(
-                f"kernel {self.name!r} is replay-only; recorded problems: {list(self.recorded_problems)}"
-            )
+        recordings = self.recordings
+        if self.replay_only and recordings is not None and not recordings.covers(out):
+            raise InvalidInput(f"kernel {self.name!r} is replay-only; recorded problems: {list(recordings.problems)}")
         return out
 
     def problem_key(self, problem: Mapping[str, Any]) -> str:

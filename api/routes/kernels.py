@@ -28,7 +28,7 @@ def to_public(spec: KernelSpec) -> KernelPublic:
         ],
         default_problem=problem,
         valid_configs_default_problem=len(spec.space.valid_indices(problem)),
-        recorded_gpu_models=sorted(spec.recorded_gpu_models),
+        recorded_gpu_models=sorted(spec.recordings.gpu_models) if spec.recordings else [],
     )
 
 

@@ -293,15 +293,16 @@ def kernel_tuner_run(kernel: str, budget: int, strategy: str, seed: int) -> dict
     import cupy as cp
     import numpy as np
 
+    from kernelfarm.kernels.cuda_kernel import CudaKernel
     from kernelfarm.kernels.registry import get_kernel
 
     spec = get_kernel(kernel)
-    assert spec.cuda is not None and spec.source_path is not None
+    cuda = spec.impl("cuda", CudaKernel)
     problem = spec.normalize_problem(spec.default_problem)
     valid = spec.space.valid_configs(problem)
     # KT computes grid and block from tunable parameters; ours are derived from the config, so a
     # per-config lookup is exposed to it as two extra parameters fixed by a restriction.
-    launches = {spec.space.key(c): spec.cuda.launch(c, problem) for c in valid}
+    launches = {spec.space.key(c): cuda.launch(c, problem) for c in valid}
     tune_params: dict[str, list[Any]] = {p.name: list(p.values) for p in spec.space.parameters}
     tune_params["kt_threads"] = sorted({launch.block[0] for launch in launches.values()})
     tune_params["kt_blocks"] = sorted({launch.grid[0] for launch in launches.values()})
@@ -311,13 +312,13 @@ def kernel_tuner_run(kernel: str, budget: int, strategy: str, seed: int) -> dict
         launch = launches.get(spec.space.key(config))
         return launch is not None and launch.block[0] == params["kt_threads"] and launch.grid[0] == params["kt_blocks"]
 
-    buffers = spec.cuda.make_inputs(problem, seed)
-    args = [np.asarray(cp.asnumpy(a)) if hasattr(a, "shape") else a for a in spec.cuda.arguments(buffers, problem)]
-    reference = spec.cuda.reference(buffers, problem)
-    outputs = set(spec.cuda.outputs())
-    answer = [cp.asnumpy(reference[name]) if name in outputs else None for name in _arg_names(spec, buffers, problem)]
-    source = spec.source_path.read_text()
-    defines = {k: v for k, v in spec.cuda.defines(valid[0], problem).items() if k not in tune_params}
+    buffers = cuda.make_inputs(problem, seed)
+    args = [np.asarray(cp.asnumpy(a)) if hasattr(a, "shape") else a for a in cuda.arguments(buffers, problem)]
+    reference = cuda.reference(buffers, problem)
+    outputs = set(cuda.outputs())
+    answer = [cp.asnumpy(reference[name]) if name in outputs else None for name in _arg_names(cuda, buffers, problem)]
+    source = cuda.source.text
+    defines = {k: v for k, v in cuda.defines(valid[0], problem).items() if k not in tune_params}
     prefix = "".join(f"#define {k} {v}\n" for k, v in defines.items())
     started = time.time()
     shared = {key: launch.shared_bytes for key, launch in launches.items()}
@@ -332,9 +333,9 @@ def kernel_tuner_run(kernel: str, budget: int, strategy: str, seed: int) -> dict
             "device": env.get("device_name")}  # fmt: skip
 
 
-def _arg_names(spec: Any, buffers: dict[str, Any], problem: dict[str, Any]) -> list[str]:
+def _arg_names(cuda: Any, buffers: dict[str, Any], problem: dict[str, Any]) -> list[str]:
     by_id = {id(v): k for k, v in buffers.items()}
-    return [by_id.get(id(a), "") for a in spec.cuda.arguments(buffers, problem)]
+    return [by_id.get(id(a), "") for a in cuda.arguments(buffers, problem)]
 
 
 def _tune(spec, source, args, tune_params, restriction, answer, strategy, budget, shared):
@@ -343,15 +344,19 @@ def _tune(spec, source, args, tune_params, restriction, answer, strategy, budget
 
     from kernel_tuner import tune_kernel
 
+    from kernelfarm.kernels.cuda_kernel import CudaKernel
+    from kernelfarm.kernels.cuda_source import INCLUDE_DIR
+
     # One block per kt_blocks: problem_size = kt_blocks with grid_div_x = 1 gives grid.x = kt_blocks.
     return tune_kernel(
-        spec.cuda.entry, source, problem_size=lambda p: (p["kt_blocks"], 1, 1), arguments=args,
+        spec.impl("cuda", CudaKernel).entry, source, problem_size=lambda p: (p["kt_blocks"], 1, 1), arguments=args,
         tune_params=tune_params, restrictions=restriction, grid_div_x=[], block_size_names=["kt_threads"],
         lang="cupy", strategy=strategy, strategy_options={"max_fevals": budget}, answer=answer,
         # KT's default tolerance is absolute; fp32 products of 4096-long dot products need ~1e-2
         atol=1e-2, verbose=False, iterations=32,
         # dynamic shared memory per config, as our launcher passes it (a byte-sized char array)
         smem_args={"size": shared_bytes, "type": "char"},
+        compiler_options=[f"-I{INCLUDE_DIR}"],  # the shared headers (#include "kf/...")
     )  # fmt: skip
 
 

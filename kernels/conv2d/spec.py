@@ -9,6 +9,7 @@ from typing import Any
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_dtypes import bf16_from_float32, bf16_to_float32
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_OPTIN = 227 * 1024
@@ -123,7 +124,6 @@ SPEC = KernelSpec(
         ProblemParam("R", choices=(1, 3, 5, 7)),
     ),
     default_problem={"N": 32, "H": 28, "W": 28, "C": 256, "K": 256, "R": 3},
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("conv2d.cu"),
-    cuda=Conv2d(),
+    impls={"cuda": Conv2d(CudaSource.from_file(Path(__file__).with_name("conv2d.cu")))},
+    test_problems=({"N": 2, "H": 8, "W": 8, "C": 64, "K": 64, "R": 3},),
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 REF = "kernelfarm.kernels.faultinject.kernel:SPEC"
@@ -63,7 +64,5 @@ SPEC = KernelSpec(
     space=SearchSpace((Parameter("MODE", tuple(MODES.values())),)),
     problem_params=(ProblemParam("n", maximum=1 << 28),),
     default_problem={"n": 1 << 20},
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("fault.cu"),
-    cuda=FaultKernel(),
+    impls={"cuda": FaultKernel(CudaSource.from_file(Path(__file__).with_name("fault.cu")))},
 )

@@ -10,6 +10,7 @@ from typing import Any
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_dtypes import bf16_from_float32, bf16_to_float32
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_OPTIN = 227 * 1024
@@ -124,7 +125,9 @@ SPEC = KernelSpec(
         ProblemParam("causal", minimum=0, maximum=1),
     ),
     default_problem={"B": 4, "H": 16, "S": 4096, "D": 128, "causal": 0},
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("flash_attention.cu"),
-    cuda=FlashAttention(),
+    impls={"cuda": FlashAttention(CudaSource.from_file(Path(__file__).with_name("flash_attention.cu")))},
+    test_problems=(
+        {"B": 1, "H": 2, "S": 256, "D": 64, "causal": 1},
+        {"B": 1, "H": 2, "S": 512, "D": 128, "causal": 0},
+    ),
 )

@@ -13,6 +13,7 @@ from typing import Any
 
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_LIMIT = 48 * 1024  # static shared memory; no opt-in needed
@@ -105,7 +106,6 @@ SPEC = KernelSpec(
         ProblemParam("F", choices=(3, 5, 7, 9, 11, 13, 15, 17)),
     ),
     default_problem={"H": 4096, "W": 4096, "F": 15},
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("image_convolution.cu"),
-    cuda=ImageConvolution(),
+    impls={"cuda": ImageConvolution(CudaSource.from_file(Path(__file__).with_name("image_convolution.cu")))},
+    test_problems=({"H": 256, "W": 512, "F": 7}, {"H": 512, "W": 1024, "F": 15}, {"H": 2048, "W": 2048, "F": 5}),
 )

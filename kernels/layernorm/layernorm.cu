@@ -4,76 +4,7 @@
 // accesses), KEEP (1: the row stays in registers, one DRAM read; 0: re-read through L2),
 // LOAD_CS / STORE_CS (streaming cache hints: the data is touched once).
 
-#if IS_BF16
-typedef unsigned short T;
-#else
-typedef float T;
-#endif
-
-#define TPR (THREADS / ROWS)
-#define WARPS_PER_ROW (TPR / 32)
-#define NVEC (N / (TPR * VEC))  // vectors per thread
-#define VBYTES (VEC * (int)sizeof(T))
-
-template <int B> struct Raw;
-template <> struct Raw<2> { typedef unsigned short t; };
-template <> struct Raw<4> { typedef unsigned int t; };
-template <> struct Raw<8> { typedef uint2 t; };
-template <> struct Raw<16> { typedef uint4 t; };
-struct Two16 { uint4 a, b; };  // 32-byte vectors (fp32 x 8): two 16-byte accesses
-template <> struct Raw<32> { typedef Two16 t; };
-typedef Raw<VBYTES>::t R;
-
-union Pack { R raw; T v[VEC]; };
-
-// Cache-hinted vector loads/stores; CS = streaming (evict first), otherwise read-only path.
-template <int CS, typename V> __device__ __forceinline__ V ld1(const V* p) {
-    if (CS) return __ldcs(p); else return __ldg(p);
-}
-template <int CS> __device__ __forceinline__ Two16 ld1(const Two16* p) {
-    Two16 r; const uint4* q = reinterpret_cast<const uint4*>(p);
-    r.a = ld1<CS>(q); r.b = ld1<CS>(q + 1); return r;
-}
-template <int CS, typename V> __device__ __forceinline__ void st1(V* p, V v) {
-    if (CS) __stcs(p, v); else *p = v;
-}
-template <int CS> __device__ __forceinline__ void st1(Two16* p, Two16 v) {
-    uint4* q = reinterpret_cast<uint4*>(p); st1<CS>(q, v.a); st1<CS>(q + 1, v.b);
-}
-__device__ __forceinline__ R load(const T* p) { return ld1<LOAD_CS>(reinterpret_cast<const R*>(p)); }
-__device__ __forceinline__ R load_ro(const T* p) { return ld1<0>(reinterpret_cast<const R*>(p)); }
-__device__ __forceinline__ void store(T* p, R v) { st1<STORE_CS>(reinterpret_cast<R*>(p), v); }
-
-__device__ __forceinline__ float to_f(T x) {
-#if IS_BF16
-    return __uint_as_float(((unsigned int)x) << 16);
-#else
-    return x;
-#endif
-}
-__device__ __forceinline__ T from_f(float f) {
-#if IS_BF16
-    unsigned int u = __float_as_uint(f);
-    u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even
-    return (unsigned short)(u >> 16);
-#else
-    return f;
-#endif
-}
-
-__device__ __forceinline__ float row_sum(float v, float* scratch, int row_in_block, int lane, int warp_in_row) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-#if WARPS_PER_ROW > 1
-    __syncthreads();  // scratch may still be read from the previous reduction
-    if (lane == 0) scratch[row_in_block * WARPS_PER_ROW + warp_in_row] = v;
-    __syncthreads();
-    v = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS_PER_ROW; ++w) v += scratch[row_in_block * WARPS_PER_ROW + w];
-#endif
-    return v;
-}
+#include "kf/rowwise.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 kf_layernorm(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
@@ -108,7 +39,7 @@ kf_layernorm(const T* __restrict__ x, const T* __restrict__ gamma, const T* __re
         for (int k = 0; k < VEC; ++k) sum += to_f(p.v[k]);
     }
 #endif
-    const float mean = row_sum(sum, scratch, row_in_block, lane, warp_in_row) * (1.0f / N);
+    const float mean = row_reduce<false>(sum, scratch, row_in_block, lane, warp_in_row) * (1.0f / N);
 
     float sq = 0.f;
 #if KEEP
@@ -125,7 +56,7 @@ kf_layernorm(const T* __restrict__ x, const T* __restrict__ gamma, const T* __re
         for (int k = 0; k < VEC; ++k) { float d = to_f(p.v[k]) - mean; sq += d * d; }
     }
 #endif
-    const float rstd = rsqrtf(row_sum(sq, scratch, row_in_block, lane, warp_in_row) * (1.0f / N) + eps);
+    const float rstd = rsqrtf(row_reduce<false>(sq, scratch, row_in_block, lane, warp_in_row) * (1.0f / N) + eps);
     if (!live) return;
 
 #if KEEP

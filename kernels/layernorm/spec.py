@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelfarm.kernels.cuda_dtypes import from_float32, random_tensor, to_float32
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.rowwise import DEFAULT_PROBLEM, PROBLEM_PARAMS, SPACE, RowKernel
 from kernelfarm.kernels.spec import KernelSpec
 
@@ -64,7 +65,6 @@ SPEC = KernelSpec(
     space=SPACE,
     problem_params=PROBLEM_PARAMS,
     default_problem=DEFAULT_PROBLEM,
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("layernorm.cu"),
-    cuda=LayerNorm(),
+    impls={"cuda": LayerNorm(CudaSource.from_file(Path(__file__).with_name("layernorm.cu")))},
+    test_problems=({"M": 1000, "N": 4096, "dtype": "float32"}, {"M": 1000, "N": 4096, "dtype": "bfloat16"}),
 )

@@ -1,11 +1,13 @@
 // C = A @ B^T in bf16 with fp32 accumulation on the tensor cores (mma.sync m16n8k16, sm_80+).
 // A is M x K, B is N x K (both K-contiguous, like a Linear layer's weight), C is M x N; all
-// row-major, bf16 stored as raw 16-bit words (no headers needed).
+// row-major, bf16 stored as raw 16-bit words (kf/bf16.cuh).
 // A block computes BM x BN with WM x WN warps; K advances by BK through a STAGES-deep cp.async
 // pipeline in shared memory (rows padded by PAD elements against ldmatrix bank conflicts).
 // Defines: M, N, K, BM, BN, BK, WM, WN, STAGES, PAD, GROUP_M.
 
-typedef unsigned short bf16;
+#include "kf/async_copy.cuh"
+#include "kf/bf16.cuh"
+#include "kf/mma_sync.cuh"
 
 #define THREADS (WM * WN * 32)
 #define WTM (BM / WM)   // warp tile
@@ -15,33 +17,6 @@ typedef unsigned short bf16;
 #define LDS (BK + PAD)  // shared-memory row length in elements
 #define A_CHUNKS (BM * BK / 8)  // 16-byte chunks per stage
 #define B_CHUNKS (BN * BK / 8)
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N_> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N_)); }
-
-__device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void mma16816(float* c, const unsigned* a, const unsigned* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
-    a += 0x7FFFu + ((a >> 16) & 1u);
-    b += 0x7FFFu + ((b >> 16) & 1u);
-    return (a >> 16) | (b & 0xFFFF0000u);
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 kf_matmul_bf16(const bf16* __restrict__ A, const bf16* __restrict__ B, bf16* __restrict__ C) {

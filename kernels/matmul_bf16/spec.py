@@ -9,6 +9,7 @@ from typing import Any
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_dtypes import bf16_from_float32, bf16_to_float32
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_OPTIN = 227 * 1024
@@ -96,7 +97,6 @@ SPEC = KernelSpec(
     space=SPACE,
     problem_params=(ProblemParam("M", minimum=64), ProblemParam("N", minimum=64), ProblemParam("K", minimum=64)),
     default_problem={"M": 4096, "N": 4096, "K": 4096},
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("matmul_bf16.cu"),
-    cuda=MatmulBf16(),
+    impls={"cuda": MatmulBf16(CudaSource.from_file(Path(__file__).with_name("matmul_bf16.cu")))},
+    test_problems=({"M": 512, "N": 512, "K": 1024},),
 )

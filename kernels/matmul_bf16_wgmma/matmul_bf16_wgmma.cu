@@ -9,20 +9,14 @@
 // Descriptors: leading byte offset = distance between core matrices along K, stride byte offset =
 // along M/N (measured: the swapped reading gives wrong results on an H100).
 
-typedef unsigned short bf16;
+#include "kf/async_copy.cuh"
+#include "kf/bf16.cuh"
 
 #define THREADS (WGS * 128)
 #define BM (64 * WGS * MT)
 #define A_CHUNKS (BM * BK / 8)
 #define B_CHUNKS (BN * BK / 8)
 #define KCORES (BK / 8)  // core matrices along K in a tile row-block
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N_> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N_)); }
 
 // Shared-memory matrix descriptor, no swizzle: start address, leading (K) and stride (M/N) byte offsets.
 __device__ __forceinline__ unsigned long long make_desc(const void* p, unsigned lead, unsigned stride) {
@@ -71,13 +65,6 @@ __device__ __forceinline__ void wgmma_bn(float* d, unsigned long long da, unsign
 #else
     wgmma_n256(d, da, db);
 #endif
-}
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    unsigned a = __float_as_uint(lo), b = __float_as_uint(hi);
-    a += 0x7FFFu + ((a >> 16) & 1u);
-    b += 0x7FFFu + ((b >> 16) & 1u);
-    return (a >> 16) | (b & 0xFFFF0000u);
 }
 
 // Byte offset of the 16-byte chunk (row r, k-chunk kc) in the core-matrix layout of a tile.

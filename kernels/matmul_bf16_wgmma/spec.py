@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import Launch
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.matmul_bf16.spec import MatmulBf16
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
@@ -59,7 +60,6 @@ SPEC = KernelSpec(
     space=SPACE,
     problem_params=(ProblemParam("M", minimum=64), ProblemParam("N", minimum=64), ProblemParam("K", minimum=64)),
     default_problem={"M": 4096, "N": 4096, "K": 4096},
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("matmul_bf16_wgmma.cu"),
-    cuda=MatmulBf16Wgmma(),
+    impls={"cuda": MatmulBf16Wgmma(CudaSource.from_file(Path(__file__).with_name("matmul_bf16_wgmma.cu")))},
+    test_problems=({"M": 512, "N": 512, "K": 1024},),
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
 
 SHARED_LIMIT = 48 * 1024  # static shared memory; no opt-in needed
@@ -93,7 +94,6 @@ SPEC = KernelSpec(
         ProblemParam("K", minimum=8),
     ),
     default_problem={"M": 4096, "N": 4096, "K": 4096},
-    backends=frozenset({"cuda"}),
-    source_path=Path(__file__).with_name("matmul_fp32.cu"),
-    cuda=MatmulFp32(),
+    impls={"cuda": MatmulFp32(CudaSource.from_file(Path(__file__).with_name("matmul_fp32.cu")))},
+    test_problems=({"M": 512, "N": 256, "K": 384},),
 )

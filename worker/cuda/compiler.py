@@ -35,22 +35,40 @@ _STACK = re.compile(r"(\d+) bytes stack frame")
 
 @dataclass(frozen=True)
 class CompileJob:
-    """Everything the cubin depends on; its hash is the cache key."""
+    """Everything the cubin depends on; its hash is the cache key.
+
+    The headers travel as text and reach NVRTC by include name (no include path): the cubin is
+    compiled from exactly the bytes the key hashes, the key and the recorded compile options name
+    no install location, and a kernel whose source came from the database compiles the same way.
+    """
 
     source: str
     defines: tuple[tuple[str, str], ...]
     arch: str  # "sm_90", "sm_90a", ...
     extra_options: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()  # (include name, text) of every header the source includes
 
     @classmethod
     def for_config(
         cls, spec: KernelSpec, config: Mapping[str, Any], problem: Mapping[str, Any], arch: str,
         extra_options: tuple[str, ...] = (),
     ) -> CompileJob:  # fmt: skip
-        """The job that compiles ``spec``'s source for one config and problem (its compile defines)."""
-        assert spec.cuda is not None
-        defines = spec.cuda.defines(config, problem)
-        return cls(spec.source_text, tuple((k, str(v)) for k, v in defines.items()), arch, extra_options)
+        """The job that compiles ``spec``'s CUDA source for one config and problem (its compile defines).
+
+        Raises:
+            MissingImplementation: the kernel has no "cuda" implementation.
+        """
+        from kernelfarm.kernels.cuda_kernel import CudaKernel
+
+        kernel = spec.impl("cuda", CudaKernel)
+        defines = kernel.defines(config, problem)
+        return cls(
+            kernel.source.text,
+            tuple((k, str(v)) for k, v in defines.items()),
+            arch,
+            extra_options,
+            kernel.source.headers,
+        )
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -67,6 +85,8 @@ class CompileJob:
     def key(self) -> str:
         digest = hashlib.sha256(self.source.encode())
         digest.update("\0".join(self.options).encode())
+        for name, text in self.headers:  # a job without headers keeps the key it had before headers existed
+            digest.update(f"\0{name}\0{text}".encode())
         return digest.hexdigest()[:32]
 
 
@@ -131,7 +151,11 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
         log = log_path.read_text() if log_path.is_file() else ""
         return CompileResult(job.key, str(path), log, 0.0, True, version, parse_ptxas(log))
     start = time.perf_counter()
-    program = nvrtc.createProgram(job.source, f"kf_{job.key[:8]}.cu", [], [])
+    # In-memory headers by include name; CuPy's wrapper takes them as bytes (its own jitify path
+    # passes bytes too), while source and name are str.
+    headers = [text.encode() for _, text in job.headers]
+    include_names = [name.encode() for name, _ in job.headers]
+    program = nvrtc.createProgram(job.source, f"kf_{job.key[:8]}.cu", headers, include_names)
     try:
         try:
             nvrtc.compileProgram(program, list(job.options))

@@ -1,0 +1,370 @@
+"""The kernel contract: every kernel of the catalogue passes the same suite.
+
+Parametrized over ``all_kernels()``, so a new kernel is checked by adding it, with no list to
+update here. Each kernel gets the checks that apply to its implementations:
+
+- every kernel: a valid space for its problems, a problem signature that fills defaults and
+  rejects bad values, a stable source hash;
+- a "cuda" implementation: launch shapes within CUDA's limits, sane defines, roofline figures, an
+  entry point in its source, a source hash and a cubin cache key that change with any file the
+  source includes; on a GPU (``-m gpu``), a sample of configs measured through the worker's cuda
+  backend verifies against the kernel's reference;
+- a "replay" implementation: recordings that exist and cover the problems they claim; a
+  replay-only kernel accepts only those problems.
+
+The GPU part runs on the device machine:
+``python3 -m pytest --confcutdir=tests/kernels -m gpu tests/kernels/test_kernel_contract.py``
+(``--confcutdir`` keeps the top-level conftest, which starts Postgres and Redis, out of it). Without
+CuPy or a GPU it skips with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.kernels.cuda_kernel import CudaKernel
+from kernelfarm.kernels.cuda_source import INCLUDE_DIR, CudaSource
+from kernelfarm.kernels.recordings import Recordings
+from kernelfarm.kernels.registry import all_kernels
+from kernelfarm.kernels.spec import KernelSpec, MissingImplementation, ProblemParam
+from kernelfarm.worker.cuda.compiler import CompileJob
+
+KERNELS = sorted(all_kernels())
+CUDA_KERNELS = [name for name in KERNELS if "cuda" in all_kernels()[name].backends]
+REPLAY_KERNELS = [name for name in KERNELS if "replay" in all_kernels()[name].backends]
+
+# CUDA's limits (compute capability 7.0 and later) and the H100/H200's opt-in shared memory per block.
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
+MAX_DYNAMIC_SHARED_BYTES = 227 * 1024
+# Valid configs per problem a CUDA kernel declares: enough to be worth tuning, few enough to
+# enumerate. Flash attention's space is bounded by registers and shared memory.
+MIN_SPACE = {"flash_attention": 100}
+DEFAULT_MIN_SPACE = 300
+MAX_SPACE = 20_000
+CONFIGS_CHECKED_PER_PROBLEM = 50
+CONFIGS_MEASURED_PER_PROBLEM = 4
+
+
+def spec_of(name: str) -> KernelSpec:
+    return all_kernels()[name]
+
+
+def cuda_of(name: str) -> CudaKernel:
+    return spec_of(name).impl("cuda", CudaKernel)
+
+
+def declared_problems(spec: KernelSpec) -> list[dict[str, Any]]:
+    """The default problem, the recorded ones and the test problems, normalized, each once."""
+    recorded = spec.recordings.problems if spec.recordings else ()
+    out: list[dict[str, Any]] = []
+    for problem in (spec.default_problem, *recorded, *spec.test_problems):
+        normalized = spec.normalize_problem(problem)
+        if normalized not in out:
+            out.append(normalized)
+    return out
+
+
+def gpu_problems(spec: KernelSpec) -> list[dict[str, Any]]:
+    return [spec.normalize_problem(p) for p in spec.test_problems or (spec.default_problem,)]
+
+
+def spread(items: Sequence[Any], count: int) -> list[Any]:
+    """Up to ``count`` items evenly spread over ``items`` (first and last parts of a space differ most)."""
+    if len(items) <= count:
+        return list(items)
+    step = (len(items) - 1) / (count - 1) if count > 1 else 0
+    return [items[round(i * step)] for i in range(count)]
+
+
+def bad_values(param: ProblemParam) -> list[Any]:
+    """Values ``param`` must reject: the wrong type, out of its range, not one of its choices."""
+    if param.kind == "int":
+        out: list[Any] = [str(param.minimum), float(param.minimum), True, None, param.minimum - 1, param.maximum + 1]
+        if param.choices is not None:  # in range, yet not a choice
+            out.append(next(v for v in range(param.minimum, param.maximum + 1) if v not in param.choices))
+        return out
+    out = [1, None, b"bytes"]
+    if param.choices is not None:
+        out.append("not-one-of-the-choices")
+    return out
+
+
+# ---------------------------------------------------------------- every kernel
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_kernel_has_implementations_and_a_description(name: str) -> None:
+    spec = spec_of(name)
+    assert spec.impls and spec.backends == frozenset(spec.impls)
+    assert spec.description.strip() and spec.version >= 1
+    with pytest.raises(MissingImplementation, match=name):
+        spec.impl("no-such-backend", object)
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_space_is_non_empty_and_valid_for_the_default_problem(name: str) -> None:
+    spec = spec_of(name)
+    problem = spec.normalize_problem(spec.default_problem)
+    assert spec.space.parameters
+    configs = spec.space.valid_configs(problem)
+    assert configs, f"no valid config for the default problem {problem}"
+    for config in spread(configs, CONFIGS_CHECKED_PER_PROBLEM):
+        assert set(config) == {p.name for p in spec.space.parameters}
+        assert spec.space.contains(config, problem)
+        assert spec.space.config_from_key(spec.space.key(config)) == config
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_every_declared_problem_normalizes_to_itself_and_has_valid_configs(name: str) -> None:
+    spec = spec_of(name)
+    for problem in declared_problems(spec):
+        assert spec.normalize_problem(problem) == problem
+        assert len(spec.space.valid_indices(problem)) > 0, problem
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_problem_signature_fills_defaults(name: str) -> None:
+    spec = spec_of(name)
+    full = spec.normalize_problem(spec.default_problem)
+    assert list(full) == [p.name for p in spec.problem_params]
+    assert spec.normalize_problem({}) == full
+    assert spec.normalize_problem(None) == full
+    for param in spec.problem_params:
+        assert spec.normalize_problem({k: v for k, v in full.items() if k != param.name}) == full
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_problem_signature_rejects_bad_values(name: str) -> None:
+    spec = spec_of(name)
+    full = spec.normalize_problem(spec.default_problem)
+    with pytest.raises(InvalidInput, match="no_such_dimension"):
+        spec.normalize_problem({**full, "no_such_dimension": 1})
+    for param in spec.problem_params:
+        for bad in bad_values(param):
+            with pytest.raises(InvalidInput, match=f"problem.{param.name}"):
+                spec.normalize_problem({**full, param.name: bad})
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_source_hash_is_stable(name: str) -> None:
+    spec = spec_of(name)
+    assert re.fullmatch(r"[0-9a-f]{16}", spec.source_hash)
+    assert replace(spec).source_hash == spec.source_hash
+    if "cuda" in spec.backends:  # read again from the files: the same hash
+        kernel = cuda_of(name)
+        assert kernel.source.path is not None
+        reread = type(kernel)(CudaSource.from_file(kernel.source.path))
+        assert replace(spec, impls={**spec.impls, "cuda": reread}).source_hash == spec.source_hash
+
+
+def test_source_hashes_differ_between_kernels() -> None:
+    hashes = [spec_of(name).source_hash for name in KERNELS]
+    assert len(set(hashes)) == len(hashes)
+
+
+# ---------------------------------------------------------------- CUDA implementations
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_entry_point_is_in_the_source(name: str) -> None:
+    kernel = cuda_of(name)
+    assert kernel.entry.startswith("kf_")  # the profiler selects the farm's kernels by this prefix
+    # declared in the template as extern "C" __global__ (a C name: the backend looks it up by name)
+    declaration = re.compile(rf'extern "C" __global__\b[^;{{}}]*?\b{kernel.entry}\s*\(')
+    assert declaration.search(kernel.source.text), kernel.entry
+    assert kernel.outputs()
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_declared_problems_leave_a_rich_space(name: str) -> None:
+    spec = spec_of(name)
+    for problem in declared_problems(spec):
+        valid = len(spec.space.valid_indices(problem))
+        assert MIN_SPACE.get(name, DEFAULT_MIN_SPACE) <= valid <= MAX_SPACE, (problem, valid)
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_launch_shapes_are_within_cuda_limits(name: str) -> None:
+    spec, kernel = spec_of(name), cuda_of(name)
+    for problem in declared_problems(spec):
+        for config in spread(spec.space.valid_configs(problem), CONFIGS_CHECKED_PER_PROBLEM):
+            launch = kernel.launch(config, problem)
+            where = f"{name} {problem} {config}: {launch}"
+            assert 32 <= launch.threads <= MAX_THREADS_PER_BLOCK, where  # at least one whole warp
+            assert all(1 <= b <= limit for b, limit in zip(launch.block, MAX_BLOCK_DIMS, strict=True)), where
+            assert all(1 <= g <= limit for g, limit in zip(launch.grid, MAX_GRID_DIMS, strict=True)), where
+            assert 0 <= launch.shared_bytes <= MAX_DYNAMIC_SHARED_BYTES, where
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_defines_are_macros_with_int_or_string_values(name: str) -> None:
+    spec, kernel = spec_of(name), cuda_of(name)
+    for problem in declared_problems(spec):
+        for config in spread(spec.space.valid_configs(problem), CONFIGS_CHECKED_PER_PROBLEM):
+            defines = kernel.defines(config, problem)
+            assert defines
+            for macro, value in defines.items():
+                assert re.fullmatch(r"[A-Za-z_]\w*", macro), macro
+                assert isinstance(value, int | str) and not isinstance(value, bool), (macro, value)
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_roofline_figures_and_tolerance_are_positive(name: str) -> None:
+    spec, kernel = spec_of(name), cuda_of(name)
+    for problem in declared_problems(spec):
+        assert kernel.flops(problem) > 0 and kernel.bytes_moved(problem) > 0, problem
+        assert 0 < kernel.tolerance(problem) < 1, problem
+        assert kernel.peak_kind(problem) in {"fp32", "tensor"}
+
+
+def copy_of_sources(kernel: CudaKernel, root: Path) -> Path:
+    """The kernel's template and the shared headers copied under ``root``; returns the template."""
+    assert kernel.source.path is not None
+    template = root / "kernel" / kernel.source.path.name
+    template.parent.mkdir(parents=True)
+    shutil.copy(kernel.source.path, template)
+    shutil.copytree(INCLUDE_DIR, root / "include")
+    return template
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_source_hash_and_cubin_key_cover_every_included_header(name: str, tmp_path: Path) -> None:
+    spec, kernel = spec_of(name), cuda_of(name)
+    problem = spec.normalize_problem(spec.default_problem)
+    config = spec.space.valid_configs(problem)[0]
+
+    def with_source(source: CudaSource) -> KernelSpec:
+        return replace(spec, impls={**spec.impls, "cuda": type(kernel)(source)})
+
+    def cubin_key(source: CudaSource) -> str:
+        return CompileJob.for_config(with_source(source), config, problem, "sm_90").key
+
+    template = copy_of_sources(kernel, tmp_path)
+    include_dirs = (tmp_path / "include",)
+    copied = CudaSource.from_file(template, include_dirs)
+    assert copied == kernel.source  # same text, same headers: the copy stands for the kernel
+    assert with_source(copied).source_hash == spec.source_hash
+    edited_files = [template, *(include_dirs[0] / header for header, _ in copied.headers)]
+    seen_hashes, seen_keys = {spec.source_hash}, {cubin_key(copied)}
+    for path in edited_files:
+        path.write_text(path.read_text() + "\n// an edit\n")
+        edited = CudaSource.from_file(template, include_dirs)
+        seen_hashes.add(with_source(edited).source_hash)
+        seen_keys.add(cubin_key(edited))
+    # each edit (the template, then each header in turn) gave a new hash and a new cubin key
+    assert len(seen_hashes) == len(seen_keys) == 1 + len(edited_files)
+
+
+# ---------------------------------------------------------------- replay implementations
+
+
+@pytest.mark.parametrize("name", REPLAY_KERNELS)
+def test_recordings_exist_and_cover_their_problems(name: str) -> None:
+    spec = spec_of(name)
+    recordings = spec.impl("replay", Recordings)
+    assert recordings.paths and all(path.is_file() for path in recordings.paths)
+    assert recordings.gpu_models and recordings.problems
+    for problem in recordings.problems:
+        assert recordings.covers(spec.normalize_problem(problem))
+
+
+@pytest.mark.parametrize("name", [n for n in REPLAY_KERNELS if spec_of(n).replay_only])
+def test_replay_only_kernel_accepts_only_recorded_problems(name: str) -> None:
+    spec = spec_of(name)
+    recorded = spec.normalize_problem(spec.default_problem)
+    unrecorded = {k: v + 1 if isinstance(v, int) else v for k, v in recorded.items()}
+    with pytest.raises(InvalidInput, match="replay-only"):
+        spec.normalize_problem(unrecorded)
+
+
+# ---------------------------------------------------------------- on the GPU
+
+
+def gpu_missing() -> str | None:
+    """Why the GPU checks cannot run here, or None. NVML, not CUDA: this process must stay
+    without a CUDA context (the backend's children own the GPU)."""
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is not installed (GPU tests run on the device machine)"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        if pynvml.nvmlDeviceGetCount() == 0:
+            return "no NVIDIA GPU"
+    except Exception as exc:
+        return f"no NVIDIA GPU visible through NVML ({exc})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    reason = gpu_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
+    from kernelfarm.worker.cuda.bench import BenchPolicy
+
+    options = CudaBackendOptions(
+        cache_dir=tmp_path_factory.mktemp("cuda-cache"),
+        timeout_s=60.0,
+        policy=BenchPolicy(max_time_s=0.2),
+        roofline=False,  # correctness only: no ceilings to measure
+        profile_standby=False,
+    )
+    backend = CudaBackend(options)
+    yield backend
+    backend.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_sampled_configs_verify_against_the_reference_on_the_gpu(name: str, cuda_backend: Any) -> None:
+    from kernelfarm.worker.backends.base import MeasureRequest
+
+    spec = spec_of(name)
+    requests = [
+        MeasureRequest(name, problem, config, profile=False, seed=7)
+        for problem in gpu_problems(spec)
+        for config in spread(spec.space.valid_configs(problem), CONFIGS_MEASURED_PER_PROBLEM)
+    ]
+    measurements = cuda_backend.measure_many(requests)
+    assert len(measurements) == len(requests)
+    failures = [
+        (dict(r.problem), dict(r.config), m.failure, m.failure_message)
+        for r, m in zip(requests, measurements, strict=True)
+        if m.failure is not None or not m.verified
+    ]
+    assert not failures, failures
+    assert all(m.timing is not None and m.provenance.get("source_hash") == spec.source_hash for m in measurements)
+
+
+def test_gpu_problems_default_to_the_default_problem() -> None:
+    spec = replace(spec_of(CUDA_KERNELS[0]), test_problems=())
+    assert gpu_problems(spec) == [spec.normalize_problem(spec.default_problem)]
+
+
+def test_spread_keeps_both_ends() -> None:
+    assert spread(list(range(10)), 4) == [0, 3, 6, 9]
+    assert spread([1, 2], 4) == [1, 2]
+
+
+def test_bad_values_cover_type_range_and_choices() -> None:
+    values = bad_values(ProblemParam("R", choices=(1, 3), minimum=1, maximum=4))
+    assert values == ["1", 1.0, True, None, 0, 5, 2]
+    assert bad_values(ProblemParam("dtype", kind="str", choices=("a",))) == [
+        1,
+        None,
+        b"bytes",
+        "not-one-of-the-choices",
+    ]

@@ -1,0 +1,82 @@
+"""KernelSpec's implementations: the typed accessor, the derived names, what the registry rejects."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.kernels.cuda_kernel import CudaKernel
+from kernelfarm.kernels.faultinject.kernel import SPEC as FAULT_SPEC
+from kernelfarm.kernels.recordings import Recordings
+from kernelfarm.kernels.registry import RegistryError, all_kernels, validate
+from kernelfarm.kernels.spec import Implementation, MissingImplementation
+
+RECORDINGS = Recordings(paths=(Path("x.json"),), problems=({"n": 1 << 20},), gpu_models=frozenset({"gpu-a"}))
+
+
+class TritonLike:
+    """A stand-in for a backend's implementation type that the spec does not know."""
+
+    def fingerprint(self) -> bytes:
+        return b"def kernel(): ..."
+
+
+def test_impl_returns_the_typed_implementation_or_says_what_is_missing() -> None:
+    assert isinstance(FAULT_SPEC.impl("cuda", CudaKernel), CudaKernel)
+    with pytest.raises(MissingImplementation, match=r"no 'replay' implementation; it has \['cuda'\]"):
+        FAULT_SPEC.impl("replay", Recordings)
+    with pytest.raises(TypeError, match="not a"):
+        FAULT_SPEC.impl("cuda", Recordings)
+
+
+def test_a_new_backend_slots_in_without_changing_the_spec() -> None:
+    spec = replace(FAULT_SPEC, impls={**FAULT_SPEC.impls, "triton": TritonLike()})
+    validate(spec)
+    assert spec.backends == frozenset({"cuda", "triton"})
+    assert isinstance(spec.impl("triton", TritonLike), Implementation)
+    assert spec.source_hash != FAULT_SPEC.source_hash  # its code is part of what a measurement depends on
+    assert not spec.replay_only
+
+
+def test_recordings_beside_code_leave_the_source_hash_alone() -> None:
+    with_recordings = replace(FAULT_SPEC, impls={**FAULT_SPEC.impls, "replay": RECORDINGS})
+    assert with_recordings.recordings is RECORDINGS and not with_recordings.replay_only
+    assert with_recordings.source_hash == FAULT_SPEC.source_hash
+    assert with_recordings.normalize_problem({"n": 7}) == {"n": 7}  # any problem: the code can run it
+
+
+def test_a_replay_only_kernel_is_limited_to_its_recordings() -> None:
+    replay_only = replace(FAULT_SPEC, impls={"replay": RECORDINGS})
+    assert replay_only.replay_only and replay_only.backends == frozenset({"replay"})
+    assert replay_only.normalize_problem(None) == {"n": 1 << 20}
+    with pytest.raises(InvalidInput, match="replay-only"):
+        replay_only.normalize_problem({"n": 7})
+    other = replace(replay_only, impls={"replay": replace(RECORDINGS, paths=(Path("y.json"),))})
+    assert other.source_hash != replay_only.source_hash  # the recordings are its source
+
+
+def test_the_deprecated_cuda_property_still_answers() -> None:
+    with pytest.deprecated_call():
+        assert FAULT_SPEC.cuda is FAULT_SPEC.impl("cuda", CudaKernel)
+    with pytest.deprecated_call():
+        assert replace(FAULT_SPEC, impls={"replay": RECORDINGS}).cuda is None
+
+
+@pytest.mark.parametrize(
+    "impls,message",
+    [({}, "no implementation"), ({"cuda": RECORDINGS}, "must be a CudaKernel"), ({"replay": object()}, "Recordings")],
+)
+def test_the_registry_rejects_missing_or_mistyped_implementations(impls: dict, message: str) -> None:
+    with pytest.raises(RegistryError, match=message):
+        validate(replace(FAULT_SPEC, impls=impls))
+
+
+def test_catalogue_kernels_with_landscapes_are_served_by_replay_too() -> None:
+    spec = all_kernels()["matmul_fp32"]
+    recordings = spec.impl("replay", Recordings)
+    assert spec.backends == frozenset({"cuda", "replay"}) and not spec.replay_only
+    assert {"M": 4096, "N": 4096, "K": 4096} in [dict(p) for p in recordings.problems]
+    assert "nvidia-h100-80gb-hbm3" in recordings.gpu_models
