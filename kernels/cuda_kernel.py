@@ -32,8 +32,8 @@ class CudaKernel(ABC):
     """Args of every method: ``config`` is one point of the spec's search space, ``problem`` the
     normalized problem dict. Arrays are CuPy arrays on the current device."""
 
-    #: name of the ``extern "C" __global__`` function in the template; starts with ``kf_`` so the
-    #: profiler can select the farm's kernels and skip the input generators' kernels
+    #: name of the ``extern "C" __global__`` function in the template; the profiler's kernel filter
+    #: is built from these names, so it sees the farm's kernels and not the input generators' kernels
     entry: str
     #: compile for the architecture-specific target (``sm_90a``: wgmma, setmaxnreg)
     arch_specific: bool = False

@@ -13,17 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.space import SearchSpace
 from kernelfarm.kernels.recordings import Recordings
-
-if TYPE_CHECKING:
-    from kernelfarm.kernels.cuda_kernel import CudaKernel
 
 ImplT = TypeVar("ImplT")
 
@@ -122,16 +118,6 @@ class KernelSpec:
     def replay_only(self) -> bool:
         """Known only through recordings: jobs are limited to the recorded problems and GPU models."""
         return self.recordings is not None and len(self.impls) == 1
-
-    @property
-    def cuda(self) -> CudaKernel | None:
-        """Deprecated: ``spec.impl("cuda", CudaKernel)``, or ``"cuda" in spec.backends`` to test.
-        Kept until the worker's call sites move over."""
-        warnings.warn("KernelSpec.cuda is deprecated; use spec.impl('cuda', CudaKernel)", DeprecationWarning, 2)
-        from kernelfarm.kernels.cuda_kernel import CudaKernel
-
-        found = self.impls.get("cuda")
-        return found if isinstance(found, CudaKernel) else None
 
     @property
     def source_hash(self) -> str:

@@ -21,6 +21,7 @@ MODULE = f'''
 from dataclasses import replace
 from pathlib import Path
 
+from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.faultinject.kernel import SPEC as FAULT, FaultKernel
 
 
@@ -28,13 +29,15 @@ class RenamedKernel(FaultKernel):
     entry = "{ENTRY}"
 
 
-SPEC = replace(FAULT, name="renamed_copy", source_path=Path(__file__).with_name("renamed.cu"), cuda=RenamedKernel())
+SOURCE = CudaSource.from_file(Path(__file__).with_name("renamed.cu"))
+SPEC = replace(FAULT, name="renamed_copy", impls={{"cuda": RenamedKernel(SOURCE)}})
 '''
 
 
 def test_a_kernel_not_named_kf_is_profiled_by_the_standby_and_by_a_fresh_ncu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from kernelfarm.kernels.cuda_kernel import CudaKernel
     from kernelfarm.kernels.faultinject.kernel import SPEC as FAULT
     from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
     from kernelfarm.worker.cuda.profile import find_ncu
@@ -42,8 +45,8 @@ def test_a_kernel_not_named_kf_is_profiled_by_the_standby_and_by_a_fresh_ncu(
 
     if find_ncu() is None:
         pytest.skip("ncu not found")
-    assert FAULT.source_path is not None
-    (tmp_path / "renamed.cu").write_text(FAULT.source_path.read_text().replace("kf_fault", ENTRY))
+    source = FAULT.impl("cuda", CudaKernel).source.text
+    (tmp_path / "renamed.cu").write_text(source.replace("kf_fault", ENTRY))
     (tmp_path / "ncu_filter_kernel.py").write_text(MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p))

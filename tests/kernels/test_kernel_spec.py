@@ -58,13 +58,6 @@ def test_a_replay_only_kernel_is_limited_to_its_recordings() -> None:
     assert other.source_hash != replay_only.source_hash  # the recordings are its source
 
 
-def test_the_deprecated_cuda_property_still_answers() -> None:
-    with pytest.deprecated_call():
-        assert FAULT_SPEC.cuda is FAULT_SPEC.impl("cuda", CudaKernel)
-    with pytest.deprecated_call():
-        assert replace(FAULT_SPEC, impls={"replay": RECORDINGS}).cuda is None
-
-
 @pytest.mark.parametrize(
     "impls,message",
     [({}, "no implementation"), ({"cuda": RECORDINGS}, "must be a CudaKernel"), ({"replay": object()}, "Recordings")],

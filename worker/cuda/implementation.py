@@ -7,17 +7,14 @@ change to how a spec declares its implementations changes this file only.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.spec import KernelSpec
-
-if TYPE_CHECKING:
-    from kernelfarm.kernels.cuda_kernel import CudaKernel
 
 
 def cuda_impl(spec: KernelSpec) -> CudaKernel | None:
     """The kernel's CUDA implementation, or None when it has none (a replay-only kernel)."""
-    return spec.cuda
+    return spec.impl("cuda", CudaKernel) if "cuda" in spec.backends else None
 
 
 def entry_names(specs: Iterable[KernelSpec]) -> frozenset[str]:
