@@ -4,36 +4,42 @@ Services: DATABASE_URL / REDIS_URL when set; else the servers on 127.0.0.1:5432 
 answer; else the project's own embedded stack (PostgreSQL and redis-server from the wheels), so the
 suite passes on a machine with none of them. Each test session gets its own fresh database, made
 by the Alembic migrations, and its own Redis database number.
+
+The farm's components run in a directory of decoy ``core/``, ``api/``, ``kernels/``, ``tuner/`` and
+``worker/`` packages that raise on import: every end-to-end test fails if a component imports from
+its working directory instead of the installed package.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-# CONVOLUTION, PNPOLY, REPO and RTX3090 are re-exported for the test modules (`X as X`).
-from benchmarks.reliability.farm import CONVOLUTION as CONVOLUTION
-from benchmarks.reliability.farm import FAST_TIMINGS as HARNESS_TIMINGS
-from benchmarks.reliability.farm import PNPOLY as PNPOLY
-from benchmarks.reliability.farm import REPO as REPO
-from benchmarks.reliability.farm import RTX3090 as RTX3090
+from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.store.tokens import create_token
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open, wait_for
-from kernelfarm.stack import ProcessInfo, alive, signal_group, spawn, stop_processes
+from kernelfarm.stack import ProcessInfo, alive, api_ready, signal_group, spawn, stop_processes
+from kernelfarm.testing.clocks import FAST_TIMINGS as HARNESS_TIMINGS
+from kernelfarm.testing.decoys import write_decoy_packages
 
-# The recordings, the GPU model they were made on and the fast clocks are the reliability harness's
-# (the shared farm re-sends a queued trial after 8 s, the harness after 6 s).
+# CONVOLUTION, PNPOLY, RTX3090 and wait_for are re-exported for the test modules (`X as X`).
+from kernelfarm.testing.recordings import CONVOLUTION as CONVOLUTION
+from kernelfarm.testing.recordings import PNPOLY as PNPOLY
+from kernelfarm.testing.recordings import RTX3090 as RTX3090
+
+__all__ = ["CONVOLUTION", "PNPOLY", "RTX3090", "wait_for"]
+
+# The harness's fast clocks, except that the shared farm re-sends a queued trial after 8 s (the
+# fault-injection harness after 6 s).
 FAST_TIMINGS = {**HARNESS_TIMINGS, "KERNELFARM_REDISPATCH_AFTER_SECONDS": "8"}
 
 
@@ -106,41 +112,38 @@ def redis_url(services: Services) -> str:
 
 @dataclass
 class Farm:
-    """API + coordinator + workers as real processes against the test database and broker."""
+    """API + coordinator + workers as real processes against the test database and broker, each
+    started in ``directory``/decoys (see the module docstring)."""
 
     database_url: str
     redis_url: str
     directory: Path
     api_url: str = ""
     processes: list[ProcessInfo] = field(default_factory=list)
+    workdir: Path = field(init=False)  # the components' working directory, full of decoys
+
+    def __post_init__(self) -> None:
+        self.workdir = write_decoy_packages(self.directory / "decoys")
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(FAST_TIMINGS)
-        env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, "OMP_NUM_THREADS": "1"})
-        env.update(extra)
-        return env
+        return launcher.component_env(self.database_url, self.redis_url, overrides={**FAST_TIMINGS, **extra})
 
     def start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:
-        info = spawn(name, argv, self.env(**env), self.directory / "logs")
+        info = spawn(name, argv, self.env(**env), self.directory / "logs", cwd=self.workdir)
         self.processes.append(info)
         return info
 
     def start_api(self) -> None:
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
-        self.start("api", [sys.executable, "-m", "kernelfarm", "serve-api", "--port", str(port)])
-        wait_for(lambda: _ready(self.api_url), 30, "API")
+        self.start("api", launcher.api_argv(port))
+        wait_for(lambda: api_ready(self.api_url), 30, "API")
 
     def start_coordinator(self, name: str = "coordinator") -> ProcessInfo:
-        return self.start(name, [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", "2",
-                                 "--schedule", str(self.directory / f"{name}-schedule")])  # fmt: skip
+        return self.start(name, launcher.coordinator_argv(self.directory / f"{name}-schedule"))
 
     def start_worker(self, name: str, *landscapes: Path, sleep_ms: float = 0.0) -> ProcessInfo:
-        argv = [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
-                "--sleep-ms", str(sleep_ms)]  # fmt: skip
-        for path in landscapes or (CONVOLUTION, PNPOLY):
-            argv += ["--landscape", str(path)]
+        argv = launcher.worker_argv(name, landscapes=landscapes or (CONVOLUTION, PNPOLY), sleep_ms=sleep_ms)
         return self.start(name, argv)
 
     def stop(self, info: ProcessInfo, sig: int = 15) -> None:
@@ -153,13 +156,6 @@ class Farm:
     def log(self, name: str) -> str:
         path = self.directory / "logs" / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
-
-
-def _ready(api_url: str) -> bool:
-    try:
-        return httpx.get(f"{api_url}/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def make_token(database_url: str, *scopes: str, name: str = "test") -> str:
