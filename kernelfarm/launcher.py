@@ -3,7 +3,8 @@
 The embedded stack (``kernelfarm up``), the test suite's farms, the benchmarks and the network-namespace
 test all start the same processes: the API (``kernelfarm serve-api``), the coordinator (``kernelfarm
 coordinator``) and GPU workers (``kernelfarm worker``). They build those command lines here, so an option
-added to a component is passed the same way everywhere.
+added to a component is passed the same way everywhere. The Celery command line that the coordinator and
+the workers exec is built here too.
 
 Every command line is ``<python> -P -m kernelfarm ...``: ``-P`` keeps the caller's working directory off
 ``sys.path``, so a project folder with its own ``core/`` or ``kernels/`` cannot shadow the installed package.
@@ -73,6 +74,12 @@ def worker_argv(
     if loglevel:
         argv += ["--loglevel", loglevel]
     return argv
+
+
+def celery_argv(app: str, *args: str, python: str = sys.executable) -> list[str]:
+    """Celery's command line for the app module ``app`` (what ``kernelfarm coordinator`` and ``kernelfarm
+    worker`` exec), run through :mod:`kernelfarm.celery_main` so the working directory cannot shadow it."""
+    return [python, "-P", "-m", "kernelfarm.celery_main", "-A", app, *args]
 
 
 def component_env(database_url: str, redis_url: str, *, api_url: str | None = None,

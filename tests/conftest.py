@@ -136,8 +136,13 @@ class Farm:
     def start_api(self) -> None:
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
-        self.start("api", launcher.api_argv(port))
-        wait_for(lambda: api_ready(self.api_url), 30, "API")
+        api = self.start("api", launcher.api_argv(port))
+        wait_for(lambda: self._answering(api), 30, "API")
+
+    def _answering(self, api: ProcessInfo) -> bool:
+        if not alive(api.pid):  # e.g. it imported a decoy: say why now, not after the timeout
+            raise RuntimeError(f"the API exited during start-up:\n{self.log(api.name)[-3000:]}")
+        return api_ready(self.api_url)
 
     def start_coordinator(self, name: str = "coordinator") -> ProcessInfo:
         return self.start(name, launcher.coordinator_argv(self.directory / f"{name}-schedule"))

@@ -1,16 +1,20 @@
-"""Decoy packages named like the card's folders, for a working directory that must not be imported from.
+"""Decoy packages, for a working directory that must not be imported from.
 
 A component started with the caller's directory first on ``sys.path`` would import a project's own
-``core/`` or ``kernels/`` instead of the installed ``kernelfarm`` (issue 13: the API died at start-up in a
+``core/`` or ``kernels/`` instead of the installed package (issue 13: the API died at start-up in a
 project folder that had a ``core/``). A farm whose components run in a directory of these decoys fails
 loudly if any of them imports from its working directory.
+
+The card's folder names catch a bare ``import core``; ``kernelfarm`` catches a process that put its
+working directory first on ``sys.path`` (a ``python -m`` without ``-P``), as a clone of this repository
+would shadow the installed package.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-DECOY_NAMES = ("core", "api", "kernels", "tuner", "worker", "migrations")
+DECOY_NAMES = ("kernelfarm", "core", "api", "kernels", "tuner", "worker", "migrations")
 
 
 def write_decoy_packages(directory: Path) -> Path:

@@ -156,7 +156,7 @@ def test_worker_is_one_solo_process_without_cuda_or_children(own_farm: ChaosFarm
         wait_for(lambda: "ready" in own_farm.log(info.name), 60, "the worker")
         process = psutil.Process(info.pid)  # the CLI exec'd celery: same pid, no fork
         argv = process.cmdline()
-        assert "celery" in argv and argv[argv.index("--pool") + 1] == "solo"
+        assert argv[argv.index("-A") + 1] == "kernelfarm.worker.tasks" and argv[argv.index("--pool") + 1] == "solo"
         assert process.children(recursive=True) == []
         maps = Path(f"/proc/{info.pid}/maps").read_text()
         assert "libcuda" not in maps  # replay worker; a cuda worker creates its context after exec
