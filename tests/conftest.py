@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -61,16 +63,16 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
             postgres.start()
             embedded.append(postgres)
             database = postgres.url
-    redis = os.environ.get("REDIS_URL")
-    if not redis:
+    broker = os.environ.get("REDIS_URL")
+    if not broker:
         if port_open("127.0.0.1", 6379):
-            redis = "redis://127.0.0.1:6379/0"
+            broker = "redis://127.0.0.1:6379/0"
         else:
             server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
             server.start()
             embedded.append(server)
-            redis = server.url
-    redis_base = redis.rsplit("/", 1)[0] if redis.count("/") > 2 else redis
+            broker = server.url
+    redis_base = broker.rsplit("/", 1)[0] if broker.count("/") > 2 else broker
     yield Services(database, redis_base)
     for item in embedded:
         if isinstance(item, EmbeddedPostgres):
@@ -99,15 +101,52 @@ def database_url(services: Services) -> str:
     return url
 
 
-@pytest.fixture(scope="session")
-def redis_url(services: Services) -> str:
-    import redis as redis_client
+REDIS_CLAIM_KEY = "kernelfarm-test:claimed-by"
+REDIS_CLAIM_SECONDS = 86400
 
-    db = 11 + (os.getpid() % 4)
-    url = f"{services.redis_base}/{db}"
-    redis_client.Redis.from_url(url).flushdb()
+
+def claim_redis_database(redis_base: str) -> str:
+    """The URL of a Redis database that only this caller uses until ``release_redis_database``.
+
+    Test sessions of several checkouts share one Redis server: a database shared by two sessions
+    lets one session's coordinator consume the other's messages (its jobs then stall), and flushing
+    it drops the other's. A database is claimed with SET NX, and kept only if it held nothing else;
+    the claim expires after a day should the session die. Database 0 is left to everything else.
+    """
+    for db in range(1, 16):
+        url = f"{redis_base}/{db}"
+        client = redis.Redis.from_url(url)
+        if client.set(REDIS_CLAIM_KEY, _claimant(), nx=True, ex=REDIS_CLAIM_SECONDS):
+            if client.dbsize() == 1:
+                return url
+            client.delete(REDIS_CLAIM_KEY)  # someone else's data is there
+    raise RuntimeError(f"no free Redis database on {redis_base}: every one from 1 to 15 is claimed or in use")
+
+
+def empty_redis_database(url: str) -> None:
+    """Drop every message in a claimed database but keep the claim (one transaction: no other session
+    can claim it in between)."""
+    with redis.Redis.from_url(url).pipeline(transaction=True) as pipe:
+        pipe.flushdb()
+        pipe.set(REDIS_CLAIM_KEY, _claimant(), ex=REDIS_CLAIM_SECONDS)
+        pipe.execute()
+
+
+def _claimant() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def release_redis_database(url: str) -> None:
+    """Drop what the claimant left in its database (it held nothing else), the claim included."""
+    redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture(scope="session")
+def redis_url(services: Services) -> Iterator[str]:
+    url = claim_redis_database(services.redis_base)
     os.environ["REDIS_URL"] = url
-    return url
+    yield url
+    release_redis_database(url)
 
 
 @dataclass
@@ -136,13 +175,16 @@ class Farm:
     def start_api(self) -> None:
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
-        api = self.start("api", launcher.api_argv(port))
-        wait_for(lambda: self._answering(api), 30, "API")
+        self.start("api", launcher.api_argv(port))
+        wait_for(lambda: self.check_running() and api_ready(self.api_url), 30, "API")
 
-    def _answering(self, api: ProcessInfo) -> bool:
-        if not alive(api.pid):  # e.g. it imported a decoy: say why now, not after the timeout
-            raise RuntimeError(f"the API exited during start-up:\n{self.log(api.name)[-3000:]}")
-        return api_ready(self.api_url)
+    def check_running(self) -> bool:
+        """True while every component started here runs; raises with the log of one that exited
+        (e.g. it imported a decoy: say why now, not after a timeout)."""
+        for info in self.processes:
+            if not alive(info.pid):
+                raise RuntimeError(f"{info.name} exited:\n{self.log(info.name)[-3000:]}")
+        return True
 
     def start_coordinator(self, name: str = "coordinator") -> ProcessInfo:
         return self.start(name, launcher.coordinator_argv(self.directory / f"{name}-schedule"))
@@ -154,6 +196,7 @@ class Farm:
     def stop(self, info: ProcessInfo, sig: int = 15) -> None:
         signal_group(info.pid, sig)
         wait_for(lambda: not alive(info.pid), 20, f"{info.name} to stop")
+        self.processes.remove(info)  # stopped on purpose: check_running no longer expects it
 
     def stop_all(self) -> None:
         stop_processes(self.processes, grace=15)
@@ -184,7 +227,7 @@ def farm(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
         farm.start_coordinator()
         farm.start_worker("replay-a")
         farm.start_worker("replay-b")
-        wait_for(lambda: live_worker_count(database_url, RTX3090) >= 2, 60, "two live workers")
+        wait_for(lambda: farm.check_running() and live_worker_count(database_url, RTX3090) >= 2, 60, "two live workers")
         yield farm
     finally:
         farm.stop_all()
@@ -194,7 +237,6 @@ def farm(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
 def _reset_between_farms(database_url: str, redis_url: str) -> None:
     """Cancel what a module left unfinished and drop queued messages, so the next module's farm
     starts from a quiet database and broker (its housekeeping would otherwise resume old jobs)."""
-    import redis as redis_client
     from sqlalchemy import select
 
     from kernelfarm.core.models import Job
@@ -204,7 +246,7 @@ def _reset_between_farms(database_url: str, redis_url: str) -> None:
         unfinished = session.execute(select(Job.id).where(Job.state.in_(["queued", "running"]))).scalars().all()
         for job_id in unfinished:
             cancel_job(session, job_id)
-    redis_client.Redis.from_url(redis_url).flushdb()
+    empty_redis_database(redis_url)
 
 
 @pytest.fixture(scope="module")
