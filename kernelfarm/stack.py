@@ -13,13 +13,13 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
 
+from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.settings import Settings
@@ -89,47 +89,27 @@ def alive(pid: int) -> bool:
         return True
 
 
-def spawn(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> ProcessInfo:
+def spawn(name: str, argv: list[str], env: dict[str, str], log_dir: Path, cwd: Path | None = None) -> ProcessInfo:
+    """Start ``argv`` in its own session, its output appended to ``<log_dir>/<name>.log``; ``cwd`` is
+    its working directory (the caller's when None)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
         # A new session: `down` stops the whole process group, Celery's children included.
-        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
     return ProcessInfo(name=name, pid=process.pid, log=str(log_path), argv=list(argv))
 
 
-def component_env(state: StackState, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({"DATABASE_URL": state.database_url, "REDIS_URL": state.redis_url,
-                "KERNELFARM_API_URL": state.api_url, "OMP_NUM_THREADS": "1"})  # fmt: skip
-    # OMP_NUM_THREADS=1: BLAS threads made the GP fit 4-9x slower on 2 cores (ANCHORS.md).
-    env.update(extra or {})
-    return env
+def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:
+    """The command line of the plan's worker number ``index`` (cuda: on GPU ``index``)."""
+    return launcher.worker_argv(f"{plan.backend}{index}", backend=plan.backend,
+                                gpu=index if plan.backend == "cuda" else None, landscapes=plan.landscapes,
+                                sleep_ms=plan.sleep_ms, time_scale=plan.time_scale)  # fmt: skip
 
 
-def worker_argv(index: int, plan: WorkerPlan) -> list[str]:
-    argv = [
-        sys.executable,
-        "-P",
-        "-m",
-        "kernelfarm",
-        "worker",
-        "--backend",
-        plan.backend,
-        "--name",
-        f"{plan.backend}{index}",
-    ]
-    if plan.backend == "cuda":
-        argv += ["--gpu", str(index)]
-    for path in plan.landscapes:
-        argv += ["--landscape", str(path)]
-    argv += ["--sleep-ms", str(plan.sleep_ms), "--time-scale", str(plan.time_scale)]
-    return argv
-
-
-def coordinator_argv(state_dir: Path, concurrency: int = 2) -> list[str]:
-    return [sys.executable, "-P", "-m", "kernelfarm", "coordinator", "--concurrency", str(concurrency),
-            "--schedule", str(state_dir / "celerybeat-schedule")]  # fmt: skip
+def _component_env(state: StackState) -> dict[str, str]:
+    return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url)
 
 
 def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port: int | None = None,
@@ -160,13 +140,13 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
     state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
     state.save(state_dir)
 
-    env = component_env(state)
+    env = _component_env(state)
     logs = state_dir / "logs"
-    state.processes.append(spawn("api", [sys.executable, "-P", "-m", "kernelfarm", "serve-api", "--host", "127.0.0.1",
-                                         "--port", str(port)], env, logs))  # fmt: skip
-    state.processes.append(spawn("coordinator", coordinator_argv(state_dir), env, logs))
+    state.processes.append(spawn("api", launcher.api_argv(port), env, logs))
+    schedule = state_dir / "celerybeat-schedule"
+    state.processes.append(spawn("coordinator", launcher.coordinator_argv(schedule), env, logs))
     for index in range(plan.count):
-        state.processes.append(spawn(f"worker-{index}", worker_argv(index, plan), env, logs))
+        state.processes.append(spawn(f"worker-{index}", _worker_argv(index, plan), env, logs))
     state.save(state_dir)
     try:
         wait_until_ready(state, plan.count, timeout)
@@ -182,7 +162,7 @@ def wait_until_ready(state: StackState, workers: int, timeout: float) -> None:
         dead = [p for p in state.processes if not alive(p.pid)]
         if dead:
             raise RuntimeError(f"{dead[0].name} exited during start-up; see {dead[0].log}")
-        if _api_ready(state.api_url):
+        if api_ready(state.api_url):
             with session_scope(state.database_url) as session:
                 if len(live_workers(session, ttl_seconds=30)) >= workers:
                     return
@@ -190,7 +170,8 @@ def wait_until_ready(state: StackState, workers: int, timeout: float) -> None:
     raise RuntimeError(f"the stack did not answer within {timeout:.0f} s; logs are in the state directory")
 
 
-def _api_ready(api_url: str) -> bool:
+def api_ready(api_url: str) -> bool:
+    """Does the API at ``api_url`` answer /ready (database and broker reachable)?"""
     try:
         return httpx.get(f"{api_url}/ready", timeout=2).status_code == 200
     except httpx.HTTPError:
@@ -261,7 +242,7 @@ class Supervisor:
                              self.window_s, info.log)  # fmt: skip
                 continue
             logger.warning("%s (pid %d) exited on its own; restarting it", info.name, info.pid)
-            self.state.processes[index] = spawn(info.name, info.argv, component_env(self.state), Path(info.log).parent)
+            self.state.processes[index] = spawn(info.name, info.argv, _component_env(self.state), Path(info.log).parent)
             self._restarts[info.name] = [*recent, now]
             restarted.append(info.name)
         if restarted:

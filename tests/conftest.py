@@ -4,36 +4,44 @@ Services: DATABASE_URL / REDIS_URL when set; else the servers on 127.0.0.1:5432 
 answer; else the project's own embedded stack (PostgreSQL and redis-server from the wheels), so the
 suite passes on a machine with none of them. Each test session gets its own fresh database, made
 by the Alembic migrations, and its own Redis database number.
+
+The farm's components run in a directory of decoy ``core/``, ``api/``, ``kernels/``, ``tuner/`` and
+``worker/`` packages that raise on import: every end-to-end test fails if a component imports from
+its working directory instead of the installed package.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import sys
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
+import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-# CONVOLUTION, PNPOLY, REPO and RTX3090 are re-exported for the test modules (`X as X`).
-from benchmarks.reliability.farm import CONVOLUTION as CONVOLUTION
-from benchmarks.reliability.farm import FAST_TIMINGS as HARNESS_TIMINGS
-from benchmarks.reliability.farm import PNPOLY as PNPOLY
-from benchmarks.reliability.farm import REPO as REPO
-from benchmarks.reliability.farm import RTX3090 as RTX3090
+from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.store.tokens import create_token
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open, wait_for
-from kernelfarm.stack import ProcessInfo, alive, signal_group, spawn, stop_processes
+from kernelfarm.stack import ProcessInfo, alive, api_ready, signal_group, spawn, stop_processes
+from kernelfarm.testing.clocks import FAST_TIMINGS as HARNESS_TIMINGS
+from kernelfarm.testing.decoys import write_decoy_packages
 
-# The recordings, the GPU model they were made on and the fast clocks are the reliability harness's
-# (the shared farm re-sends a queued trial after 8 s, the harness after 6 s).
+# CONVOLUTION, PNPOLY, RTX3090 and wait_for are re-exported for the test modules (`X as X`).
+from kernelfarm.testing.recordings import CONVOLUTION as CONVOLUTION
+from kernelfarm.testing.recordings import PNPOLY as PNPOLY
+from kernelfarm.testing.recordings import RTX3090 as RTX3090
+
+__all__ = ["CONVOLUTION", "PNPOLY", "RTX3090", "wait_for"]
+
+# The harness's fast clocks, except that the shared farm re-sends a queued trial after 8 s (the
+# fault-injection harness after 6 s).
 FAST_TIMINGS = {**HARNESS_TIMINGS, "KERNELFARM_REDISPATCH_AFTER_SECONDS": "8"}
 
 
@@ -55,16 +63,16 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
             postgres.start()
             embedded.append(postgres)
             database = postgres.url
-    redis = os.environ.get("REDIS_URL")
-    if not redis:
+    broker = os.environ.get("REDIS_URL")
+    if not broker:
         if port_open("127.0.0.1", 6379):
-            redis = "redis://127.0.0.1:6379/0"
+            broker = "redis://127.0.0.1:6379/0"
         else:
             server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
             server.start()
             embedded.append(server)
-            redis = server.url
-    redis_base = redis.rsplit("/", 1)[0] if redis.count("/") > 2 else redis
+            broker = server.url
+    redis_base = broker.rsplit("/", 1)[0] if broker.count("/") > 2 else broker
     yield Services(database, redis_base)
     for item in embedded:
         if isinstance(item, EmbeddedPostgres):
@@ -93,59 +101,102 @@ def database_url(services: Services) -> str:
     return url
 
 
-@pytest.fixture(scope="session")
-def redis_url(services: Services) -> str:
-    import redis as redis_client
+REDIS_CLAIM_KEY = "kernelfarm-test:claimed-by"
+REDIS_CLAIM_SECONDS = 86400
 
-    db = 11 + (os.getpid() % 4)
-    url = f"{services.redis_base}/{db}"
-    redis_client.Redis.from_url(url).flushdb()
+
+def claim_redis_database(redis_base: str) -> str:
+    """The URL of a Redis database that only this caller uses until ``release_redis_database``.
+
+    Test sessions of several checkouts share one Redis server: a database shared by two sessions
+    lets one session's coordinator consume the other's messages (its jobs then stall), and flushing
+    it drops the other's. A database is claimed with SET NX, and kept only if it held nothing else;
+    the claim expires after a day should the session die. Database 0 is left to everything else.
+    """
+    for db in range(1, 16):
+        url = f"{redis_base}/{db}"
+        client = redis.Redis.from_url(url)
+        if client.set(REDIS_CLAIM_KEY, _claimant(), nx=True, ex=REDIS_CLAIM_SECONDS):
+            if client.dbsize() == 1:
+                return url
+            client.delete(REDIS_CLAIM_KEY)  # someone else's data is there
+    raise RuntimeError(f"no free Redis database on {redis_base}: every one from 1 to 15 is claimed or in use")
+
+
+def empty_redis_database(url: str) -> None:
+    """Drop every message in a claimed database but keep the claim (one transaction: no other session
+    can claim it in between)."""
+    with redis.Redis.from_url(url).pipeline(transaction=True) as pipe:
+        pipe.flushdb()
+        pipe.set(REDIS_CLAIM_KEY, _claimant(), ex=REDIS_CLAIM_SECONDS)
+        pipe.execute()
+
+
+def _claimant() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def release_redis_database(url: str) -> None:
+    """Drop what the claimant left in its database (it held nothing else), the claim included."""
+    redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture(scope="session")
+def redis_url(services: Services) -> Iterator[str]:
+    url = claim_redis_database(services.redis_base)
     os.environ["REDIS_URL"] = url
-    return url
+    yield url
+    release_redis_database(url)
 
 
 @dataclass
 class Farm:
-    """API + coordinator + workers as real processes against the test database and broker."""
+    """API + coordinator + workers as real processes against the test database and broker, each
+    started in ``directory``/decoys (see the module docstring)."""
 
     database_url: str
     redis_url: str
     directory: Path
     api_url: str = ""
     processes: list[ProcessInfo] = field(default_factory=list)
+    workdir: Path = field(init=False)  # the components' working directory, full of decoys
+
+    def __post_init__(self) -> None:
+        self.workdir = write_decoy_packages(self.directory / "decoys")
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(FAST_TIMINGS)
-        env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, "OMP_NUM_THREADS": "1"})
-        env.update(extra)
-        return env
+        return launcher.component_env(self.database_url, self.redis_url, overrides={**FAST_TIMINGS, **extra})
 
     def start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:
-        info = spawn(name, argv, self.env(**env), self.directory / "logs")
+        info = spawn(name, argv, self.env(**env), self.directory / "logs", cwd=self.workdir)
         self.processes.append(info)
         return info
 
     def start_api(self) -> None:
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
-        self.start("api", [sys.executable, "-m", "kernelfarm", "serve-api", "--port", str(port)])
-        wait_for(lambda: _ready(self.api_url), 30, "API")
+        self.start("api", launcher.api_argv(port))
+        wait_for(lambda: self.check_running() and api_ready(self.api_url), 30, "API")
+
+    def check_running(self) -> bool:
+        """True while every component started here runs; raises with the log of one that exited
+        (e.g. it imported a decoy: say why now, not after a timeout)."""
+        for info in self.processes:
+            if not alive(info.pid):
+                raise RuntimeError(f"{info.name} exited:\n{self.log(info.name)[-3000:]}")
+        return True
 
     def start_coordinator(self, name: str = "coordinator") -> ProcessInfo:
-        return self.start(name, [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", "2",
-                                 "--schedule", str(self.directory / f"{name}-schedule")])  # fmt: skip
+        return self.start(name, launcher.coordinator_argv(self.directory / f"{name}-schedule"))
 
     def start_worker(self, name: str, *landscapes: Path, sleep_ms: float = 0.0) -> ProcessInfo:
-        argv = [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
-                "--sleep-ms", str(sleep_ms)]  # fmt: skip
-        for path in landscapes or (CONVOLUTION, PNPOLY):
-            argv += ["--landscape", str(path)]
+        argv = launcher.worker_argv(name, landscapes=landscapes or (CONVOLUTION, PNPOLY), sleep_ms=sleep_ms)
         return self.start(name, argv)
 
     def stop(self, info: ProcessInfo, sig: int = 15) -> None:
         signal_group(info.pid, sig)
         wait_for(lambda: not alive(info.pid), 20, f"{info.name} to stop")
+        self.processes.remove(info)  # stopped on purpose: check_running no longer expects it
 
     def stop_all(self) -> None:
         stop_processes(self.processes, grace=15)
@@ -153,13 +204,6 @@ class Farm:
     def log(self, name: str) -> str:
         path = self.directory / "logs" / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
-
-
-def _ready(api_url: str) -> bool:
-    try:
-        return httpx.get(f"{api_url}/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def make_token(database_url: str, *scopes: str, name: str = "test") -> str:
@@ -183,7 +227,7 @@ def farm(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
         farm.start_coordinator()
         farm.start_worker("replay-a")
         farm.start_worker("replay-b")
-        wait_for(lambda: live_worker_count(database_url, RTX3090) >= 2, 60, "two live workers")
+        wait_for(lambda: farm.check_running() and live_worker_count(database_url, RTX3090) >= 2, 60, "two live workers")
         yield farm
     finally:
         farm.stop_all()
@@ -193,7 +237,6 @@ def farm(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
 def _reset_between_farms(database_url: str, redis_url: str) -> None:
     """Cancel what a module left unfinished and drop queued messages, so the next module's farm
     starts from a quiet database and broker (its housekeeping would otherwise resume old jobs)."""
-    import redis as redis_client
     from sqlalchemy import select
 
     from kernelfarm.core.models import Job
@@ -203,7 +246,7 @@ def _reset_between_farms(database_url: str, redis_url: str) -> None:
         unfinished = session.execute(select(Job.id).where(Job.state.in_(["queued", "running"]))).scalars().all()
         for job_id in unfinished:
             cancel_job(session, job_id)
-    redis_client.Redis.from_url(redis_url).flushdb()
+    empty_redis_database(redis_url)
 
 
 @pytest.fixture(scope="module")

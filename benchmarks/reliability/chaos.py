@@ -4,9 +4,10 @@ restart, a PostgreSQL restart and an API restart; then check that every trial wa
     python -m benchmarks.reliability.chaos                 # the target: 1044 trials, 100 worker kills, ...
     python -m benchmarks.reliability.chaos --scale ci      # the scaled-down run the test suite uses
 
-Faults are triggered by progress (fraction of the job's trials finished) plus a random delay, so
-every planned fault lands while the job is running whatever the machine's speed. Kills are kill -9.
-Everything runs on servers this script starts in its own directory (see farm.py).
+The run itself is the installed test harness's (kernelfarm.testing.chaos), so this script and
+tests/reliability/test_chaos.py run the same code. Faults are triggered by progress (fraction of the
+job's trials finished) plus a random delay; kills are kill -9. Everything runs on servers the run
+starts in its own directory.
 """
 
 from __future__ import annotations
@@ -14,187 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import random
 import signal
 import tempfile
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-import httpx
-from sqlalchemy import create_engine, text
-
-from benchmarks.reliability.audit import Expected, Verdict, expected_outcomes, install_audit, verify
-from benchmarks.reliability.farm import CONVOLUTION, RTX3090, ChaosFarm, wait_for
-from kernelfarm.core.db import session_scope
-from kernelfarm.core.store.tokens import create_token
-
-logger = logging.getLogger("chaos")
-KERNEL = "convolution_kernel"
-
-
-@dataclass(frozen=True)
-class ChaosPlan:
-    parameters: dict[str, list[Any]] = field(default_factory=lambda: {"read_only": [0], "use_padding": [1]})
-    constraints: tuple[str, ...] = ("tile_size_x * tile_size_y <= 14",)  # 1044 valid configs
-    workers: int = 4
-    sleep_ms: float = 150.0
-    parallelism: int = 8
-    worker_kills: int = 100
-    coordinator_kills: int = 3
-    redis_restarts: int = 1
-    postgres_restarts: int = 1
-    api_restarts: int = 1
-    seed: int = 7
-    timeout_s: float = 1500.0
-
-
-SCALES = {
-    "target": ChaosPlan(),
-    # The CI version: same code, a 144-config space and fewer faults of every class.
-    "ci": ChaosPlan(
-        parameters={"read_only": [0], "use_padding": [1], "tile_size_x": [1, 2], "tile_size_y": [1, 2]},
-        constraints=(),
-        workers=3,
-        sleep_ms=100.0,
-        parallelism=6,
-        worker_kills=6,
-        coordinator_kills=1,
-        timeout_s=150.0,
-    ),
-}
-
-
-@dataclass
-class ChaosReport:
-    plan: dict[str, Any]
-    events: list[tuple[float, str]]
-    seconds: float
-    verdict: dict[str, Any]
-    # Components that died on their own and were restarted by the harness's supervisor.
-    unplanned_restarts: list[str] = field(default_factory=list)
-
-
-def schedule(plan: ChaosPlan, rng: random.Random) -> list[tuple[float, str]]:
-    """(progress fraction, fault) pairs, sorted. Broker, database and API faults sit at fixed points
-    so they never coincide with each other; worker and coordinator kills are spread at random."""
-    events = [(rng.uniform(0.02, 0.95), "kill-worker") for _ in range(plan.worker_kills)]
-    events += [(rng.uniform(0.05, 0.9), "kill-coordinator") for _ in range(plan.coordinator_kills)]
-    events += [(0.3 + 0.05 * i, "flush-restart-redis") for i in range(plan.redis_restarts)]
-    events += [(0.45 + 0.05 * i, "restart-api") for i in range(plan.api_restarts)]
-    events += [(0.6 + 0.05 * i, "restart-postgres") for i in range(plan.postgres_restarts)]
-    return sorted(events)
-
-
-def finished_trials(database_url: str, job_id: str) -> int | None:
-    try:
-        engine = _engine(database_url)
-        with engine.connect() as connection:
-            return int(connection.execute(
-                text("SELECT count(*) FROM trials WHERE job_id = :j AND state IN ('complete', 'failed')"), {"j": job_id}
-            ).scalar_one())  # fmt: skip
-    except Exception:  # the database is being restarted
-        return None
-
-
-_engines: dict[str, Any] = {}
-
-
-def _engine(url: str) -> Any:
-    if url not in _engines:
-        _engines[url] = create_engine(url, pool_pre_ping=True)
-    return _engines[url]
-
-
-def job_state(database_url: str, job_id: str) -> str | None:
-    try:
-        with _engine(database_url).connect() as connection:
-            return str(connection.execute(text("SELECT state FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one())
-    except Exception:
-        return None
-
-
-def apply(farm: ChaosFarm, fault: str, plan: ChaosPlan, rng: random.Random) -> None:
-    if fault == "kill-worker":
-        workers = farm.workers()
-        if workers:
-            farm.kill(rng.choice(workers), signal.SIGKILL)
-        farm.start_worker(plan.sleep_ms)
-    elif fault == "kill-coordinator":
-        farm.kill("coordinator", signal.SIGKILL)
-        time.sleep(1.0)
-        farm.start_coordinator()
-    elif fault == "flush-restart-redis":
-        farm.flush_and_restart_redis()
-    elif fault == "restart-postgres":
-        farm.restart_postgres(down_seconds=2.0)
-    elif fault == "restart-api":
-        farm.kill("api", signal.SIGKILL)
-        farm.start_api()
-    else:
-        raise ValueError(fault)
-
-
-def submit(farm: ChaosFarm, token: str, plan: ChaosPlan, total: int) -> str:
-    body = {"kernel": KERNEL, "gpu_model": RTX3090, "budget_trials": total, "parallelism": plan.parallelism,
-            "seed": plan.seed, "strategy": "random", "profile": "none",
-            "space": {"parameters": plan.parameters, "constraints": list(plan.constraints)}}  # fmt: skip
-    response = httpx.post(f"{farm.api_url}/v1/jobs", json=body, headers={"Authorization": f"Bearer {token}"},
-                          timeout=30)  # fmt: skip
-    response.raise_for_status()
-    return str(response.json()["id"])
-
-
-def api_best(farm: ChaosFarm, token: str, job_id: str) -> dict[str, Any] | None:
-    job = httpx.get(f"{farm.api_url}/v1/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    job.raise_for_status()
-    best = job.json().get("best")
-    return dict(best) if best else None
-
-
-def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosReport, Verdict]:
-    rng = random.Random(rng_seed)
-    expected: Expected = expected_outcomes(CONVOLUTION, KERNEL, plan.parameters, list(plan.constraints))
-    total = len(expected.outcomes)
-    farm = ChaosFarm(directory)
-    events_done: list[tuple[float, str]] = []
-    try:
-        farm.start_servers()
-        install_audit(farm.database_url)
-        with session_scope(farm.database_url) as session:
-            token = create_token(session, "chaos", ["admin"])
-        farm.start_api()
-        farm.start_coordinator()
-        for _ in range(plan.workers):
-            farm.start_worker(plan.sleep_ms)
-        started = time.monotonic()
-        job_id = submit(farm, token, plan, total)
-        pending = schedule(plan, rng)
-        while time.monotonic() - started < plan.timeout_s:
-            done = finished_trials(farm.database_url, job_id)
-            if done is not None:
-                while pending and done >= pending[0][0] * total:
-                    _, fault = pending.pop(0)
-                    time.sleep(rng.uniform(0.0, 0.3))  # a random moment, usually mid-trial
-                    apply(farm, fault, plan, rng)
-                    events_done.append((round(time.monotonic() - started, 2), fault))
-                    logger.info("%6.1f s  %4d/%d finished  %s", time.monotonic() - started, done, total, fault)
-            if not pending and job_state(farm.database_url, job_id) in ("complete", "failed", "cancelled"):
-                break
-            farm.supervise()
-            time.sleep(0.1)
-        seconds = time.monotonic() - started
-        wait_for(farm.api_ready, 30, "the API")
-        verdict = verify(farm.database_url, job_id, expected, api_best(farm, token, job_id))
-    finally:
-        farm.stop()
-        for engine in _engines.values():
-            engine.dispose()
-        _engines.clear()
-    report = ChaosReport(plan=asdict(plan), events=events_done, seconds=round(seconds, 1), verdict=verdict.summary(),
-                         unplanned_restarts=farm.unplanned_restarts)  # fmt: skip
-    return report, verdict
+from kernelfarm.testing.chaos import SCALES, run
 
 
 def main() -> None:

@@ -42,13 +42,17 @@ import httpx
 import psutil
 from sqlalchemy import create_engine, text
 
-from benchmarks.reliability.farm import CONVOLUTION, PNPOLY, REPO, RTX3090, ChaosFarm, wait_for
 from benchmarks.reliability.loadgen import Spec
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.store.best import answer_versions
 from kernelfarm.core.store.tokens import create_token
+from kernelfarm.services import wait_for
+from kernelfarm.testing.chaos_farm import ChaosFarm
+from kernelfarm.testing.recordings import CONVOLUTION, PNPOLY, RTX3090
 
 logger = logging.getLogger("load")
+# The generator runs as `python -m benchmarks.reliability.loadgen` from the repository root.
+REPO = Path(__file__).resolve().parents[2]
 LOOKUPS = [
     {"kernel": "convolution_kernel", "gpu": RTX3090},
     {"kernel": "cn_pnpoly", "gpu": "NVIDIA GeForce RTX 3090"},

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -38,17 +37,17 @@ from pathlib import Path
 import httpx
 import psutil
 
+from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.store.tokens import create_token
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
-from kernelfarm.stack import ProcessInfo, signal_group, spawn, stop_processes
+from kernelfarm.stack import ProcessInfo, api_ready, signal_group, spawn, stop_processes
+from kernelfarm.testing.recordings import CONVOLUTION as LANDSCAPE
+from kernelfarm.testing.recordings import RTX3090
 
 logger = logging.getLogger("farm_bench")
-REPO = Path(__file__).resolve().parents[2]
-LANDSCAPE = REPO / "kernels" / "recorded" / "convolution_RTX_3090.json.gz"
-RTX3090 = "nvidia-geforce-rtx-3090"
 ADVANCE_DONE = re.compile(r"Task tuner\.advance\[[^\]]+\] succeeded in ([0-9.e-]+)s")
 ASK_LINE = re.compile(r"dispatched (\d+) trials \(ask (\d+) ms\)")
 
@@ -106,17 +105,14 @@ class Stack:
         upgrade(self.postgres.url)
         with session_scope(self.postgres.url) as session:
             self.token = create_token(session, "bench", ["admin"])
-        self.env = dict(os.environ)
         # Default timings (heartbeat 2 s, lease 15 s): the farm as deployed, not the test clocks.
-        self.env.update({"DATABASE_URL": self.postgres.url, "REDIS_URL": self.redis.url, "OMP_NUM_THREADS": "1"})
+        self.env = launcher.component_env(self.postgres.url, self.redis.url)
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
-        py = sys.executable
-        self._spawn("api", [py, "-m", "kernelfarm", "serve-api", "--port", str(port)])
-        self._spawn("coordinator", [py, "-m", "kernelfarm", "coordinator", "--concurrency",
-                                    str(self.coordinator_concurrency), "--schedule",
-                                    str(self.directory / "schedule")])  # fmt: skip
-        wait_for(lambda: _ready(self.api_url), 90, "API")
+        self._spawn("api", launcher.api_argv(port))
+        schedule = self.directory / "schedule"
+        self._spawn("coordinator", launcher.coordinator_argv(schedule, concurrency=self.coordinator_concurrency))
+        wait_for(lambda: api_ready(self.api_url), 90, "API")
 
     def _spawn(self, name: str, argv: list[str]) -> ProcessInfo:
         info = spawn(name, argv, self.env, self.directory / "logs")
@@ -124,12 +120,10 @@ class Stack:
         return info
 
     def grow_to(self, count: int) -> None:
-        py = sys.executable
         while len(self.workers) < count:
             name = f"replay{len(self.workers)}"
-            argv = [py, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name, "--landscape",
-                    str(LANDSCAPE), "--sleep-ms", str(self.sleep_ms), "--time-scale", str(self.time_scale),
-                    "--loglevel", "WARNING"]  # fmt: skip
+            argv = launcher.worker_argv(name, landscapes=[LANDSCAPE], sleep_ms=self.sleep_ms,
+                                        time_scale=self.time_scale, loglevel="WARNING")  # fmt: skip
             self.workers.append(self._spawn(name, argv))
         wait_for(lambda: self.live_workers() >= count, 60 + 4 * count, f"{count} live workers")
 
@@ -179,13 +173,6 @@ def _tree_cpu(pid: int) -> float:
         except psutil.Error:
             continue
     return total
-
-
-def _ready(api_url: str) -> bool:
-    try:
-        return httpx.get(f"{api_url}/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _ts(value: str) -> float:

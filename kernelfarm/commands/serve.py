@@ -15,6 +15,7 @@ from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.core.settings import get_settings
 from kernelfarm.kernels.recorded import RECORDED_DIR
+from kernelfarm.launcher import celery_argv
 
 
 def serve_api(host: str = "127.0.0.1", port: int = 8765, workers: int = 1) -> None:
@@ -53,9 +54,9 @@ def coordinator(
 ) -> None:
     """Run the coordinator: a Celery worker on queue "tuner" with its periodic housekeeping."""
     schedule.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-P", "-m", "celery", "-A", "kernelfarm.tuner.tasks", "worker", "-Q", "tuner", "-B",
-            "-s", str(schedule), "--pool", "prefork", "--concurrency", str(concurrency), "-n", "tuner@%h",
-            "--loglevel", loglevel, "--without-gossip", "--without-mingle"]  # fmt: skip
+    argv = celery_argv("kernelfarm.tuner.tasks", "worker", "-Q", "tuner", "-B", "-s", str(schedule), "--pool",
+                       "prefork", "--concurrency", str(concurrency), "-n", "tuner@%h", "--loglevel", loglevel,
+                       "--without-gossip", "--without-mingle")  # fmt: skip
     os.execv(sys.executable, argv)
 
 
@@ -104,9 +105,9 @@ def worker(
     node = f"{name or chosen + str(gpu)}@%h"
     typer.echo(f"worker {node}: {identity.gpu_name} ({chosen}) on queue {queue}")
     # exec, not fork: the measuring process starts clean (no CUDA context inherited).
-    argv = [sys.executable, "-P", "-m", "celery", "-A", "kernelfarm.worker.tasks", "worker", "-Q", queue,
-            "--pool", "solo", "--concurrency", "1", "-n", node, "--loglevel", loglevel, "--without-gossip",
-            "--without-mingle", "--without-heartbeat"]  # fmt: skip
+    argv = celery_argv("kernelfarm.worker.tasks", "worker", "-Q", queue, "--pool", "solo", "--concurrency", "1",
+                       "-n", node, "--loglevel", loglevel, "--without-gossip", "--without-mingle",
+                       "--without-heartbeat")  # fmt: skip
     os.execv(sys.executable, argv)
 
 

@@ -1,5 +1,6 @@
 """The README path: the CLI on the embedded stack (PostgreSQL and redis-server from the wheels),
-with DATABASE_URL / REDIS_URL unset, exactly as on a machine with no services."""
+with DATABASE_URL / REDIS_URL unset, exactly as on a machine with no services, run from a project
+folder whose own `core/`, `kernels/`, ... (and `kernelfarm/`) packages must not be imported."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelfarm.stack import StackState, alive
+from kernelfarm.testing.decoys import write_decoy_packages
 
 RTX3090 = "nvidia-geforce-rtx-3090"
 
@@ -21,8 +23,10 @@ RTX3090 = "nvidia-geforce-rtx-3090"
 def run(state_dir: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update({"KERNELFARM_STATE_DIR": str(state_dir), "COLUMNS": "200", "OMP_NUM_THREADS": "1"})
-    return subprocess.run([sys.executable, "-m", "kernelfarm", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    project = write_decoy_packages(state_dir.parent / f"{state_dir.name}-project")
+    # -P: like the `kernelfarm` console script, the CLI itself does not import from the working directory.
+    return subprocess.run([sys.executable, "-P", "-m", "kernelfarm", *args], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,13 @@ which made every keep-alive request after the first wait ~40 ms for the client's
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import sys
 import time
 from pathlib import Path
 
 import uvicorn
 
+from kernelfarm import launcher
 from kernelfarm.commands.serve import tcp_listener
 from kernelfarm.services import free_port, wait_for
 from kernelfarm.stack import spawn, stop_processes
@@ -65,9 +64,8 @@ def test_two_workers_answer_keep_alive_requests_without_the_delayed_ack_wait(
     database_url: str, redis_url: str, tmp_path: Path
 ) -> None:
     port = free_port()
-    env = dict(os.environ, DATABASE_URL=database_url, REDIS_URL=redis_url)
-    argv = [sys.executable, "-m", "kernelfarm", "serve-api", "--port", str(port), "--workers", "2"]
-    api = spawn("api", argv, env, tmp_path)
+    env = launcher.component_env(database_url, redis_url)
+    api = spawn("api", launcher.api_argv(port, workers=2), env, tmp_path)
     try:
         wait_for(lambda: _answers(port), 60, "the API")
         times = sorted(keep_alive_ms(port))

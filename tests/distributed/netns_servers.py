@@ -1,6 +1,6 @@
 """Starts PostgreSQL and Redis for the network-namespace test, from inside the server namespace.
 
-Run as ``ip netns exec <srv> python -m tests.distributed.netns_servers DIR``: both servers bind every
+Run as ``ip netns exec <srv> python tests/distributed/netns_servers.py DIR``: both servers bind every
 address of that namespace (only loopback and the test's own veths exist there), Postgres admits
 the test's private 10.213.0.0/16 subnet, the schema is migrated, and one admin token is made.
 Prints one JSON line with what the test needs; the servers keep running after it exits.

@@ -28,10 +28,13 @@ from typing import Any
 import httpx
 import pytest
 
-from kernelfarm.services import EmbeddedPostgres
+from kernelfarm import launcher
+from kernelfarm.services import EmbeddedPostgres, wait_for
 from kernelfarm.stack import ProcessInfo, alive, signal_group, spawn
-from tests.conftest import CONVOLUTION, REPO, RTX3090, wait_for
+from kernelfarm.testing.recordings import CONVOLUTION, RTX3090
 
+# Run by path: the script imports only the installed package, so it needs no PYTHONPATH.
+SERVERS_SCRIPT = Path(__file__).with_name("netns_servers.py")
 CLONE_NEWNET = 0x40000000
 API_PORT = 8000
 # Fast clocks: a lost worker is reaped within seconds. Trials last 1 s so a cut lands mid-trial.
@@ -133,15 +136,8 @@ class NetnsFarm:
     processes: list[ProcessInfo] = field(default_factory=list)
 
     def env(self, host: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(TIMINGS)
-        env.update({
-            "DATABASE_URL": f"postgresql+psycopg2://postgres@{host}:5432/postgres",
-            "REDIS_URL": f"redis://{host}:6379/0",
-            "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(REPO),
-        })  # fmt: skip
-        return env
+        database_url, redis_url = f"postgresql+psycopg2://postgres@{host}:5432/postgres", f"redis://{host}:6379/0"
+        return launcher.component_env(database_url, redis_url, overrides=TIMINGS)
 
     def start(self, name: str, namespace: str, host: str, argv: list[str]) -> ProcessInfo:
         # `ip netns exec` execs in place (no fork), so the pid is the component's own.
@@ -151,9 +147,8 @@ class NetnsFarm:
 
     def start_servers(self) -> None:
         launched = subprocess.run(
-            ["ip", "netns", "exec", self.topology.srv, sys.executable, "-m", "tests.distributed.netns_servers",
-             str(self.directory)],
-            cwd=REPO, env=self.env("127.0.0.1"), capture_output=True, text=True, timeout=90,
+            ["ip", "netns", "exec", self.topology.srv, sys.executable, str(SERVERS_SCRIPT), str(self.directory)],
+            env=self.env("127.0.0.1"), capture_output=True, text=True, timeout=90,
         )  # fmt: skip
         assert launched.returncode == 0, launched.stderr[-3000:]
         info = json.loads(launched.stdout.strip().splitlines()[-1])
@@ -192,8 +187,7 @@ def netns_farm(tmp_path: Path) -> Iterator[NetnsFarm]:
 
 
 def _worker_argv(name: str) -> list[str]:
-    return [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
-            "--landscape", str(CONVOLUTION), "--sleep-ms", str(TRIAL_MS)]  # fmt: skip
+    return launcher.worker_argv(name, landscapes=[CONVOLUTION], sleep_ms=TRIAL_MS)
 
 
 def _trials(http: NamespacedHttp, job_id: str) -> list[dict[str, Any]]:
@@ -213,12 +207,8 @@ def _poll(predicate: Callable[[], Any], timeout: float, what: str, farm: NetnsFa
 def test_workers_in_other_namespaces_survive_a_cut_link(netns_farm: NetnsFarm) -> None:
     farm, topology = netns_farm, netns_farm.topology
     farm.start_servers()
-    py = sys.executable
-    farm.start("api", topology.srv, "127.0.0.1",
-               [py, "-m", "kernelfarm", "serve-api", "--host", "0.0.0.0", "--port", str(API_PORT)])  # fmt: skip
-    farm.start("coordinator", topology.srv, "127.0.0.1",
-               [py, "-m", "kernelfarm", "coordinator", "--concurrency", "2", "--schedule",
-                str(farm.directory / "schedule")])  # fmt: skip
+    farm.start("api", topology.srv, "127.0.0.1", launcher.api_argv(API_PORT, host="0.0.0.0"))
+    farm.start("coordinator", topology.srv, "127.0.0.1", launcher.coordinator_argv(farm.directory / "schedule"))
     (ns_a, host_a), (ns_b, host_b) = topology.workers.items()
     farm.start("worker-a", ns_a, host_a, _worker_argv("wa"))
     farm.start("worker-b", ns_b, host_b, _worker_argv("wb"))

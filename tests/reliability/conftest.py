@@ -11,10 +11,6 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-# The harness lives in benchmarks/reliability (the chaos script runs the same code); it is not
-# installed: pyproject's pytest `pythonpath` puts the repository root on sys.path.
-from benchmarks.reliability.audit import install_audit
-from benchmarks.reliability.farm import RTX3090, ChaosFarm
 from kernelfarm.core.celery_app import EVALUATE_TASK, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
@@ -23,13 +19,19 @@ from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.testing.audit import install_audit
+from kernelfarm.testing.chaos_farm import ChaosFarm
+from kernelfarm.testing.decoys import write_decoy_packages
+from kernelfarm.testing.recordings import CONVOLUTION, RTX3090
 
 QUEUE = queue_for(RTX3090)
 
 
 @pytest.fixture(scope="module")
 def own_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
-    farm = ChaosFarm(Path(tmp_path_factory.mktemp("own-farm")))
+    directory = Path(tmp_path_factory.mktemp("own-farm"))
+    # Like the shared farm, its components run among decoy packages (see tests/conftest.py).
+    farm = ChaosFarm(directory, cwd=write_decoy_packages(directory / "decoys"))
     try:
         farm.start_servers()
         install_audit(farm.database_url)
@@ -61,7 +63,6 @@ def make_job(database_url: str, configs: list[dict[str, Any]], *, budget: int | 
 
 def valid_configs(n: int, offset: int = 0) -> list[dict[str, Any]]:
     """n configs the convolution recording measured successfully (so replay completes them)."""
-    from benchmarks.reliability.farm import CONVOLUTION
     from kernelfarm.core.landscape import load_landscape
 
     landscape = load_landscape(CONVOLUTION)

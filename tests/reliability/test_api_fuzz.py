@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis as redis_client
 import schemathesis
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -22,7 +21,7 @@ from kernelfarm.core.models import Job
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.kernels.registry import get_kernel
-from tests.conftest import Services, make_token
+from tests.conftest import Services, claim_redis_database, make_token, release_redis_database
 
 OWNER = "fuzz"
 BODY = {"kernel": "cn_pnpoly", "gpu_model": "nvidia-geforce-rtx-3090", "budget_trials": 4, "parallelism": 2,
@@ -30,13 +29,19 @@ BODY = {"kernel": "cn_pnpoly", "gpu_model": "nvidia-geforce-rtx-3090", "budget_t
 
 
 @pytest.fixture(scope="module")
-def app(database_url: str, services: Services) -> Iterator[FastAPI]:
-    broker = f"{services.redis_base}/15"  # its own db: the advance messages sent here are dropped below
+def broker(services: Services) -> Iterator[str]:
+    """A Redis database of its own: the advance messages the fuzzed jobs send are dropped with it."""
+    url = claim_redis_database(services.redis_base)
+    yield url
+    release_redis_database(url)
+
+
+@pytest.fixture(scope="module")
+def app(database_url: str, broker: str) -> Iterator[FastAPI]:
     yield create_app(Settings(database_url=database_url, redis_url=broker, max_space_size=1000))
     with session_scope(database_url) as session:  # no later farm may pick up fuzzed jobs
         for job_id in session.execute(select(Job.id).where(Job.owner == OWNER)).scalars():
             cancel_job(session, job_id)
-    redis_client.Redis.from_url(broker).flushdb()
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +107,8 @@ def test_limits_are_422_with_a_reason(client: TestClient, change: dict[str, Any]
     assert response.status_code == 422 and reason in str(response.json()["detail"])
 
 
-def test_oversized_space_is_refused(database_url: str, token: str, services: Services) -> None:
-    tiny = create_app(Settings(database_url=database_url, redis_url=f"{services.redis_base}/15", max_space_size=1))
+def test_oversized_space_is_refused(database_url: str, token: str, broker: str) -> None:
+    tiny = create_app(Settings(database_url=database_url, redis_url=broker, max_space_size=1))
     response = TestClient(tiny, headers={"Authorization": f"Bearer {token}"}).post("/v1/jobs", json=BODY)
     assert response.status_code == 422 and "too large" in response.text
 

@@ -16,15 +16,15 @@ import pytest
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
 
-from benchmarks.reliability.farm import ChaosFarm, wait_for
 from kernelfarm.core.celery_app import check_timing_invariants, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.jobs import cancel_job
+from kernelfarm.services import wait_for
+from kernelfarm.testing.chaos_farm import ChaosFarm
 from kernelfarm.worker.time_limits import HARD_LIMIT_EXIT_CODE, TimeLimits
 from tests.reliability.conftest import QUEUE, make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
 
-REPO = Path(__file__).resolve().parents[2]
 # Short limits so they are observable: soft < hard < visibility timeout, as the invariant demands.
 SHORT_LIMITS = {"KERNELFARM_TRIAL_SOFT_TIME_LIMIT": "4", "KERNELFARM_TRIAL_HARD_TIME_LIMIT": "5",
                 "KERNELFARM_VISIBILITY_TIMEOUT": "6"}  # fmt: skip
@@ -143,10 +143,10 @@ def test_soft_limit_raises_in_the_measuring_thread_and_restores_outer_timers() -
 
 
 def test_hard_time_limit_ends_a_stuck_process() -> None:
-    code = ("import time\nfrom kernelfarm.worker.time_limits import TimeLimits\n"
-            "with TimeLimits(None, 0.5):\n    time.sleep(30)\n")  # fmt: skip
+    # Imported from wherever TimeLimits lives in the installed package, never from the working directory.
+    code = f"import time\nfrom {TimeLimits.__module__} import TimeLimits\nwith TimeLimits(None, 0.5): time.sleep(30)"
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=60)
+    result = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, timeout=60)
     assert result.returncode == HARD_LIMIT_EXIT_CODE and time.monotonic() - started < 20
 
 
@@ -156,7 +156,7 @@ def test_worker_is_one_solo_process_without_cuda_or_children(own_farm: ChaosFarm
         wait_for(lambda: "ready" in own_farm.log(info.name), 60, "the worker")
         process = psutil.Process(info.pid)  # the CLI exec'd celery: same pid, no fork
         argv = process.cmdline()
-        assert "celery" in argv and argv[argv.index("--pool") + 1] == "solo"
+        assert argv[argv.index("-A") + 1] == "kernelfarm.worker.tasks" and argv[argv.index("--pool") + 1] == "solo"
         assert process.children(recursive=True) == []
         maps = Path(f"/proc/{info.pid}/maps").read_text()
         assert "libcuda" not in maps  # replay worker; a cuda worker creates its context after exec

@@ -1,4 +1,4 @@
-"""The chaos run of benchmarks/reliability/chaos.py, scaled down for CI: the same code, a 144-trial
+"""The chaos run of benchmarks/reliability/chaos.py (kernelfarm.testing.chaos), scaled down for CI: a 144-trial
 job, 6 worker kills, 1 coordinator kill, 1 Redis flush-and-restart, 1 API restart and 1 PostgreSQL
 restart (all on servers this test starts). Every trial counted once; the best equals the recording's."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.reliability.chaos import SCALES, run
+from kernelfarm.testing.chaos import SCALES, run
 
 
 def test_scaled_down_chaos_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path) -> None:

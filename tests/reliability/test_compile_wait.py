@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.reliability.farm import CONVOLUTION
 from kernelfarm.core.measurement import Measurement
+from kernelfarm.testing.recordings import CONVOLUTION
 from kernelfarm.worker import runner
 from kernelfarm.worker.backends.base import MeasureRequest
 from kernelfarm.worker.backends.replay import ReplayBackend

@@ -3,13 +3,13 @@ written once, and never reaped while its worker is alive. And the harness's own 
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 from pathlib import Path
 
-from benchmarks.reliability.farm import ChaosFarm, wait_for
+from kernelfarm.services import wait_for
 from kernelfarm.stack import alive, signal_group
+from kernelfarm.testing.chaos_farm import ChaosFarm
 from tests.reliability.conftest import make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
 
 SKEW_DIR = Path(__file__).resolve().parent / "skew"
@@ -39,7 +39,9 @@ def test_a_worker_clock_hours_off_changes_nothing(own_farm: ChaosFarm) -> None:
     """Leases are stamped and judged by the database clock, so a worker whose clock is 6 h ahead
     (and another 6 h behind) is neither reaped nor allowed to outlive its lease. The skew is applied
     by skew/sitecustomize.py (time.time in the whole worker process: kombu, Celery, logging)."""
-    pythonpath = f"{SKEW_DIR}{os.pathsep}{own_farm.env()['PYTHONPATH']}"
+    # PYTHONPATH names only the directory of sitecustomize.py: the worker's own code still comes from
+    # the installed package.
+    pythonpath = str(SKEW_DIR)
     ahead = own_farm.start_worker(sleep_ms=2500, PYTHONPATH=pythonpath, KERNELFARM_TEST_CLOCK_SKEW_SECONDS="21600")
     behind = own_farm.start_worker(sleep_ms=2500, PYTHONPATH=pythonpath, KERNELFARM_TEST_CLOCK_SKEW_SECONDS="-21600")
     own_farm.start_coordinator()  # the reaper (lease 4 s): it must not take these trials away

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 import pytest
 from sqlalchemy import create_engine, text
 
-from benchmarks.reliability.farm import CONVOLUTION
 from kernelfarm.core.measurement import Measurement
+from kernelfarm.testing.recordings import CONVOLUTION
 from kernelfarm.worker import runner
 from kernelfarm.worker.backends.base import KeepAlive, MeasureRequest
 from kernelfarm.worker.backends.replay import ReplayBackend

@@ -3,7 +3,8 @@
 Unlike the test suite's shared services, the PostgreSQL and Redis here are embedded servers started
 in the harness's own directory, so restarting, flushing or killing them touches nothing else on the
 machine. Every component is a real process (uvicorn, Celery coordinator, Celery solo workers),
-started through the ``kernelfarm`` CLI exactly as an operator would.
+started through the ``kernelfarm`` CLI exactly as an operator would (command lines from
+:mod:`kernelfarm.launcher`).
 """
 
 from __future__ import annotations
@@ -13,42 +14,35 @@ import itertools
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import redis
 from sqlalchemy import create_engine, text
 
+from kernelfarm import launcher
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
-from kernelfarm.stack import ProcessInfo, alive, spawn
+from kernelfarm.stack import ProcessInfo, alive, api_ready, spawn
+from kernelfarm.testing.clocks import FAST_TIMINGS
+from kernelfarm.testing.recordings import CONVOLUTION
 
 logger = logging.getLogger(__name__)
-
-REPO = Path(__file__).resolve().parents[2]
-RECORDED = REPO / "kernels" / "recorded"
-CONVOLUTION = RECORDED / "convolution_RTX_3090.json.gz"
-PNPOLY = RECORDED / "pnpoly_RTX_3090.json.gz"
-RTX3090 = "nvidia-geforce-rtx-3090"
-
-# Fast clocks so failures are detected in seconds (the defaults are tuned for real GPUs).
-FAST_TIMINGS = {
-    "KERNELFARM_HEARTBEAT_SECONDS": "0.5",
-    "KERNELFARM_LEASE_SECONDS": "4",
-    "KERNELFARM_WORKER_TTL_SECONDS": "4",
-    "KERNELFARM_REAP_INTERVAL_SECONDS": "1",
-    "KERNELFARM_REDISPATCH_AFTER_SECONDS": "6",
-}
 
 
 @dataclass
 class ChaosFarm:
+    """API, coordinator and replay workers on an embedded PostgreSQL and Redis, all under ``directory``.
+
+    ``cwd`` is the components' working directory (the caller's when None); ``extra_env`` is passed to
+    every component after the fast clocks.
+    """
+
     directory: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
     postgres: EmbeddedPostgres | None = None
     redis_server: EmbeddedRedis | None = None
     api_port: int = 0
@@ -109,45 +103,31 @@ class ChaosFarm:
 
     # ------------------------------------------------------------------ components
     def env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(FAST_TIMINGS)
-        env.update({"DATABASE_URL": self.database_url, "REDIS_URL": self.redis_url, "OMP_NUM_THREADS": "1",
-                    "PYTHONPATH": str(REPO)})  # fmt: skip
-        env.update(self.extra_env)
-        env.update(extra)
-        return env
+        overrides = {**FAST_TIMINGS, **self.extra_env, **extra}
+        return launcher.component_env(self.database_url, self.redis_url, overrides=overrides)
 
     def _start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:
-        info = spawn(name, argv, self.env(**env), self.directory / "logs")
+        info = spawn(name, argv, self.env(**env), self.directory / "logs", cwd=self.cwd)
         self.processes[name] = info
         return info
 
     def start_api(self, workers: int = 1) -> ProcessInfo:
-        info = self._start("api", [sys.executable, "-m", "kernelfarm", "serve-api", "--port", str(self.api_port),
-                                   "--workers", str(workers)])  # fmt: skip
+        info = self._start("api", launcher.api_argv(self.api_port, workers=workers))
         wait_for(self.api_ready, 60, "the API")
         return info
 
     def api_ready(self) -> bool:
-        try:
-            return httpx.get(f"{self.api_url}/ready", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return api_ready(self.api_url)
 
     def start_coordinator(self) -> ProcessInfo:
-        return self._start("coordinator", [sys.executable, "-m", "kernelfarm", "coordinator", "--concurrency", "2",
-                                           "--schedule", str(self.directory / "celerybeat-schedule")])  # fmt: skip
+        return self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
 
     def start_worker(
         self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), **env: str
     ) -> ProcessInfo:
         name = f"w{next(self._names)}"
-        argv = [sys.executable, "-m", "kernelfarm", "worker", "--backend", "replay", "--name", name,
-                "--sleep-ms", str(sleep_ms)]  # fmt: skip
-        for landscape in landscapes:
-            argv += ["--landscape", str(landscape)]
         self._worker_args[name] = (sleep_ms, tuple(landscapes), env)
-        return self._start(name, argv, **env)
+        return self._start(name, launcher.worker_argv(name, landscapes=landscapes, sleep_ms=sleep_ms), **env)
 
     def supervise(self) -> list[str]:
         """Restart components that exited without being killed here, as a deployment's restart
