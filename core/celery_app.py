@@ -7,7 +7,7 @@ Settings chosen for long, must-not-be-lost tasks:
   slow measurement while another GPU idles.
 - soft/hard time limits per trial, and a Redis ``visibility_timeout`` above the hard limit, so
   Redis never redelivers a task that is still legitimately running.
-- the solo pool (one process per GPU) ignores Celery's time limits, so worker/runner.py enforces
+- the solo pool (one process per GPU) ignores Celery's time limits, so worker/time_limits.py enforces
   the same two values itself; they are kept in the Celery config for any other pool.
 :func:`check_timing_invariants` refuses settings that would break these promises.
 Postgres stays the source of truth: messages carry ids only, and duplicates are harmless.

@@ -71,7 +71,9 @@ def default_landscapes() -> list[Path]:
 
 
 def worker(
-    backend: str = typer.Option("auto", help="cuda, replay, or auto (cuda when a GPU and CuPy are present)"),
+    backend: str = typer.Option(
+        "auto", help="cuda, replay, fake (CPU stand-in), or auto (cuda when a GPU and CuPy are present, else replay)"
+    ),
     gpu: int = typer.Option(0, help="cuda: device index"),
     landscape: list[Path] = typer.Option([], help="replay: Kernel Tuner cache file(s) of ONE GPU model"),
     name: str = typer.Option("", help="worker name (default: backend + gpu index)"),
@@ -81,11 +83,11 @@ def worker(
 ) -> None:
     """Run one GPU worker. Its queue is gpu.<model-slug>, derived from the device's real name
     (or, for replay, from the recorded device)."""
-    from kernelfarm.worker.backend_factory import make_backend
+    from kernelfarm.worker.backend_factory import BACKEND_NAMES, make_backend
 
     chosen = gpu_backend_available() if backend == "auto" else backend
-    if chosen not in ("cuda", "replay"):
-        raise typer.BadParameter("backend must be cuda, replay or auto")
+    if chosen not in BACKEND_NAMES:
+        raise typer.BadParameter(f"backend must be one of {', '.join(BACKEND_NAMES)} or auto")
     paths = [p.resolve() for p in landscape] or default_landscapes()
     missing = [str(p) for p in paths if not p.is_file()]
     if chosen == "replay" and missing:

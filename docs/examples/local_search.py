@@ -1,0 +1,32 @@
+"""The worked example of docs/EXTENDING.md: local search around the fastest config found so far.
+
+Copied to ``tuner/strategies/local_search.py`` and registered (tuner/strategies/registry.py and
+core/strategy_names.py), it passes tests/tuner/test_strategy_contract.py with every other strategy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelfarm.core.space import Config
+from kernelfarm.tuner.strategies.base import Optimizer
+
+
+class LocalSearch(Optimizer):
+    """Proposes the valid, unobserved configs that change the fewest parameters of the fastest config
+    so far (ties in random order); random configs until a trial has succeeded. No options."""
+
+    name = "local"
+
+    def ask(self, n: int) -> list[Config]:
+        pool = self.candidates()  # index rows of valid configs neither observed nor pending
+        if len(pool) == 0 or n <= 0:
+            return []
+        order = self.rng().permutation(len(pool))  # deterministic for (seed, history)
+        timed = [(o.value, o.config) for o in self.history if o.value is not None]
+        if timed:
+            _, best = min(timed, key=lambda pair: pair[0])
+            centre = np.array([p.values.index(best[p.name]) for p in self.space.parameters])
+            changed = (pool[order] != centre).sum(axis=1)
+            order = order[np.argsort(changed, kind="stable")]
+        return [self.space.config_at(pool[i]) for i in order[:n]]
