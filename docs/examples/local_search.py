@@ -23,7 +23,9 @@ class LocalSearch(Optimizer):
         if len(pool) == 0 or n <= 0:
             return []
         order = self.rng().permutation(len(pool))  # deterministic for (seed, history)
-        timed = [(o.value, o.config) for o in self.history if o.value is not None]
+        # Successes inside the space: a history may hold configs of an older version of the space.
+        timed = [(o.value, o.config) for o in self.history
+                 if o.value is not None and self.space.contains(o.config, self.context)]  # fmt: skip
         if timed:
             _, best = min(timed, key=lambda pair: pair[0])
             centre = np.array([p.values.index(best[p.name]) for p in self.space.parameters])

@@ -66,7 +66,13 @@ SPEC = KernelSpec(
     name="axpy",
     version=1,
     description="out = a * x + y, fp32 (the worked example of docs/EXTENDING.md)",
-    space=SearchSpace(parameters=(Parameter("BLOCK", (64, 128, 256, 512, 1024)), Parameter("ITEMS", (1, 2, 4, 8)))),
+    # 320 configs: the contract suite asks for a space rich enough to be worth a search.
+    space=SearchSpace(
+        parameters=(
+            Parameter("BLOCK", tuple(range(32, 1025, 32))),
+            Parameter("ITEMS", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)),
+        )
+    ),
     problem_params=(ProblemParam("n", maximum=1 << 28),),
     default_problem={"n": 1 << 24},
     impls={"cuda": Axpy(CudaSource.from_file(Path(__file__).with_name("axpy.cu")))},
