@@ -35,14 +35,19 @@ def create_job(
     return public
 
 
+# Text filters reach SQL as string literals, and PostgreSQL refuses a NUL in one: without this check
+# `?kernel=%00` answered 500.
+FilterText = Annotated[str | None, Query(max_length=256, pattern=r"^[^\x00]*$")]
+
+
 @router.get("", response_model=Page[JobPublic])
 def list_jobs(
     _: ReadToken,
     session: SessionDep,
     state: JobState | None = None,
-    kernel: str | None = None,
-    gpu_model: str | None = None,
-    owner: str | None = None,
+    kernel: FilterText = None,
+    gpu_model: FilterText = None,
+    owner: FilterText = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Page[JobPublic]:

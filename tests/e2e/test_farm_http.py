@@ -112,6 +112,15 @@ def test_budget_missing_and_body_too_large(farm: Farm, admin_token: str) -> None
     assert huge.status_code == 413
 
 
+@pytest.mark.parametrize("name", ["kernel", "gpu_model", "owner"])
+def test_a_nul_in_a_job_filter_is_a_422_not_a_500(farm: Farm, admin_token: str, name: str) -> None:
+    with api(farm, admin_token) as client:
+        answer = client.get("/v1/jobs", params={name: "conv\x00olution"})
+        assert answer.status_code == 422, answer.text
+        assert name in answer.text
+        assert client.get("/v1/jobs", params={name: "no-such-value"}).json()["items"] == []
+
+
 def test_unknown_ids_are_404(farm: Farm, admin_token: str) -> None:
     client = api(farm, admin_token)
     assert client.get("/v1/jobs/00000000-0000-0000-0000-000000000000").status_code == 404
