@@ -1,32 +1,19 @@
-"""GPU tests run on the device machine only:
+"""GPU tests run on the device machine only, with the package installed (docs/benchmarks/GPU.md):
 
-    python3 -m pytest --confcutdir=tests/gpu -m gpu tests/gpu tests/worker
+    python3 -P -m pytest -m gpu --ignore=tests/reliability/test_api_fuzz.py tests
 
-(``--confcutdir`` keeps the suite's top-level conftest, which starts Postgres and Redis, out of it;
-tests/worker holds the backend contract suite, whose cuda case is gpu-marked.) They skip with a
-reason where CuPy or a GPU is missing, as in CI.
+(every gpu-marked test: this folder, the cuda case of tests/worker/test_backend_contract.py and the GPU
+checks of tests/kernels/test_kernel_contract.py; the fuzz test needs schemathesis, which GPU nodes lack).
+Where CuPy or a GPU is missing, as in CI, this hook skips every gpu-marked test with the reason.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
 
-
-def gpu_missing() -> str | None:
-    if importlib.util.find_spec("cupy") is None:
-        return "CuPy is not installed (GPU tests run on the device machine)"
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        if pynvml.nvmlDeviceGetCount() == 0:
-            return "no NVIDIA GPU"
-    except Exception as exc:
-        return f"no NVIDIA GPU visible through NVML ({exc})"
-    return None
+from tests.gpu.availability import gpu_missing
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -20,7 +20,6 @@ CuPy or a GPU it skips with the reason.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from collections.abc import Iterator, Sequence
@@ -37,6 +36,7 @@ from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.registry import all_kernels
 from kernelfarm.kernels.spec import KernelSpec, MissingImplementation, ProblemParam
 from kernelfarm.worker.cuda.compiler import CompileJob
+from tests.gpu.availability import gpu_missing
 
 KERNELS = sorted(all_kernels())
 CUDA_KERNELS = [name for name in KERNELS if "cuda" in all_kernels()[name].backends]
@@ -288,22 +288,6 @@ def test_replay_only_kernel_accepts_only_recorded_problems(name: str) -> None:
 
 
 # ---------------------------------------------------------------- on the GPU
-
-
-def gpu_missing() -> str | None:
-    """Why the GPU checks cannot run here, or None. NVML, not CUDA: this process must stay
-    without a CUDA context (the backend's children own the GPU)."""
-    if importlib.util.find_spec("cupy") is None:
-        return "CuPy is not installed (GPU tests run on the device machine)"
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        if pynvml.nvmlDeviceGetCount() == 0:
-            return "no NVIDIA GPU"
-    except Exception as exc:
-        return f"no NVIDIA GPU visible through NVML ({exc})"
-    return None
 
 
 @pytest.fixture(scope="module")
