@@ -265,7 +265,12 @@ def copy_tree(root: Path, into: Path) -> Path:
         return into
     for relative in filter(None, listing.decode().split("\0")):
         source = root / relative
-        if source.is_file():  # deleted-but-tracked files are listed too
+        if source.is_symlink():
+            # kernelfarm/api -> ../api, ...: the links that install the card's folders as kernelfarm.*; git
+            # lists a link, not the files behind it, so the copy keeps the link (it points inside the copy).
+            (into / relative).parent.mkdir(parents=True, exist_ok=True)
+            (into / relative).symlink_to(os.readlink(source))
+        elif source.is_file():  # deleted-but-tracked files are listed too
             (into / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, into / relative)
     return into

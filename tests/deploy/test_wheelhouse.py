@@ -191,6 +191,14 @@ def test_offline_build_and_install(tmp_path: Path) -> None:
     assert tampered.returncode != 0
 
 
+def test_the_copied_project_keeps_the_package_links(tmp_path: Path) -> None:
+    # git lists kernelfarm/core as a link; a copy without it builds a wheel of the CLI alone.
+    tree = wh.copy_tree(REPO, tmp_path / "src")
+    for name in ("api", "core", "kernels", "tuner", "worker", "migrations"):
+        assert (tree / "kernelfarm" / name).is_symlink(), name
+    assert (tree / "kernelfarm" / "core" / "settings.py").read_text() == (REPO / "core" / "settings.py").read_text()
+
+
 def test_refuses_a_non_empty_destination(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("x")
     with pytest.raises(SystemExit):
