@@ -22,7 +22,6 @@ from kernelfarm.core.states import FailureKind
 from kernelfarm.worker.backend_factory import BACKEND_NAMES
 from kernelfarm.worker.backends.base import Backend, KeepAlive, MeasureRequest, ProfileOutcome
 
-BACKENDS = ["replay", "fake", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 @dataclass(frozen=True)
@@ -89,6 +88,9 @@ def cuda_case(tmp: Path) -> Case:
 
 
 CASES = {"replay": replay_case, "fake": fake_case, "cuda": cuda_case}
+NEEDS_A_GPU = frozenset({"cuda"})
+# Every case runs through every test below; adding a backend = adding its case above.
+BACKENDS = [pytest.param(name, marks=pytest.mark.gpu) if name in NEEDS_A_GPU else name for name in CASES]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -187,7 +189,8 @@ def test_warm_up_may_run_twice_and_measuring_still_works(case: Case, backend: Ba
     assert_verified(backend.measure(case.valid[1]), backend)
 
 
-def test_close_releases_a_fresh_backend(case: Case) -> None:
+def test_a_fresh_backend_closes_without_measuring(case: Case) -> None:
+    # close() is the one hook every worker calls on the way out, also for a backend that never measured.
     fresh = case.make()
     assert fresh.identity().gpu_model
     fresh.close()
