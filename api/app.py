@@ -1,4 +1,4 @@
-"""The FastAPI application factory: ``uvicorn --factory api.app:create_app``."""
+"""The FastAPI application factory: ``uvicorn --factory kernelfarm.api.app:create_app``."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     visibility_timeout: int = 900
 
     # Worker process (set by `kernelfarm worker`; one process per GPU).
-    worker_backend: str = "replay"  # "cuda" or "replay"
+    worker_backend: str = "replay"  # "cuda", "replay" or "fake" (worker.backend_factory.BACKEND_NAMES)
     worker_landscapes: str = ""  # replay: os.pathsep-separated Kernel Tuner cache files
     worker_sleep_ms: float = 0.0  # replay: fixed time each trial takes
     worker_time_scale: float = 0.0  # replay: plus this factor times the recorded kernel time

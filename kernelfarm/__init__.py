@@ -1,1 +1,2 @@
-"""kernelfarm: the command line and the embedded single-host stack (composition root)."""
+"""kernelfarm: the one import name of the farm. The card's folders install beneath it (kernelfarm.api,
+kernelfarm.core, ...); the modules here are the command line, the launcher and the embedded stack."""

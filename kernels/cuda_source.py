@@ -3,8 +3,8 @@
 Shared device code lives in ``.cuh`` headers under ``kernels/include/`` (``#include "kf/bf16.cuh"``).
 The headers are read with the template and travel with it as text: the compile job hands them to
 NVRTC by include name, and the kernel's source hash and the cubin cache key cover their contents,
-so editing a header recompiles and re-identifies every kernel that includes it. An uploaded kernel
-(source stored in the database) is the same value built from text instead of files.
+so editing a header recompiles and re-identifies every kernel that includes it. A source given as
+text rather than files (a kernel uploaded later, say) is the same value.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class MissingHeader(Exception):
 @dataclass(frozen=True)
 class CudaSource:
     """Attributes:
-    name: the template's file name (NVRTC's messages refer to it).
+    name: the template's file name (for people reading logs; no part of what is compiled).
     text: the template.
     headers: ``(include name, text)`` of every header the template includes, directly or through
         another header, each once, sorted by name.

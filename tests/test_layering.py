@@ -28,6 +28,8 @@ PACKAGE = "kernelfarm"
 # The card's folders: each lives at the repository root and is installed as kernelfarm.<folder>.
 CARD_FOLDERS = ("api", "core", "kernels", "tuner", "worker", "migrations")
 CLI = "cli"  # every other kernelfarm.<name>: the command line, the stack, the launcher
+# The repository's own folders that are not installed: the runtime never imports them.
+NOT_INSTALLED = ("tests", "benchmarks")
 
 # What each runtime layer may import of the package (itself included); everything else is forbidden.
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -154,6 +156,8 @@ def import_violations(source: str, module: str, is_package: bool = False, path: 
             found.append(
                 Violation(where, imported.line, f"imports the bare name {imported.target!r}: use {PACKAGE}.{top}")
             )
+        elif top in NOT_INSTALLED:
+            found.append(Violation(where, imported.line, f"imports {imported.target!r}, which is not installed"))
         elif top in SETTINGS_LIBRARIES and module != SETTINGS_MODULE:
             found.append(
                 Violation(where, imported.line, f"imports {top}: settings are declared only in {SETTINGS_MODULE}")
@@ -322,6 +326,8 @@ BREACHES = {
     "worker imports tuner": ("kernelfarm.worker.tasks", "from kernelfarm.tuner.tasks import advance"),
     "worker imports the CLI layer": ("kernelfarm.worker.tasks", "from kernelfarm import services"),
     "bare card folder": ("kernelfarm.worker.tasks", "from core.settings import get_settings"),
+    "the test suite": ("kernelfarm.worker.backends.fake", "from tests.kernels import fake_child"),
+    "the benchmarks": ("kernelfarm.core.db", "def f():\n    import benchmarks.reliability.chaos\n"),
     "a second settings class": ("kernelfarm.worker.tasks", "from pydantic_settings import BaseSettings"),
 }
 

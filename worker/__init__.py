@@ -1,1 +1,2 @@
-"""GPU workers: Celery tasks (thin), the trial runner, and measurement backends (cuda, replay)."""
+"""GPU workers: Celery tasks (thin), the trial runner, the backends (cuda, replay, fake) and the measuring
+child they share."""

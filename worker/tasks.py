@@ -6,8 +6,9 @@ backend built here (compile pool, measuring child, standby profiler) lives acros
 profile batch never overlaps a timed measurement. The solo pool ignores Celery's time limits; the
 runner enforces them (worker/time_limits.py).
 
-This process never creates a CUDA context. The cuda backend measures in a spawned measuring child,
-the only process of the worker that owns one, and profiles in separate ncu processes; the device's
+This process never creates a CUDA context. The cuda backend measures in a spawned measuring child
+(the only process that measures) and profiles in separate ncu processes (the standby one holds an idle
+context while it waits for a batch); the device's
 identity comes from NVML. A kernel that faults or hangs costs that child, not this process, and
 the child and the compile pool start from a clean interpreter (spawned, never forked from a
 process holding a context).

@@ -19,7 +19,6 @@ import json
 import logging
 import shutil
 import statistics
-import tempfile
 import threading
 import time
 from datetime import datetime
@@ -190,10 +189,12 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
               state_dir: Path, report: dict[str, Any], out: Path, backend: str = "cuda",
               landscapes: tuple[Path, ...] = (), strategy: str | None = None,
               per_gpu: int = 2, concurrent: int = 1) -> list[dict[str, Any]]:  # fmt: skip
+    from kernelfarm.worker.backends.cuda import default_cache_dir  # needs the GPU packages: the GPU host only
+
     results: list[dict[str, Any]] = report["farm"]
     for count in gpu_counts:
         # Every GPU count starts with a cold compile cache, so the runs compare like with like.
-        shutil.rmtree(Path(tempfile.gettempdir()) / "kernelfarm-cuda", ignore_errors=True)
+        shutil.rmtree(Settings().cuda_cache or default_cache_dir(), ignore_errors=True)
         started = time.time()
         plan = WorkerPlan(backend, count, landscapes)
         state = start_stack(Settings(), state_dir, plan, timeout=300)

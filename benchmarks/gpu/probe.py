@@ -11,9 +11,6 @@ import json
 import logging
 import random
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.backends.base import MeasureRequest

@@ -20,10 +20,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# Run as a script (`python3 benchmarks/gpu/sweep.py`): its folder is first on sys.path, so its neighbours
+# import by their own names and kernelfarm comes from the installed package, never from the checkout.
+from baselines import time_copy, time_library, torch_baseline
+from landscape_writer import problem_slug, write_landscape
 
-from benchmarks.gpu.baselines import time_copy, time_library, torch_baseline
-from benchmarks.gpu.landscape_writer import problem_slug, write_landscape
 from kernelfarm.core.measurement import Measurement
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.backends.base import MeasureRequest

@@ -24,7 +24,7 @@ def plan_workers(workers: int, backend: str, landscape: list[Path], sleep_ms: fl
 
 def up(
     workers: int = typer.Option(2, min=0, help="worker processes (cuda: one per GPU)"),
-    backend: str = typer.Option("auto", help="cuda, replay, or auto"),
+    backend: str = typer.Option("auto", help="cuda, replay, fake (CPU stand-in), or auto"),
     landscape: list[Path] = typer.Option([], help="replay: recordings to serve (default: shipped ones)"),
     sleep_ms: float = typer.Option(0.0, help="replay: fixed time per trial, ms"),
     time_scale: float = typer.Option(0.0, help="replay: also sleep recorded time x this factor"),
@@ -66,7 +66,9 @@ def up(
 
 def _describe(state: StackState, plan: WorkerPlan) -> None:
     console.print(f"[green]up[/]: API {state.api_url}  database {state.database_url}  broker {state.redis_url}")
-    what = "replaying recorded measurements" if plan.backend == "replay" else "measuring on the GPU"
+    what = {"replay": "replaying recorded measurements", "fake": "synthetic timings on the CPU (no GPU)"}.get(
+        plan.backend, "measuring on the GPU"
+    )
     console.print(f"{plan.count} {plan.backend} worker(s), {what}")
 
 

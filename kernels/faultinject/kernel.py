@@ -1,5 +1,5 @@
-"""Fault injection: not in the registry (no spec.py); the GPU tests and the worker self-check pass
-it to the cuda backend by reference ``kernels.faultinject.kernel:SPEC``."""
+"""Fault injection: not in the registry (no spec.py); the GPU tests pass it to the cuda backend by
+reference (:data:`REF`), so the backend's child processes can import it."""
 
 from __future__ import annotations
 

@@ -69,17 +69,17 @@ def job_with_first_trial_compiling(
     return job_id, ids, config_key(configs[0]), SlowCompileBackend({config_key(configs[0]): compile_s})
 
 
-def run(trial_id: int, backend: SlowCompileBackend, lookahead: int) -> runner.Outcome:
+def run(trial_id: int, backend: SlowCompileBackend, compile_ahead: int) -> runner.Outcome:
     steps: list[Any] = []
     return runner.evaluate(trial_id, backend, "w-compile", None, 0.5, steps.append, soft_time_limit=60,
-                           compile_ahead=lookahead)  # fmt: skip
+                           compile_ahead=compile_ahead)  # fmt: skip
 
 
 @pytest.mark.usefixtures("database_url")
 def test_compiled_trials_are_measured_while_the_sent_one_compiles(database_url: str) -> None:
     job_id, ids, slow_key, backend = job_with_first_trial_compiling(database_url, 5, offset=40, compile_s=1.0)
 
-    outcome = run(ids[0], backend, lookahead=8)
+    outcome = run(ids[0], backend, compile_ahead=8)
 
     assert outcome.status == "recorded"
     rows = {row.id: row for row in trial_rows(database_url, job_id)}
@@ -90,16 +90,16 @@ def test_compiled_trials_are_measured_while_the_sent_one_compiles(database_url: 
     assert all(rows[i].finished_at < rows[ids[0]].finished_at for i in ids[1:])
     # Their own messages, delivered later, find nothing to do: each trial was counted once.
     for trial_id in ids[1:]:
-        assert run(trial_id, backend, lookahead=8).status == "skipped"
+        assert run(trial_id, backend, compile_ahead=8).status == "skipped"
     assert len(backend.measured) == 5
 
 
 @pytest.mark.usefixtures("database_url")
-def test_without_lookahead_or_with_everything_compiled_only_the_sent_trial_runs(database_url: str) -> None:
+def test_without_compile_ahead_or_with_everything_compiled_only_the_sent_trial_runs(database_url: str) -> None:
     _, ids, slow_key, backend = job_with_first_trial_compiling(database_url, 3, offset=50, compile_s=0.3)
-    assert run(ids[0], backend, lookahead=0).status == "recorded"
+    assert run(ids[0], backend, compile_ahead=0).status == "recorded"
     assert backend.measured == [slow_key]  # no look-ahead: the worker waited for its own compile
 
     backend = SlowCompileBackend({})  # everything compiles instantly: nothing to fill
-    assert run(ids[1], backend, lookahead=8).status == "recorded"
+    assert run(ids[1], backend, compile_ahead=8).status == "recorded"
     assert len(backend.measured) == 1

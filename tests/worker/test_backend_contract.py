@@ -23,7 +23,6 @@ from kernelfarm.worker.backend_factory import BACKEND_NAMES
 from kernelfarm.worker.backends.base import Backend, KeepAlive, MeasureRequest, ProfileOutcome
 
 
-
 @dataclass(frozen=True)
 class Case:
     make: Callable[[], Backend]  # a new backend of this kind

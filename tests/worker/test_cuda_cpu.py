@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (verbatim ncu CSV lines)
 """CPU-testable parts of the cuda backend and the measuring package: ncu CSV parsing, the ncu kernel
 filter and standby choice, ptxas parsing, roofline, error classification, compile keys, the cuda
-settings. None of these import CuPy. (Moved here from tests/kernels/test_cuda_pipeline_cpu.py.)"""
+settings. None of these import CuPy."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The measuring child's supervision (worker/measuring/supervisor.py), with a fake child (no GPU): a
 hang is killed at its deadline, a death or a poisoned context gets a fresh child, and the next
-request succeeds. (Moved here from tests/kernels/test_isolation.py.)"""
+request succeeds."""
 
 from __future__ import annotations
 

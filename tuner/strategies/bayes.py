@@ -14,8 +14,8 @@ What makes it fit for a farm rather than a notebook:
   candidate a probability of working that multiplies the acquisition (constrained expected
   improvement); and failed configs enter the objective model with the worst observed time, so
   the mean just past a failure boundary is not extrapolated from the fast configs beside it.
-  Without this, failing regions keep attracting proposals (ANCHORS.md: Kernel Tuner's BO, fitted
-  on successful points only, falls below random search). Hyperparameters are fitted on measured
+  Without this, failing regions keep attracting proposals: a model fitted on successful points only
+  sees nothing wrong there. Hyperparameters are fitted on measured
   times only, since imputed penalties are not smooth data.
 - **Diverse batches.** k free workers get k proposals from one posterior that is conditioned on
   each pick as a fantasized observation (kriging believer); pending trials in the history are

@@ -33,7 +33,7 @@ from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest, ProfileOutcome
 from kernelfarm.worker.cuda import device as nvml
-from kernelfarm.worker.cuda.compiler import CompileJob, CompilePool, CompileResult, nvrtc_version
+from kernelfarm.worker.cuda.compiler import CompilePool, CompileResult, nvrtc_version
 from kernelfarm.worker.cuda.implementation import cuda_impl, entry_names
 from kernelfarm.worker.cuda.loader import CubinLoader
 from kernelfarm.worker.cuda.ncu_profiler import NcuProfiler
@@ -119,9 +119,6 @@ class CudaBackend(Backend):
     # ------------------------------------------------------------------ compile
     def spec(self, name: str) -> KernelSpec:
         return self._catalogue.spec(name)
-
-    def compile_job(self, request: MeasureRequest) -> CompileJob:
-        return self._staging.compile_job(request)
 
     def prepare(self, requests: list[MeasureRequest]) -> None:
         """Compile ahead on the CPU cores; measure() then finds the cubins ready."""

@@ -3,8 +3,9 @@
 Nothing runs: a config's "time" is derived from a hash of the kernel, problem and config, so the
 same request always measures the same and different configs differ (a landscape with a minimum for
 the strategies to find). It serves every kernel of the catalogue (or the specs handed to it) on any
-problem its space accepts, so farm tests and demos can run CUDA kernels' jobs without a GPU. Its
-measurements say so: ``provenance["backend"] == "fake"``.
+problem its space accepts, so code that drives a backend (the contract suite, a worker started with
+``kernelfarm worker --backend fake``) runs CUDA kernels' requests without a GPU. Its measurements say
+so: ``provenance["backend"] == "fake"``.
 
 Failures on demand: ``failures`` maps a config's canonical key (``spec.space.key(config)``, Kernel
 Tuner's format) to the failure kind its measurement reports, one per :class:`FailureKind`.

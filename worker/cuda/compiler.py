@@ -39,7 +39,7 @@ class CompileJob:
 
     The headers travel as text and reach NVRTC by include name (no include path): the cubin is
     compiled from exactly the bytes the key hashes, the key and the recorded compile options name
-    no install location, and a kernel whose source came from the database compiles the same way.
+    no install location, and a source given as text compiles the same way as one read from files.
     """
 
     source: str

@@ -1,7 +1,9 @@
-"""The one place the worker reaches a kernel spec's CUDA implementation.
+"""A kernel spec's CUDA implementation, or None, for the cuda backend's modules.
 
-Every module of the cuda backend (and its profile target and loader) asks :func:`cuda_impl`, so a
-change to how a spec declares its implementations changes this file only.
+The backend's staging, measuring, profiling and ncu-filter code ask :func:`cuda_impl` where a kernel
+may have no CUDA implementation (a replay-only kernel is then reported, not raised);
+``CompileJob.for_config`` uses the spec's typed accessor directly, since it is only ever called for a
+kernel that has one.
 """
 
 from __future__ import annotations

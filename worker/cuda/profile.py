@@ -1,7 +1,7 @@
 """Nsight Compute in a separate process, one process for a batch of candidates.
 
 ncu's start-up costs seconds per profiled process, so candidates are profiled in batches: one
-``ncu`` run launches each candidate once (``worker.cuda.profile_target``), with ``--clock-control
+``ncu`` run launches each candidate once (``kernelfarm.worker.cuda.profile_target``), with ``--clock-control
 none`` (never change the GPU's clocks). Profiling never happens inside the timed loop.
 
 ncu profiles only the kernels its name filter matches (:func:`kernel_filter`): exactly the entry

@@ -1,6 +1,6 @@
 """Who measured, on what: the cuda backend's device identity and the provenance of each request.
 
-DESIGN.md: every measurement records GPU name/UUID/compute capability, driver, CUDA and NVRTC
+Every measurement records GPU name/UUID/compute capability, driver, CUDA and NVRTC
 versions, clocks, compile options and the kernel source hash. The device part comes from NVML
 (no CUDA context in the worker process); the compile part is added by the staging step, the clocks
 and the child's runtime versions by the measure stream.

@@ -1,4 +1,4 @@
-"""The measuring child: the only process of a worker that owns a CUDA context.
+"""The measuring child: the only process of a worker that measures on the GPU.
 
 It receives requests over a pipe, has the backend's loader load what was compiled elsewhere, makes
 inputs, verifies and times (:mod:`.session`). A fault that poisons the context (illegal address,

@@ -1,6 +1,6 @@
 """Roofline: measured ceilings of a GPU and where a trial sits under them.
 
-Ceilings are measured, not taken from datasheets (METHOD.md: datasheet rates are leads): a large
+Ceilings are measured, not taken from datasheets (a datasheet rate is a lead, not a ceiling): a large
 device-to-device copy (bytes read + written) for DRAM bandwidth, cuBLAS SGEMM for the FP32 FFMA
 ceiling and a cuBLAS fp16 GEMM for the tensor-core ceiling (bf16 runs at the same rate on Hopper).
 

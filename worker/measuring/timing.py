@@ -2,7 +2,7 @@
 
 Shared by every GPU backend: a backend hands it a launch (see :mod:`.loader`), never its own loop.
 
-Rules (DESIGN.md "Measuring a kernel"): warm up by time; flush L2 between repetitions (outside the
+Rules: warm up by time; flush L2 between repetitions (outside the
 events) so a kernel whose data would stay cached is not timed on a hot cache; record every
 repetition; stop when the median is known to ``target_rel_error`` (its standard error, estimated
 from the spread) after at least ``min_reps`` and at most ``max_time_s`` / ``max_reps``.

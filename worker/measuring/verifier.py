@@ -9,10 +9,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# Relative error accepted per output dtype (||out - ref|| / ||ref||). fp32 kernels that sum in a
-# different order than the library land near 1e-6; bf16/fp16 outputs carry their rounding (~4e-3).
-TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "tf32": 1e-3, "float16": 1e-2, "bfloat16": 2e-2}
-
 
 def poison(array: Any) -> None:
     """Fill with all-ones bytes: NaN for every float type, so an unwritten element fails the check."""
@@ -38,6 +34,6 @@ def _as_float(array: Any) -> Any:
     """bf16 is stored as uint16 (CuPy has no bfloat16): widen it to float32 by a shift."""
     import cupy as cp
 
-    if getattr(array, "_kf_bf16", False) or array.dtype == cp.uint16:
+    if array.dtype == cp.uint16:
         return (array.astype(cp.uint32) << 16).view(cp.float32)
     return array
