@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelfarm.testing.decoys import DECOY_NAMES, write_decoy_packages
+
 REPO = Path(__file__).resolve().parent.parent
-DECOYS = ("core", "api", "kernels", "tuner", "worker", "migrations")
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +53,9 @@ def test_fresh_venv_imports_past_decoy_packages(wheel: Path, tmp_path: Path) -> 
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(purelib)
 
-    project = tmp_path / "users-project"
-    for name in DECOYS:
-        (project / name).mkdir(parents=True)
-        (project / name / "__init__.py").write_text(f"raise ImportError('decoy {name} imported')\n")
+    # No kernelfarm/ decoy here: `python -c` below puts this folder first on sys.path on purpose, as a
+    # user's script would, and a folder named kernelfarm/ would then shadow any installed package.
+    project = write_decoy_packages(tmp_path / "users-project", [n for n in DECOY_NAMES if n != "kernelfarm"])
     (project / "core" / "settings.py").write_text("raise ImportError('decoy core.settings imported')\n")
 
     program = (

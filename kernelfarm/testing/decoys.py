@@ -12,15 +12,16 @@ would shadow the installed package.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 DECOY_NAMES = ("kernelfarm", "core", "api", "kernels", "tuner", "worker", "migrations")
 
 
-def write_decoy_packages(directory: Path) -> Path:
-    """Create ``directory`` holding one package per name in ``DECOY_NAMES`` whose import raises
-    ImportError. Returns ``directory``."""
-    for name in DECOY_NAMES:
+def write_decoy_packages(directory: Path, names: Iterable[str] = DECOY_NAMES) -> Path:
+    """Create ``directory`` holding one package per name in ``names`` whose import raises ImportError.
+    Returns ``directory``."""
+    for name in names:
         package = directory / name
         package.mkdir(parents=True, exist_ok=True)
         message = f"decoy {name!r} imported from {directory}: a process put its working directory on sys.path"
