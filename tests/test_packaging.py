@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelfarm.testing.decoys import DECOY_NAMES, write_decoy_packages
+from tests.deploy.sources import wheelhouse_module
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -21,9 +22,12 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # No build isolation: the test environment's setuptools builds it, nothing is downloaded.
+    # Built from a copy made as deploy/wheelhouse.py makes it (setuptools writes build/ into the tree it
+    # builds: not into the checkout). No build isolation: the test environment's setuptools builds it,
+    # nothing is downloaded.
+    tree = wheelhouse_module().copy_tree(REPO, tmp_path_factory.mktemp("source") / "kernelfarm")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(out), str(REPO)], check=True, capture_output=True, timeout=300)  # fmt: skip
+                    "--wheel-dir", str(out), str(tree)], check=True, capture_output=True, timeout=300)  # fmt: skip
     (built,) = out.glob("kernelfarm-*.whl")
     return built
 
