@@ -17,7 +17,11 @@ console = Console()
 
 
 def plan_workers(workers: int, backend: str, landscape: list[Path], sleep_ms: float, time_scale: float) -> WorkerPlan:
+    from kernelfarm.worker.backend_factory import BACKEND_NAMES
+
     chosen = gpu_backend_available() if backend == "auto" else backend
+    if chosen not in BACKEND_NAMES:  # say so now, not after the workers died and `up` timed out
+        raise typer.BadParameter(f"backend must be one of {', '.join(BACKEND_NAMES)} or auto")
     paths = tuple(p.resolve() for p in landscape) or tuple(default_landscapes())
     return WorkerPlan(chosen, workers, paths if chosen == "replay" else (), sleep_ms, time_scale)
 

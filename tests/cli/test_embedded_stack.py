@@ -86,3 +86,11 @@ def test_demo_is_readme_command_one(tmp_path: Path) -> None:
     assert "equals the fastest of" in demo.stdout
     assert "50 total" in demo.stdout
     assert StackState.load(tmp_path) is None  # stopped and cleaned up
+
+
+def test_up_refuses_an_unknown_backend_before_starting_anything(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    refused = run(state_dir, "up", "--backend", "cudaa", timeout=60)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "backend must be one of cuda, replay, fake or auto" in refused.stderr
+    assert StackState.load(state_dir) is None  # no server was started, no state written
