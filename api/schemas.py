@@ -6,11 +6,12 @@ import uuid
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
 
 from kernelfarm.core.states import ProfileMode
 
-ScalarValue = int | float | str
+# Strict: "5" stays a string and true is no 1 (lax coercion created jobs from "5", true and "yes").
+ScalarValue = StrictInt | StrictFloat | StrictStr
 T = TypeVar("T")
 
 
@@ -37,23 +38,28 @@ class JobCreate(BaseModel):
     )
 
     kernel: str = Field(min_length=1, max_length=128)
-    problem: dict[str, int | str] = Field(default_factory=dict, max_length=32)
+    problem: dict[str, StrictInt | StrictStr] = Field(default_factory=dict, max_length=32)
     gpu_model: str = Field(min_length=1, max_length=128, description="GPU model slug or device name")
     objective: Literal["time"] = "time"
-    strategy: str | None = Field(default=None, description="search strategy; the farm's default if omitted")
+    strategy: str | None = Field(
+        default=None, min_length=1, max_length=64, description="search strategy; the farm's default if omitted"
+    )
     strategy_options: dict[str, Any] = Field(default_factory=dict, max_length=32)
-    budget_trials: int | None = Field(default=None, ge=1, description="number of trials to evaluate")
-    budget_seconds: float | None = Field(default=None, gt=0, le=30 * 24 * 3600, description="wall-time budget")
-    parallelism: int = Field(default=4, ge=1, description="trials in flight at once")
-    seed: int | None = Field(default=None, ge=0, le=2**62)
+    # strict: a number must be sent as a JSON number and a flag as true/false (see ScalarValue).
+    budget_trials: int | None = Field(default=None, ge=1, strict=True, description="number of trials to evaluate")
+    budget_seconds: float | None = Field(
+        default=None, gt=0, le=30 * 24 * 3600, strict=True, allow_inf_nan=False, description="wall-time budget"
+    )
+    parallelism: int = Field(default=4, ge=1, strict=True, description="trials in flight at once")
+    seed: int | None = Field(default=None, ge=0, le=2**62, strict=True)
     space: SpaceRestriction | None = None
     profile: ProfileMode = Field(
         default=ProfileMode.ALL,
         description="Nsight Compute profiles: all (every completed trial, in batches), top_k (the k fastest "
         "once the search is done) or none",
     )
-    profile_top_k: int = Field(default=5, ge=1, le=100)
-    warm_start: bool = False
+    profile_top_k: int = Field(default=5, ge=1, le=100, strict=True)
+    warm_start: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")
     def _needs_a_budget(self) -> JobCreate:

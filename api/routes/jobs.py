@@ -10,13 +10,14 @@ from fastapi import APIRouter, Query, status
 from kernelfarm.api import jobs_service
 from kernelfarm.api.deps import CeleryDep, ReadToken, SessionDep, SettingsDep, SubmitToken
 from kernelfarm.api.schemas import JobCreate, JobPublic, Page, ProfilePublic, TrialPublic
+from kernelfarm.api.strict_json import StrictJSONRoute
 from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute)
 # Postgres OFFSET is a bigint: 2**63 was a 500 (found by schemathesis). No real page is this deep.
 MAX_OFFSET = 10_000_000
 

@@ -1,0 +1,95 @@
+"""Request bodies parsed as strict JSON: what PostgreSQL or a JSON reply cannot hold is refused here.
+
+Python's ``json`` accepts ``NaN``, ``Infinity``, ``-Infinity`` and numbers that overflow to infinity
+(``1e400``), and keeps lone surrogates (``"\\ud800"``) and NUL characters in strings. None of them is
+JSON a client may rely on (RFC 8259 has no non-finite numbers; a lone surrogate is not a Unicode
+character), PostgreSQL's JSONB refuses NUL and non-finite numbers, and a JSON reply that echoes them
+cannot be encoded: each was a 500. The routes that take a body parse it with :class:`StrictJSONRequest`,
+so FastAPI answers 422 ``json_invalid`` naming the reason instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not allowed")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:32]} is out of range")
+    return value
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "strings may not contain NUL (\\u0000)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "strings may not contain lone surrogates (\\ud800-\\udfff)"
+    return None
+
+
+def check_strings(value: Any) -> str | None:
+    """The first reason why a string (key or value) somewhere in ``value`` cannot be stored."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            reason = _bad_text(item)
+            if reason:
+                return reason
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def loads_strict(raw: bytes | str) -> Any:
+    """``json.loads`` that raises ``json.JSONDecodeError`` (with the reason) for non-finite numbers,
+    NUL characters and lone surrogates."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        raise json.JSONDecodeError("the body is not UTF-8", "", 0) from None
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # our refusals, and integers longer than Python converts
+        raise json.JSONDecodeError(str(exc), text, 0) from None
+    reason = check_strings(value)
+    if reason:
+        raise json.JSONDecodeError(reason, text, 0)
+    return value
+
+
+class StrictJSONRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = loads_strict(await self.body())
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    """The route class of every router whose operations take a JSON body."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict_handler(request: Request) -> Response:
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict_handler

@@ -1,0 +1,116 @@
+"""Input a hostile or careless client sends, over HTTP to a real API process: every answer is a 4xx
+with a reason, never a 500, and the kept-alive connection stays usable (issue 18, items 1 and 2)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.api.conftest import client_for
+from tests.conftest import RTX3090, Farm
+
+JOB: dict[str, Any] = {"kernel": "convolution_kernel", "gpu_model": RTX3090, "budget_trials": 4, "parallelism": 2,
+                       "strategy": "random", "seed": 1}  # fmt: skip
+
+
+def exchange(farm: Farm, token: str, requests: list[tuple[str, str, bytes | None]]) -> list[tuple[int, dict, bytes]]:
+    """Send ``requests`` one after the other on ONE kept-alive connection; every answer must be
+    well-formed, and a server that closes the connection must have said so (Connection: close)."""
+    url = urlsplit(farm.api_url)
+    connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=30)
+    answers = []
+    try:
+        for method, path, body in requests:
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            payload = response.read()
+            answers.append((response.status, {k.lower(): v for k, v in response.getheaders()}, payload))
+            if answers[-1][1].get("connection", "").lower() == "close":
+                connection.close()
+                connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=30)
+    finally:
+        connection.close()
+    return answers
+
+
+def body(**change: Any) -> bytes:
+    return json.dumps({**JOB, **change}).encode()
+
+
+BAD_BODIES = {
+    "NaN budget_seconds": body(budget_trials=None).replace(b'"budget_trials": null', b'"budget_seconds": NaN'),
+    "Infinity budget_seconds": body().replace(b'"seed": 1', b'"budget_seconds": Infinity'),
+    "-Infinity seed": body().replace(b'"seed": 1', b'"seed": -Infinity'),
+    "1e400 seed": body().replace(b'"seed": 1', b'"seed": 1e400'),
+    "NaN in problem": body(problem={"size_x": 1}).replace(b'"size_x": 1', b'"size_x": NaN'),
+    "1e400 in strategy_options": body(strategy_options={"x": 1}).replace(b'"x": 1', b'"x": 1e400'),
+    "NaN in strategy_options": body(strategy_options={"x": 1}).replace(b'"x": 1', b'"x": NaN'),
+    "NUL in strategy_options": body(strategy_options={"x": "a\x00b"}),
+    "NUL in a strategy_options key": body(strategy_options={"a\x00": 1}),
+    "lone surrogate in kernel": body(kernel="x").replace(b'"kernel": "x"', b'"kernel": "\\ud800"'),
+    "lone surrogate in strategy_options": body(strategy_options={"x": "y"}).replace(b'"y"', b'"\\udfff"'),
+    "5000-digit integer": body().replace(b'"seed": 1', b'"seed": ' + b"9" * 5000),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_BODIES))
+def test_hostile_job_bodies_are_4xx_and_keep_the_connection_usable(
+    api_only: Farm, submit_token: str, name: str
+) -> None:
+    answers = exchange(api_only, submit_token, [("POST", "/v1/jobs", BAD_BODIES[name]), ("GET", "/health", None)])
+    (status, headers, payload), (after, _, _) = answers
+    assert 400 <= status < 500, (status, payload[:300])
+    detail = json.loads(payload)["detail"]  # well-formed JSON with a reason
+    assert detail
+    assert headers.get("content-type", "").startswith("application/json")
+    assert after == 200
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/v1/jobs?kernel=%00", "/v1/jobs?owner=a%00", "/v1/jobs?gpu_model=%00x",
+        "/v1/best?kernel=convolution_kernel&gpu=nvidia-geforce-rtx-3090&problem=size_x%3D%00",
+        "/v1/best?kernel=%00&gpu=nvidia-geforce-rtx-3090",
+        "/v1/kernels/conv%00", "/v1/jobs/%00",
+    ],
+)  # fmt: skip
+def test_a_nul_in_any_query_or_path_is_4xx(api_only: Farm, submit_token: str, query: str) -> None:
+    (status, _, payload), (after, _, _) = exchange(api_only, submit_token, [("GET", query, None), ("GET", "/health", None)])
+    assert 400 <= status < 500 and status != 401, (status, payload[:300])
+    assert json.loads(payload)["detail"]
+    assert after == 200
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"budget_trials": "5"}, "budget_trials"),
+        ({"budget_trials": True}, "budget_trials"),
+        ({"budget_seconds": "10"}, "budget_seconds"),
+        ({"parallelism": "4"}, "parallelism"),
+        ({"parallelism": 4.0}, "parallelism"),
+        ({"seed": "7"}, "seed"),
+        ({"warm_start": "yes"}, "warm_start"),
+        ({"warm_start": 1}, "warm_start"),
+        ({"profile_top_k": "3"}, "profile_top_k"),
+        ({"strategy": ""}, "strategy"),
+    ],
+)
+def test_job_fields_are_strictly_typed(api_only: Farm, submit_token: str, change: dict, field: str) -> None:
+    with client_for(api_only, submit_token) as client:
+        response = client.post("/v1/jobs", json={**JOB, **change})
+    assert response.status_code == 422, response.text
+    assert field in response.text
+
+
+def test_a_well_typed_job_is_still_accepted(api_only: Farm, submit_token: str) -> None:
+    with client_for(api_only, submit_token) as client:
+        response = client.post("/v1/jobs", json={**JOB, "budget_seconds": 30, "warm_start": False})
+    assert response.status_code == 201, response.text
+    assert response.json()["budget_seconds"] == 30.0
