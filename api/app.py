@@ -12,8 +12,8 @@ from fastapi import FastAPI
 from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import install_error_handlers
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit
-from kernelfarm.api.routes import best, health, jobs, kernels, workers
-from kernelfarm.api.token_cache import TokenCache
+from kernelfarm.api.routes import best, health, jobs, kernels, tokens, workers
+from kernelfarm.api.token_cache import TokenCache, read_revocation_stamp
 from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.settings import Settings, get_settings
 from kernelfarm.kernels.registry import all_kernels
@@ -43,13 +43,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.celery = make_celery(settings)
-    app.state.token_cache = TokenCache(settings.token_cache_seconds)
+    app.state.token_cache = TokenCache(
+        settings.token_cache_seconds,
+        partial(read_revocation_stamp, settings.database_url),
+        settings.token_revocation_check_seconds,
+    )
     app.state.best_cache = BestCache(settings.best_cache_seconds, partial(read_best_versions, settings.database_url))
     install_error_handlers(app)
     # Added last = outermost: the size check runs before a request waits for a slot.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
-    for module in (health, jobs, kernels, workers, best):
+    for module in (health, jobs, kernels, workers, best, tokens):
         app.include_router(module.router)
     return app
 

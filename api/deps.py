@@ -44,8 +44,23 @@ _bearer = HTTPBearer(auto_error=False, description="API token from `kernelfarm t
 
 
 class Principal:
+    """Who calls: the token's name (the owner of the jobs it submits) and its effective scopes."""
+
     def __init__(self, name: str, scopes: set[Scope]) -> None:
         self.name, self.scopes = name, scopes
+
+    @property
+    def is_admin(self) -> bool:
+        return Scope.ADMIN in self.scopes
+
+    def require_owner(self, owner: str, what: str) -> None:
+        """Mutating something owned takes its owner or an admin.
+
+        Raises:
+            Forbidden: the caller is neither.
+        """
+        if owner != self.name and not self.is_admin:
+            raise Forbidden(f"{what} belongs to {owner!r}: only its owner or an admin token may change it")
 
 
 def _authenticate(database_url: str | None, token: str) -> tuple[str, tuple[str, ...]]:
@@ -64,10 +79,13 @@ def _require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
         if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
             raise Unauthorized("missing bearer token")
         cache: TokenCache = request.app.state.token_cache
+        if cache.enabled and not cache.current():
+            await run_in_threadpool(cache.refresh)  # a revocation elsewhere drops cached tokens first
         cached = cache.get(credentials.credentials)
         if cached is None:
+            generation = cache.generation
             name, granted = await run_in_threadpool(_authenticate, settings.database_url, credentials.credentials)
-            cache.put(credentials.credentials, name, granted)
+            cache.put(credentials.credentials, name, granted, generation)
         else:
             name, granted = cached.name, cached.scopes
         scopes = effective_scopes(granted)

@@ -217,3 +217,28 @@ class BestPublic(BaseModel):
     measured_at: datetime | None
     provenance: dict[str, Any]
     metrics: dict[str, Any]
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"example": {"name": "ci", "scopes": ["submit"]}})
+
+    name: str = Field(
+        min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$",
+        description="who uses it; jobs submitted with it are owned by this name",
+    )  # fmt: skip
+    scopes: list[Literal["read", "submit", "admin"]] = Field(min_length=1, max_length=3)
+
+
+class TokenPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    scopes: list[str]
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenPublic):
+    token: str = Field(description="the token itself, shown only in this answer")

@@ -77,9 +77,12 @@ class Settings(BaseSettings):
     # cuda: log level of the measuring child, the process that owns the GPU (KERNELFARM_CHILD_LOG).
     child_log: str = "WARNING"
 
-    # API: how long an authenticated token is trusted without asking the database again (a revoked
-    # token keeps working this long at most).
+    # API: how long an authenticated token is trusted without asking the database again, as long as
+    # no token was revoked: every API process re-reads the revocation stamp at most this often and
+    # forgets its cached tokens when it changed, so a revocation takes effect within about this time
+    # (api/token_cache.py).
     token_cache_seconds: float = 10.0
+    token_revocation_check_seconds: float = 0.5
     # API: best-config answers are cached per process and re-validated against the database's
     # best_versions stamps when older than this, so a new best is served at most this late (0: no
     # cache, every lookup reads the database). See api/best_cache.py.

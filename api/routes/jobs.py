@@ -93,7 +93,9 @@ def list_trials(
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic)
-def cancel_job(job_id: uuid.UUID, _: SubmitToken, session: SessionDep) -> JobPublic:
-    """Idempotent: cancelling a finished or already cancelled job returns it unchanged."""
+def cancel_job(job_id: uuid.UUID, principal: SubmitToken, session: SessionDep) -> JobPublic:
+    """Takes the job's owner (the name of the token that submitted it) or an admin token; 403
+    otherwise. Idempotent: cancelling a finished or already cancelled job returns it unchanged."""
+    principal.require_owner(job_store.get_job(session, job_id).owner, f"job {job_id}")
     job = job_store.cancel_job(session, job_id)
     return jobs_service.to_public(session, job)

@@ -10,7 +10,7 @@ from enum import StrEnum
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from kernelfarm.core.errors import InvalidInput, Unauthorized
+from kernelfarm.core.errors import InvalidInput, NotFound, Unauthorized
 from kernelfarm.core.models import ApiToken
 
 TOKEN_PREFIX = "kf_"
@@ -53,6 +53,18 @@ def create_token(session: Session, name: str, scopes: Sequence[str]) -> str:
     return token
 
 
+def find_token(session: Session, token: str) -> ApiToken:
+    """The row of a token (revoked or not) by its plaintext.
+
+    Raises:
+        NotFound: no such token.
+    """
+    row = session.execute(select(ApiToken).where(ApiToken.token_hash == hash_token(token))).scalar_one_or_none()
+    if row is None:
+        raise NotFound("no such token")
+    return row
+
+
 def authenticate(session: Session, token: str) -> ApiToken:
     """Raises Unauthorized for unknown or revoked tokens."""
     row = session.execute(
@@ -69,6 +81,27 @@ def revoke_token(session: Session, name: str) -> int:
         update(ApiToken).where(ApiToken.name == name, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def revoke_token_id(session: Session, token_id: int) -> ApiToken:
+    """Revoke one token by its id. Idempotent: a revoked token keeps its first revocation time.
+
+    Raises:
+        NotFound: no token has this id.
+    """
+    session.execute(
+        update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
+    )
+    row = session.get(ApiToken, token_id, populate_existing=True)
+    if row is None:
+        raise NotFound(f"token {token_id} not found")
+    return row
+
+
+def revocation_stamp(session: Session) -> tuple[int, str]:
+    """Changes whenever a token is revoked: what API processes compare to drop cached tokens."""
+    count, latest = session.execute(select(func.count(ApiToken.revoked_at), func.max(ApiToken.revoked_at))).one()
+    return int(count), str(latest)
 
 
 def list_tokens(session: Session) -> Sequence[ApiToken]:

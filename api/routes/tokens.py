@@ -1,0 +1,33 @@
+"""API tokens over the API (admin only): create, list, revoke. The plaintext of a token is in the
+creation answer and nowhere else (the farm stores its SHA-256)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from kernelfarm.api.deps import AdminToken, SessionDep
+from kernelfarm.api.schemas import TokenCreate, TokenCreated, TokenPublic
+from kernelfarm.api.strict_json import StrictJSONRoute
+from kernelfarm.core.store import tokens as token_store
+
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=StrictJSONRoute)
+
+
+@router.post("", response_model=TokenCreated, status_code=status.HTTP_201_CREATED)
+def create_token(body: TokenCreate, _: AdminToken, session: SessionDep) -> TokenCreated:
+    """The answer holds the token itself: the only time it is shown."""
+    plaintext = token_store.create_token(session, body.name, body.scopes)
+    row = token_store.find_token(session, plaintext)
+    return TokenCreated(**TokenPublic.model_validate(row).model_dump(), token=plaintext)
+
+
+@router.get("", response_model=list[TokenPublic])
+def list_tokens(_: AdminToken, session: SessionDep) -> list[TokenPublic]:
+    return [TokenPublic.model_validate(row) for row in token_store.list_tokens(session)]
+
+
+@router.delete("/{token_id}", response_model=TokenPublic)
+def revoke_token(token_id: int, _: AdminToken, session: SessionDep) -> TokenPublic:
+    """Revoke a token: every API process refuses it within ``token_revocation_check_seconds``.
+    Idempotent: revoking a revoked token returns it unchanged."""
+    return TokenPublic.model_validate(token_store.revoke_token_id(session, token_id))
