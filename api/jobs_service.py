@@ -17,8 +17,10 @@ from kernelfarm.core.settings import Settings
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store.kernels import ensure_kernel
+from kernelfarm.core.store.workers import all_workers
 from kernelfarm.core.strategy_names import DEFAULT_STRATEGY, STRATEGY_NAMES
 from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.kernels.spec import KernelSpec
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ def create_job(session: Session, request: JobCreate, owner: str, settings: Setti
         raise InvalidInput(
             f"kernel {spec.name!r} is replay-only and recorded for {sorted(recordings.gpu_models)}, not {gpu_model!r}"
         )
+    _check_some_backend_runs_it(session, spec, gpu_model)
     strategy = request.strategy or DEFAULT_STRATEGY
     if strategy not in STRATEGY_NAMES:
         raise InvalidInput(f"unknown strategy {strategy!r}; available: {list(STRATEGY_NAMES)}")
@@ -82,6 +85,29 @@ def create_job(session: Session, request: JobCreate, owner: str, settings: Setti
             owner=owner,
         ),
     )
+
+
+def backend_runs(spec: KernelSpec, backend: str, gpu_model: str) -> bool:
+    """Whether a worker of ``backend`` serving ``gpu_model`` can measure ``spec``."""
+    if backend == "replay":  # only what was recorded on that very GPU model
+        return "replay" in spec.backends and spec.recordings is not None and gpu_model in spec.recordings.gpu_models
+    if backend == "fake":  # the CPU stand-in answers CUDA kernels' requests
+        return "cuda" in spec.backends
+    return backend in spec.backends
+
+
+def _check_some_backend_runs_it(session: Session, spec: KernelSpec, gpu_model: str) -> None:
+    """Refuse a job that no worker ever registered for its GPU model could run (a cuda-only kernel
+    on a model served by replay workers was accepted and ended with 0 successes). A model with no
+    registered worker at all is accepted: its first worker may be on its way; the job then fails
+    after ``no_worker_timeout_seconds`` if none comes."""
+    backends = {w.backend for w in all_workers(session) if w.gpu_model == gpu_model}
+    if backends and not any(backend_runs(spec, b, gpu_model) for b in backends):
+        raise InvalidInput(
+            f"no worker of GPU model {gpu_model!r} can run kernel {spec.name!r}: its workers run "
+            f"{sorted(backends)}, the kernel has implementations for {sorted(spec.backends)}"
+            + (f" and recordings for {sorted(spec.recordings.gpu_models)}" if spec.recordings else "")
+        )
 
 
 def request_step(celery: Celery, job_id: str) -> None:

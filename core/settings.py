@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     # result -> tuner.advance -> dispatch -> claim round-trip (100-400 ms measured on 2 cores, see
     # docs/SCALING.md). 0 restores "queued + running <= parallelism".
     dispatch_lookahead: float = 1.0
+    # A job that has had no live worker of its GPU model for this long (and no trial activity) fails
+    # with the reason, instead of waiting forever for a GPU model nobody serves.
+    no_worker_timeout_seconds: float = 600.0
     # A queued trial not claimed for this long is sent again (its message may have been lost).
     redispatch_after_seconds: float = 30.0
 

@@ -105,9 +105,7 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
         return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
 
     if not live_workers(session, settings.worker_ttl_seconds, job.gpu_model):
-        message = f"waiting: no live worker for GPU model {job.gpu_model!r}"
-        job_store.set_job_status(session, job, message=message)
-        return StepResult([], job.state, message), [], job.gpu_model
+        return _wait_for_workers(session, job, settings), [], job.gpu_model
 
     lookahead = math.ceil(job.parallelism * settings.dispatch_lookahead)
     wanted = min(job.parallelism + lookahead - in_flight, trials_left, valid_left)
@@ -139,6 +137,27 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     return result, ids, job.gpu_model
 
 
+def _wait_for_workers(session: Session, job: Job, settings: Settings) -> StepResult:
+    """No live worker serves the job's GPU model: wait, but not forever (a job for a model nobody
+    serves waited silently until someone noticed)."""
+    now: datetime = session.execute(select(func.now())).scalar_one()
+    idle = (now - job_store.last_activity(session, job)).total_seconds()
+    if idle >= settings.no_worker_timeout_seconds:
+        message = (
+            f"failed: no live worker for GPU model {job.gpu_model!r} for {idle:.0f} s "
+            f"(no_worker_timeout_seconds={settings.no_worker_timeout_seconds:g})"
+        )
+        job_store.fail_job(session, job, message)
+        logger.warning("job %s: %s", job.id, message)
+        return StepResult([], job.state, message)
+    message = (
+        f"waiting: no live worker for GPU model {job.gpu_model!r} "
+        f"(fails after {settings.no_worker_timeout_seconds:g} s without one)"
+    )
+    job_store.set_job_status(session, job, message=message)
+    return StepResult([], job.state, message)
+
+
 def _tuples(batches: list[list[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(batch) for batch in batches)
 
@@ -168,10 +187,11 @@ def _finish_or_drain(
     failed = counts.get(TrialState.FAILED.value, 0)
     best = job_store.best_trial_of_job(session, job.id)
     summary = f"{complete} complete, {failed} failed"
-    if best is None:
-        message = f"complete ({reason}): {summary}; no config succeeded"
-    else:
-        message = f"complete ({reason}): {summary}; best {best.time_ms:.4f} ms ({best.config_key})"
+    if best is None:  # nothing usable came out of it: the job failed, whatever its budget says
+        message = f"failed ({reason}): {summary}; no config succeeded"
+        job_store.set_job_status(session, job, state=JobState.FAILED, message=message)
+        return StepResult([], job.state, message)
+    message = f"complete ({reason}): {summary}; best {best.time_ms:.4f} ms ({best.config_key})"
     job_store.set_job_status(session, job, state=JobState.COMPLETE, message=message)
     return StepResult([], job.state, message)
 

@@ -134,6 +134,26 @@ def set_job_status(session: Session, job: Job, *, state: JobState | None = None,
         job.status_message = message
 
 
+def last_activity(session: Session, job: Job) -> Any:
+    """When the job last showed life: its creation, start, or a trial starting or finishing (database clock)."""
+    latest = session.execute(
+        select(func.greatest(func.max(Trial.started_at), func.max(Trial.finished_at))).where(Trial.job_id == job.id)
+    ).scalar_one()
+    moments = [m for m in (job.created_at, job.started_at, latest) if m is not None]
+    return max(moments)
+
+
+def fail_job(session: Session, job: Job, message: str) -> None:
+    """End an unfinished job as failed; its queued and running trials are cancelled (a late result
+    write of a running one is a no-op, like after a cancel)."""
+    session.execute(
+        update(Trial)
+        .where(Trial.job_id == job.id, Trial.state.in_([TrialState.QUEUED.value, TrialState.RUNNING.value]))
+        .values(state=TrialState.CANCELLED.value, finished_at=func.now())
+    )
+    set_job_status(session, job, state=JobState.FAILED, message=message)
+
+
 def cancel_job(session: Session, job_id: str | uuid.UUID) -> Job:
     """Cancel a job and its unfinished trials. Idempotent: cancelling a finished job changes nothing."""
     job = get_job(session, job_id, for_update=True)
