@@ -134,12 +134,16 @@ class KernelSpec:
             digest.update(self.recordings.fingerprint())
         return digest.hexdigest()[:16]
 
-    def normalize_problem(self, problem: Mapping[str, Any] | None) -> dict[str, Any]:
+    def normalize_problem(self, problem: Mapping[str, Any] | None, *, recorded_only: bool = True) -> dict[str, Any]:
         """Fill defaults, check names and types.
 
+        Args:
+            recorded_only: refuse a problem never recorded for a replay-only kernel (a job could not
+                measure it). False for lookups, which fall back to the nearest recorded problem.
+
         Raises:
-            InvalidInput: unknown or ill-typed problem values, or a problem never recorded for a
-                replay-only kernel.
+            InvalidInput: unknown or ill-typed problem values, or (``recorded_only``) a problem never
+                recorded for a replay-only kernel.
         """
         given = dict(problem or {})
         known = {p.name for p in self.problem_params}
@@ -150,7 +154,7 @@ class KernelSpec:
         for param in self.problem_params:
             out[param.name] = param.normalize(given.get(param.name, self.default_problem.get(param.name)))
         recordings = self.recordings
-        if self.replay_only and recordings is not None and not recordings.covers(out):
+        if recorded_only and self.replay_only and recordings is not None and not recordings.covers(out):
             raise InvalidInput(f"kernel {self.name!r} is replay-only; recorded problems: {list(recordings.problems)}")
         return out
 

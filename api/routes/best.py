@@ -62,7 +62,9 @@ async def best_config(
 
 def _answer(database_url: str | None, kernel: str, gpu: str, pairs: list[str], cache: BestCache | None) -> Answer:
     spec = get_kernel(kernel)
-    normalized = spec.normalize_problem(parse_problem(pairs))
+    # A problem never recorded for a replay-only kernel is still a fair question: it is answered
+    # by the nearest recorded problem (match "nearest_problem"), as documented.
+    normalized = spec.normalize_problem(parse_problem(pairs), recorded_only=False)
     try:
         gpu_model = model_slug(gpu)
     except ValueError as exc:

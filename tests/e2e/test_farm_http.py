@@ -60,8 +60,14 @@ def test_best_falls_back_to_nearest_problem_and_says_so(farm: Farm, admin_token:
     response = client.get(
         "/v1/best", params={"kernel": "convolution_kernel", "gpu": RTX3090, "problem": ["size_x=2048"]}
     )
-    # replay-only kernel: an unrecorded problem is refused with a reason
-    assert response.status_code == 422 and "recorded problems" in response.json()["detail"]
+    # replay-only kernel, problem never recorded: the documented fallback answers with the nearest
+    # recorded problem on the same GPU model, and says so
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["match"] == "nearest_problem"
+    assert answer["problem"] == {"size_x": 2048, "size_y": 4096}
+    assert answer["matched_problem"] == {"size_x": 4096, "size_y": 4096}
+    assert answer["matched_gpu_model"] == RTX3090
     missing = client.get("/v1/best", params={"kernel": "convolution_kernel", "gpu": "nvidia-h100-80gb-hbm3"})
     assert missing.status_code == 404 and "no verified measurement" in missing.json()["detail"]
 
