@@ -7,10 +7,10 @@ from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from kernelfarm.api.deadline import in_thread
 from kernelfarm.api.token_cache import TokenCache
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Forbidden, Unauthorized
@@ -79,12 +79,13 @@ def _require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
         if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
             raise Unauthorized("missing bearer token")
         cache: TokenCache = request.app.state.token_cache
+        deadline = settings.api_database_deadline_seconds
         if cache.enabled and not cache.current():
-            await run_in_threadpool(cache.refresh)  # a revocation elsewhere drops cached tokens first
+            await in_thread(deadline, cache.refresh)  # a revocation elsewhere drops cached tokens first
         cached = cache.get(credentials.credentials)
         if cached is None:
             generation = cache.generation
-            name, granted = await run_in_threadpool(_authenticate, settings.database_url, credentials.credentials)
+            name, granted = await in_thread(deadline, _authenticate, settings.database_url, credentials.credentials)
             cache.put(credentials.credentials, name, granted, generation)
         else:
             name, granted = cached.name, cached.scopes

@@ -19,7 +19,15 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from kernelfarm.core.errors import Conflict, Forbidden, InvalidInput, KernelfarmError, NotFound, Unauthorized
+from kernelfarm.core.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    KernelfarmError,
+    NotFound,
+    Unauthorized,
+    Unavailable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +37,7 @@ _STATUS: dict[type[KernelfarmError], int] = {
     Conflict: status.HTTP_409_CONFLICT,
     Unauthorized: status.HTTP_401_UNAUTHORIZED,
     Forbidden: status.HTTP_403_FORBIDDEN,
+    Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
 }
 
 # Seconds a client should wait before retrying while the database is unreachable.
@@ -64,6 +73,8 @@ async def _handle(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, KernelfarmError)
     code = status_for(exc)
     headers = {"WWW-Authenticate": "Bearer"} if code == status.HTTP_401_UNAUTHORIZED else None
+    if code == status.HTTP_503_SERVICE_UNAVAILABLE:
+        headers = {"Retry-After": str(DATABASE_RETRY_AFTER)}
     return error_response(code, str(exc), headers)
 
 

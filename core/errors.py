@@ -27,5 +27,9 @@ class Forbidden(KernelfarmError):
     """Valid credentials without the needed scope (HTTP 403)."""
 
 
+class Unavailable(KernelfarmError):
+    """A service the farm needs (PostgreSQL) cannot answer now; retry later (HTTP 503)."""
+
+
 class ConstraintError(InvalidInput):
     """A constraint expression could not be parsed or uses something not allowed."""

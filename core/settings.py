@@ -91,6 +91,16 @@ class Settings(BaseSettings):
     # cache, every lookup reads the database). See api/best_cache.py.
     best_cache_seconds: float = 0.25
 
+    # PostgreSQL client limits, so that a down or frozen server (one that accepts TCP but answers
+    # nothing) is an error after a bounded time instead of a hang: connecting (libpq connect_timeout),
+    # one statement (server-side statement_timeout), and waiting for a pooled connection.
+    database_connect_timeout_seconds: int = 5
+    database_statement_timeout_seconds: float = 30.0
+    database_pool_timeout_seconds: float = 10.0
+    # API: database work of the async routes (/ready, /v1/best, token checks) is abandoned after this
+    # long and answered 503 with Retry-After (a frozen server never trips a server-side timeout).
+    api_database_deadline_seconds: float = 5.0
+
     # Request limits (bad input is refused, not stored).
     max_budget_trials: int = 100_000
     max_parallelism: int = 256

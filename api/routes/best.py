@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.concurrency import run_in_threadpool
 
 from kernelfarm.api.best_cache import Answer, BestCache
+from kernelfarm.api.deadline import in_thread
 from kernelfarm.api.deps import ReadToken, SettingsDep
 from kernelfarm.api.schemas import BestPublic
 from kernelfarm.core.db import session_scope
@@ -47,15 +47,16 @@ async def best_config(
     # The hot path of the farm: a cached answer is served on the event loop, with no thread hop,
     # database read or response validation (api/best_cache.py).
     cache: BestCache = request.app.state.best_cache
+    deadline = settings.api_database_deadline_seconds
     if not cache.enabled:
-        return _respond(await run_in_threadpool(_answer, settings.database_url, kernel, gpu, problem, None))
+        return _respond(await in_thread(deadline, _answer, settings.database_url, kernel, gpu, problem, None))
     if not cache.current():
-        await run_in_threadpool(cache.refresh)
+        await in_thread(deadline, cache.refresh)
     key = (kernel, gpu, tuple(problem))
     answer = cache.get(key, kernel)
     if answer is None:
         # Validation errors (unknown kernel, bad problem or GPU name) raise and are not kept.
-        answer = await run_in_threadpool(_answer, settings.database_url, kernel, gpu, problem, cache)
+        answer = await in_thread(deadline, _answer, settings.database_url, kernel, gpu, problem, cache)
         cache.put(key, answer)
     return _respond(answer)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from celery import Celery
 from fastapi import APIRouter, Response, status
 from sqlalchemy import text
 
+from kernelfarm.api.deadline import in_thread
 from kernelfarm.api.deps import CeleryDep, SettingsDep
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import Unavailable
 
 router = APIRouter(tags=["health"])
 
@@ -17,22 +20,33 @@ def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
+def _check_database(database_url: str | None) -> None:
+    with session_scope(database_url) as session:
+        session.execute(text("SELECT 1"))
+
+
+def _check_broker(celery: Celery) -> None:
+    with celery.connection_for_write() as connection:
+        connection.ensure_connection(max_retries=1, timeout=2)
+
+
 @router.get("/ready")
-def ready(settings: SettingsDep, celery: CeleryDep, response: Response) -> dict[str, str]:
-    """The database and the broker answer; 503 otherwise."""
+async def ready(settings: SettingsDep, celery: CeleryDep, response: Response) -> dict[str, str]:
+    """The database and the broker answer (each within ``api_database_deadline_seconds``); 503
+    otherwise, naming what failed."""
     checks: dict[str, str] = {}
-    try:
-        with session_scope(settings.database_url) as session:
-            session.execute(text("SELECT 1"))
-        checks["database"] = "ok"
-    except Exception as exc:
-        checks["database"] = f"unavailable: {type(exc).__name__}"
-    try:
-        with celery.connection_for_write() as connection:
-            connection.ensure_connection(max_retries=1, timeout=2)
-        checks["broker"] = "ok"
-    except Exception as exc:
-        checks["broker"] = f"unavailable: {type(exc).__name__}"
+    deadline = settings.api_database_deadline_seconds
+    for name, check, argument in (
+        ("database", _check_database, settings.database_url),
+        ("broker", _check_broker, celery),
+    ):
+        try:
+            await in_thread(deadline, check, argument)
+            checks[name] = "ok"
+        except Unavailable:
+            checks[name] = f"unavailable: no answer within {deadline:g} s"
+        except Exception as exc:
+            checks[name] = f"unavailable: {type(exc).__name__}"
     ok = all(v == "ok" for v in checks.values())
     response.status_code = status.HTTP_200_OK if ok else status.HTTP_503_SERVICE_UNAVAILABLE
     return {"status": "ready" if ok else "not ready", **checks}

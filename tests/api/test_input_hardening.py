@@ -81,7 +81,9 @@ def test_hostile_job_bodies_are_4xx_and_keep_the_connection_usable(
     ],
 )  # fmt: skip
 def test_a_nul_in_any_query_or_path_is_4xx(api_only: Farm, submit_token: str, query: str) -> None:
-    (status, _, payload), (after, _, _) = exchange(api_only, submit_token, [("GET", query, None), ("GET", "/health", None)])
+    (status, _, payload), (after, _, _) = exchange(
+        api_only, submit_token, [("GET", query, None), ("GET", "/health", None)]
+    )
     assert 400 <= status < 500 and status != 401, (status, payload[:300])
     assert json.loads(payload)["detail"]
     assert after == 200
