@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import install_error_handlers
-from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit
+from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit, SecurityHeaders
 from kernelfarm.api.routes import best, health, jobs, kernels, tokens, workers
 from kernelfarm.api.token_cache import TokenCache, read_revocation_stamp
 from kernelfarm.core.celery_app import make_celery
@@ -52,7 +52,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # Added last = outermost: the size check runs before a request waits for a slot.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_request_bytes, read_timeout=settings.request_body_timeout_seconds
+    )
+    app.add_middleware(SecurityHeaders)
     for module in (health, jobs, kernels, workers, best, tokens):
         app.include_router(module.router)
     return app

@@ -6,14 +6,55 @@ from __future__ import annotations
 import asyncio
 import json
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-async def _reply(send: Send, status: int, detail: str) -> None:
+async def _reply(send: Send, status: int, detail: str, *, close: bool = False) -> None:
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:  # the rest of the request was not read: the connection cannot carry another one
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+# Answers of the API: JSON only, never cached by a browser or proxy (they carry jobs and tokens),
+# never framed, never sniffed into something else.
+_API_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"cache-control", b"no-store"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
+_JSON_POLICY = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
+# HTML pages (the interactive API docs) load their own scripts and styles; they may not be framed.
+_PAGE_POLICY = (b"content-security-policy", b"frame-ancestors 'none'; object-src 'none'; base-uri 'none'")
+
+
+class SecurityHeaders:
+    """nosniff, no-store, no framing and a content policy on every answer (a header the route set
+    itself is kept)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                content_type = dict(headers).get(b"content-type", b"")
+                policy = _PAGE_POLICY if content_type.startswith(b"text/html") else _JSON_POLICY
+                headers += [(n, v) for n, v in (*_API_HEADERS, policy) if n not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class InFlightLimit:
@@ -39,11 +80,13 @@ class InFlightLimit:
 
 
 class BodySizeLimit:
-    """413 for bodies over ``max_bytes``: by Content-Length, or, for chunked bodies (no length to
-    check), by reading at most ``max_bytes + 1`` bytes before the route sees any of it."""
+    """413 for bodies over ``max_bytes`` (by Content-Length, or, for chunked bodies, by reading at
+    most ``max_bytes + 1`` bytes), and 408 for a body not received within ``read_timeout`` seconds:
+    the body is read here, before the route sees any of it, so a client trickling it (or declaring
+    bytes it never sends) holds no in-flight slot, thread or database connection, and not forever."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout: float = 10.0) -> None:
+        self.app, self.max_bytes, self.read_timeout = app, max_bytes, read_timeout
         self.detail = f"request body larger than {max_bytes} bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,26 +94,28 @@ class BodySizeLimit:
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None:
-            if not length.isdigit() or int(length) > self.max_bytes:
-                await _reply(send, 413, self.detail)
-                return
-            await self.app(scope, receive, send)
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await _reply(send, 413, self.detail, close=True)
             return
-        if scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["method"] not in ("POST", "PUT", "PATCH") and (length is None or length == b"0"):
             await self.app(scope, receive, send)
             return
         body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await _reply(send, 413, self.detail)
-                return
-            if not message.get("more_body", False):
-                break
+        try:
+            with anyio.fail_after(self.read_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        break
+                    body += message.get("body", b"")
+                    if len(body) > self.max_bytes:
+                        await _reply(send, 413, self.detail, close=True)
+                        return
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await _reply(send, 408, f"request body not received within {self.read_timeout:g} s", close=True)
+            return
         replayed = False
 
         async def replay() -> Message:

@@ -75,6 +75,14 @@ class TokenCache:
                     self._entries.clear()
             self._checked_at = started
 
+    def forget_all(self) -> None:
+        """After a revocation made by this process: no cached token is trusted any more, and the
+        next request re-reads the stamp (other processes see it within ``check_seconds``)."""
+        with self._lock:
+            self.generation += 1
+            self._entries.clear()
+            self._checked_at = -math.inf
+
     def get(self, token: str) -> CachedToken | None:
         key = hash_token(token)  # never keep plaintext tokens in memory longer than the request
         with self._lock:

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     max_parallelism: int = 256
     max_space_size: int = 2_000_000
     max_request_bytes: int = 256 * 1024
+    # A request body not fully received within this many seconds is answered 408 (a client that
+    # trickles its body, or declares bytes it never sends, no longer holds the request open).
+    request_body_timeout_seconds: float = 10.0
 
     @field_validator("lease_seconds")
     @classmethod

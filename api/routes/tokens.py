@@ -3,11 +3,12 @@ creation answer and nowhere else (the farm stores its SHA-256)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 
 from kernelfarm.api.deps import AdminToken, SessionDep
 from kernelfarm.api.schemas import TokenCreate, TokenCreated, TokenPublic
 from kernelfarm.api.strict_json import StrictJSONRoute
+from kernelfarm.api.token_cache import TokenCache
 from kernelfarm.core.store import tokens as token_store
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=StrictJSONRoute)
@@ -27,7 +28,11 @@ def list_tokens(_: AdminToken, session: SessionDep) -> list[TokenPublic]:
 
 
 @router.delete("/{token_id}", response_model=TokenPublic)
-def revoke_token(token_id: int, _: AdminToken, session: SessionDep) -> TokenPublic:
-    """Revoke a token: every API process refuses it within ``token_revocation_check_seconds``.
-    Idempotent: revoking a revoked token returns it unchanged."""
-    return TokenPublic.model_validate(token_store.revoke_token_id(session, token_id))
+def revoke_token(token_id: int, _: AdminToken, session: SessionDep, request: Request) -> TokenPublic:
+    """Revoke a token: this API process refuses it from the answer on, every other one within
+    ``token_revocation_check_seconds``. Idempotent: revoking a revoked token returns it unchanged."""
+    revoked = TokenPublic.model_validate(token_store.revoke_token_id(session, token_id))
+    session.commit()
+    token_cache: TokenCache = request.app.state.token_cache
+    token_cache.forget_all()
+    return revoked

@@ -10,17 +10,25 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.models import Job
 from kernelfarm.core.store.jobs import cancel_job
-from tests.conftest import Farm, make_token
+from kernelfarm.services import free_port
+from kernelfarm.stack import api_ready
+from tests.conftest import Farm, make_token, wait_for
+
+BODY_TIMEOUT = 2  # KERNELFARM_REQUEST_BODY_TIMEOUT_SECONDS of the API started here
 
 
 @pytest.fixture(scope="module")
 def api_only(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
     farm = Farm(database_url, redis_url, tmp_path_factory.mktemp("api-only"))
     try:
-        farm.start_api()
+        port = free_port()
+        farm.api_url = f"http://127.0.0.1:{port}"
+        farm.start("api", launcher.api_argv(port), KERNELFARM_REQUEST_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT))
+        wait_for(lambda: farm.check_running() and api_ready(farm.api_url), 30, "API")
         yield farm
     finally:
         farm.stop_all()
