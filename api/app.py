@@ -10,7 +10,7 @@ from functools import partial
 from fastapi import FastAPI
 
 from kernelfarm.api.best_cache import BestCache, read_best_versions
-from kernelfarm.api.errors import install_error_handlers
+from kernelfarm.api.errors import ERROR_RESPONSES, install_error_handlers
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit, SecurityHeaders
 from kernelfarm.api.routes import best, health, jobs, kernels, tokens, workers
 from kernelfarm.api.token_cache import TokenCache, read_revocation_stamp
@@ -56,8 +56,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=settings.max_request_bytes, read_timeout=settings.request_body_timeout_seconds
     )
     app.add_middleware(SecurityHeaders)
-    for module in (health, jobs, kernels, workers, best, tokens):
-        app.include_router(module.router)
+    app.include_router(health.router)
+    for module in (jobs, kernels, workers, best, tokens):
+        app.include_router(module.router, responses=ERROR_RESPONSES)
     return app
 
 

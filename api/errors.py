@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from kernelfarm.api.schemas import ErrorPublic
 from kernelfarm.core.errors import (
     Conflict,
     Forbidden,
@@ -105,6 +106,23 @@ def _is_unavailable(exc: DBAPIError) -> bool:
         return True
     code = getattr(exc.orig, "pgcode", None) or ""
     return code.startswith(_UNAVAILABLE_SQLSTATE)
+
+
+# What the OpenAPI schema says every /v1 operation may answer besides its success (one schema).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorPublic, "description": description}
+    for code, description in {
+        400: "malformed request",
+        401: "missing, unknown or revoked token",
+        403: "the token lacks the scope, or does not own the job",
+        404: "no such object",
+        408: "request body not received in time",
+        409: "the object's state forbids the operation",
+        413: "request body too large",
+        422: "a field or parameter is invalid (detail lists the issues) or asks for the impossible",
+        503: "the database is unavailable; retry after Retry-After seconds",
+    }.items()
+}
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -15,6 +15,31 @@ ScalarValue = StrictInt | StrictFloat | StrictStr
 T = TypeVar("T")
 
 
+class ValidationIssue(BaseModel):
+    """One reason a request was refused (the items of a 422's ``detail``)."""
+
+    type: str
+    loc: list[str | int]
+    msg: str
+    input: Any = None
+    ctx: dict[str, Any] | None = None
+
+
+class ErrorPublic(BaseModel):
+    """Every error answer (4xx and 503): a sentence, or for request validation the list of issues."""
+
+    detail: str | list[ValidationIssue]
+
+
+class ReadinessPublic(BaseModel):
+    """``/ready``: ``status`` is "ready" or "not ready"; one entry per dependency, "ok" or why not."""
+
+    model_config = ConfigDict(extra="allow")
+    status: Literal["ready", "not ready"]
+    database: str
+    broker: str
+
+
 class SpaceRestriction(BaseModel):
     """Narrow the kernel's search space for this job: fewer values and/or extra constraints."""
 

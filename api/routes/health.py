@@ -8,6 +8,7 @@ from sqlalchemy import text
 
 from kernelfarm.api.deadline import in_thread
 from kernelfarm.api.deps import CeleryDep, SettingsDep
+from kernelfarm.api.schemas import ReadinessPublic
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Unavailable
 
@@ -30,7 +31,9 @@ def _check_broker(celery: Celery) -> None:
         connection.ensure_connection(max_retries=1, timeout=2)
 
 
-@router.get("/ready")
+@router.get(
+    "/ready", response_model=ReadinessPublic, responses={503: {"model": ReadinessPublic, "description": "not ready"}}
+)
 async def ready(settings: SettingsDep, celery: CeleryDep, response: Response) -> dict[str, str]:
     """The database and the broker answer (each within ``api_database_deadline_seconds``); 503
     otherwise, naming what failed."""

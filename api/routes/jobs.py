@@ -22,7 +22,17 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute
 MAX_OFFSET = 10_000_000
 
 
-@router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED)
+# OpenAPI links: what a client (and schemathesis' stateful phase) can do next with a new job.
+_JOB_LINKS = {
+    name: {"operationId": operation, "parameters": {"job_id": "$response.body#/id"}}
+    for name, operation in (("GetJob", "get_job_v1_jobs__job_id__get"),
+                            ("ListTrials", "list_trials_v1_jobs__job_id__trials_get"),
+                            ("CancelJob", "cancel_job_v1_jobs__job_id__cancel_post"))
+}  # fmt: skip
+
+
+@router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED,
+             responses={201: {"description": "the job, queued", "links": _JOB_LINKS}})  # fmt: skip
 def create_job(
     body: JobCreate, principal: SubmitToken, session: SessionDep, settings: SettingsDep, celery: CeleryDep
 ) -> JobPublic:

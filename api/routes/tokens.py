@@ -14,7 +14,11 @@ from kernelfarm.core.store import tokens as token_store
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"], route_class=StrictJSONRoute)
 
 
-@router.post("", response_model=TokenCreated, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "", response_model=TokenCreated, status_code=status.HTTP_201_CREATED,
+    responses={201: {"description": "the token", "links": {"RevokeToken": {
+        "operationId": "revoke_token_v1_tokens__token_id__delete", "parameters": {"token_id": "$response.body#/id"}}}}},
+)  # fmt: skip
 def create_token(body: TokenCreate, _: AdminToken, session: SessionDep) -> TokenCreated:
     """The answer holds the token itself: the only time it is shown."""
     plaintext = token_store.create_token(session, body.name, body.scopes)
