@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     # from anywhere: see default_state_dir.
     state_dir: Path = Field(default_factory=lambda: default_state_dir())
     api_url: str = "http://127.0.0.1:8765"
+    # API of the embedded stack: the foreground supervisor's components.json; /ready reports a component
+    # it found crash-looping or gave up on (KERNELFARM_STACK_HEALTH_FILE, set by `kernelfarm up`).
+    stack_health_file: Path | None = None
     api_token: str | None = None
 
     # Trial leases: a running trial whose heartbeat is older than lease_seconds is presumed dead.

@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
 # Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
 STOPPING_FILE = "stopping"
+HEALTH_FILE = "components.json"  # the foreground supervisor's view, read by `kernelfarm status` and /ready
 # Kept across `down`/`up` (the PostgreSQL data outlives a run): generated server passwords and the local
 # admin token, readable by the owner only.
 SECRETS_FILE = "secrets.json"
@@ -146,8 +147,9 @@ def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:
                                 sleep_ms=plan.sleep_ms, time_scale=plan.time_scale)  # fmt: skip
 
 
-def _component_env(state: StackState) -> dict[str, str]:
-    return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url)
+def _component_env(state: StackState, state_dir: Path | None = None) -> dict[str, str]:
+    overrides = {"KERNELFARM_STACK_HEALTH_FILE": str(state_dir / HEALTH_FILE)} if state_dir else None
+    return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url, overrides=overrides)
 
 
 def survivors(state_dir: Path) -> list[str]:
@@ -214,6 +216,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
         logger.warning("an earlier stack in %s ended without `kernelfarm down`; starting afresh", state_dir)
         (state_dir / STATE_FILE).unlink()
     (state_dir / STOPPING_FILE).unlink(missing_ok=True)
+    (state_dir / HEALTH_FILE).unlink(missing_ok=True)  # an earlier foreground run's view
     kept = StackSecrets.load_or_create(state_dir)
 
     embedded_pg = embedded_redis_pid = None
@@ -245,7 +248,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
     state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
     state.save(state_dir)
 
-    env = _component_env(state)
+    env = _component_env(state, state_dir)
     logs = state_dir / "logs"
     state.processes.append(spawn("api", launcher.api_argv(port), env, logs))
     schedule = state_dir / "celerybeat-schedule"
@@ -328,6 +331,7 @@ def stop_stack_checked(state_dir: Path, grace: float = 15.0) -> StopReport:
     left += problems
     if not left:
         (state_dir / STATE_FILE).unlink(missing_ok=True)
+        (state_dir / HEALTH_FILE).unlink(missing_ok=True)
     return StopReport(stopped, left)
 
 
@@ -391,42 +395,122 @@ def stop_processes(processes: list[ProcessInfo], grace: float) -> list[str]:
     return stopped
 
 
+@dataclass
+class ComponentHealth:
+    state: str  # "running", "restarting" (waiting out its backoff), "crash-looping" or "gave up"
+    exits: int  # exits within the supervisor's window
+    log: str
+    restart_in_s: float = 0.0
+
+
+def read_health(state_dir: Path) -> dict[str, ComponentHealth]:
+    path = state_dir.resolve() / HEALTH_FILE
+    try:
+        return {name: ComponentHealth(**item) for name, item in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
 class Supervisor:
     """Restarts components of a running stack that exit on their own, for the foreground
-    ``kernelfarm up``; a deployment gets the same from systemd ``Restart=on-failure``, compose
-    ``restart: unless-stopped`` or Kubernetes. Seen needed: a coordinator exiting on a kombu error
-    while Redis restarted (docs/RELIABILITY.md). Like systemd's start limit, a component that exits
-    ``burst`` times within ``window_s`` is left down (a crash loop helps no one; its log says why).
+    ``kernelfarm up``, the way a deployment does (systemd ``Restart=on-failure``, Kubernetes'
+    CrashLoopBackOff): at once the first time, then after a delay that doubles with each further
+    exit up to ``backoff_max_s``, back to nothing once a component has run ``stable_s`` seconds.
+    Seen needed: a coordinator exiting on a kombu error while Redis restarted, and six workers
+    killed 80 times by a fault injector (docs/RELIABILITY.md); the old start limit left them all down.
+
+    A component that exits ``burst`` times within ``window_s`` is *crash-looping*: still restarted,
+    but logged as an error and shown as such in ``<state_dir>/components.json``, which `kernelfarm
+    status` prints and the API's /ready reports (503). With ``give_up_after`` set, a component is
+    left down after that many exits in the window ("gave up"), as loudly.
     """
 
-    def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0) -> None:
+    def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0,
+                 backoff_start_s: float = 1.0, backoff_max_s: float = 60.0, stable_s: float = 60.0,
+                 give_up_after: int | None = None) -> None:  # fmt: skip
         self.state, self.state_dir = state, state_dir.resolve()
-        self.burst, self.window_s = burst, window_s
+        self.burst, self.window_s, self.give_up_after = burst, window_s, give_up_after
+        self.backoff_start_s, self.backoff_max_s, self.stable_s = backoff_start_s, backoff_max_s, stable_s
         self.given_up: set[str] = set()
-        self._restarts: dict[str, list[float]] = {}
+        self.crash_looping: set[str] = set()
+        self._exits: dict[str, list[float]] = {}
+        self._started: dict[str, float] = {p.name: time.monotonic() for p in state.processes}
+        self._streak: dict[str, int] = {}  # exits without a stable run in between
+        self._restart_at: dict[str, float] = {}
+        self.write_health()
 
     def check(self) -> list[str]:
-        """Restart what died since the last check. Returns the names restarted."""
+        """Restart what died and has waited out its backoff. Returns the names restarted."""
         if (self.state_dir / STOPPING_FILE).exists():
             return []
         restarted = []
         now = time.monotonic()
         for index, info in enumerate(self.state.processes):
-            if info.name in self.given_up or alive(info.pid) or not info.argv:
+            name = info.name
+            if name in self.given_up or not info.argv or group_alive(info.pid):
                 continue
-            recent = [t for t in self._restarts.get(info.name, []) if now - t < self.window_s]
-            if len(recent) >= self.burst:
-                self.given_up.add(info.name)
-                logger.error("%s exited %d times in %.0f s; leaving it down (see %s)", info.name, len(recent),
-                             self.window_s, info.log)  # fmt: skip
+            if name not in self._restart_at:  # a new exit: decide when to restart it
+                self._note_exit(info, now)
+                if name in self.given_up:
+                    continue
+            if now < self._restart_at[name]:
                 continue
-            logger.warning("%s (pid %d) exited on its own; restarting it", info.name, info.pid)
-            self.state.processes[index] = spawn(info.name, info.argv, _component_env(self.state), Path(info.log).parent)
-            self._restarts[info.name] = [*recent, now]
-            restarted.append(info.name)
+            logger.warning("%s (pid %d) exited on its own; restarting it", name, info.pid)
+            self.state.processes[index] = spawn(
+                name, info.argv, _component_env(self.state, self.state_dir), Path(info.log).parent
+            )
+            self._started[name] = now
+            del self._restart_at[name]
+            restarted.append(name)
         if restarted:
             self.state.save(self.state_dir)
+        self.write_health()
         return restarted
+
+    def _note_exit(self, info: ProcessInfo, now: float) -> None:
+        name = info.name
+        exits = [t for t in self._exits.get(name, []) if now - t < self.window_s] + [now]
+        self._exits[name] = exits
+        ran = now - self._started.get(name, now)
+        self._streak[name] = 1 if ran >= self.stable_s else self._streak.get(name, 0) + 1
+        if self.give_up_after is not None and len(exits) >= self.give_up_after:
+            self.given_up.add(name)
+            logger.error("GAVE UP on %s: it exited %d times in %.0f s; it stays down (see %s)", name, len(exits),
+                         self.window_s, info.log)  # fmt: skip
+            return
+        if len(exits) >= self.burst and name not in self.crash_looping:
+            self.crash_looping.add(name)
+            logger.error("%s is CRASH-LOOPING: %d exits in %.0f s; still restarting it with backoff (see %s)", name,
+                         len(exits), self.window_s, info.log)  # fmt: skip
+        elif len(exits) < self.burst:
+            self.crash_looping.discard(name)
+        streak = self._streak[name]
+        delay = 0.0 if streak <= 1 else min(self.backoff_max_s, self.backoff_start_s * 2 ** (streak - 2))
+        self._restart_at[name] = now + delay
+
+    def health(self) -> dict[str, ComponentHealth]:
+        now = time.monotonic()
+        out = {}
+        for info in self.state.processes:
+            exits = len([t for t in self._exits.get(info.name, []) if now - t < self.window_s])
+            if info.name in self.given_up:
+                state = "gave up"
+            elif info.name in self.crash_looping:
+                state = "crash-looping"
+            elif info.name in self._restart_at:
+                state = "restarting"
+            else:
+                state = "running"
+            wait = max(0.0, self._restart_at.get(info.name, now) - now)
+            out[info.name] = ComponentHealth(state, exits, info.log, round(wait, 1))
+        return out
+
+    def write_health(self) -> None:
+        data = {name: asdict(item) for name, item in self.health().items()}
+        path = self.state_dir / HEALTH_FILE
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data, indent=2))
+        temporary.replace(path)
 
 
 def signal_group(pid: int, sig: int) -> None:

@@ -15,6 +15,8 @@ from kernelfarm.stack import (
     StackState,
     Supervisor,
     WorkerPlan,
+    group_alive,
+    read_health,
     running_state,
     start_stack,
     stop_stack_checked,
@@ -55,9 +57,10 @@ def up(
     _describe(state, plan)
     if detach:
         return
-    console.print("running; Ctrl-C stops everything; a component that exits on its own is restarted")
+    console.print("running; Ctrl-C stops everything; a component that exits on its own is restarted (with backoff)")
     supervisor = Supervisor(state, ctx.state_dir)
     stopping = False
+    announced: dict[str, str] = {}
 
     def _stop(*_: object) -> None:
         nonlocal stopping
@@ -69,6 +72,11 @@ def up(
             time.sleep(0.5)
             for name in supervisor.check():
                 console.print(f"[yellow]{name} exited on its own; restarted[/] (log: {ctx.state_dir / 'logs'})")
+            for name, health in supervisor.health().items():
+                if health.state in ("crash-looping", "gave up") and announced.get(name) != health.state:
+                    console.print(f"[bold red]{name} is {health.state.upper()}[/]: {health.exits} exits in "
+                                  f"{supervisor.window_s:.0f} s; see {health.log}")  # fmt: skip
+                announced[name] = health.state
     except KeyboardInterrupt:
         pass
     _report_stop(ctx.state_dir)
@@ -110,4 +118,21 @@ def status(state_dir: Path = typer.Option(None)) -> None:
         console.print(f"not running (state dir {ctx.state_dir.resolve()}): run `kernelfarm up`{extra}")
         raise typer.Exit(1)
     console.print(f"API {state.api_url}; state dir {ctx.state_dir.resolve()}")
-    console.print(f"processes: {', '.join(p.name for p in state.processes)}")
+    health = read_health(ctx.state_dir)
+    failing = False
+    for process in state.processes:
+        known = health.get(process.name)
+        if known is None:  # a detached stack has no supervisor: what runs is what there is
+            described = (
+                "running"
+                if group_alive(process.pid)
+                else "[red]exited[/] (no supervisor: `kernelfarm up` in the foreground restarts)"
+            )
+        elif known.state in ("crash-looping", "gave up"):
+            described = f"[bold red]{known.state.upper()}[/] ({known.exits} exits; log {known.log})"
+        else:
+            described = known.state + (f" in {known.restart_in_s:.0f} s" if known.state == "restarting" else "")
+        failing = failing or "exited" in described or "CRASH" in described or "GAVE" in described
+        console.print(f"  {process.name} (pid {process.pid}): {described}")
+    if failing:
+        raise typer.Exit(1)
