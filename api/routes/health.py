@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from celery import Celery
 from fastapi import APIRouter, Response, status
 from sqlalchemy import text
@@ -50,6 +53,23 @@ async def ready(settings: SettingsDep, celery: CeleryDep, response: Response) ->
             checks[name] = f"unavailable: no answer within {deadline:g} s"
         except Exception as exc:
             checks[name] = f"unavailable: {type(exc).__name__}"
+    failing = _failing_components(settings.stack_health_file)
+    if failing:
+        checks["components"] = failing
     ok = all(v == "ok" for v in checks.values())
     response.status_code = status.HTTP_200_OK if ok else status.HTTP_503_SERVICE_UNAVAILABLE
     return {"status": "ready" if ok else "not ready", **checks}
+
+
+def _failing_components(health_file: Path | None) -> str | None:
+    """The embedded stack's components its supervisor found crash-looping or gave up on (None: all
+    well, or not an embedded stack). The file is written by kernelfarm/stack.py's Supervisor."""
+    if health_file is None:
+        return None
+    try:
+        components = json.loads(health_file.read_text())
+    except (OSError, ValueError):
+        return None
+    failing = [f"{name} {item['state']} ({item['exits']} exits)" for name, item in components.items()
+               if item.get("state") in ("crash-looping", "gave up")]  # fmt: skip
+    return "failing: " + "; ".join(failing) if failing else None

@@ -4,6 +4,7 @@ query best configs; list jobs, workers and kernels."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,12 @@ from kernelfarm.context import cli_context
 
 console = Console()
 FINISHED = {"complete", "failed", "cancelled"}
+UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# Exit codes of `tune` / `job --wait`: a job that ended without a result, and giving up on a job that
+# no live worker could run (documented in the README).
+EXIT_NO_RESULT = 1
+EXIT_NO_WORKER = 3
+JSON_OPTION = typer.Option(False, "--json", help="print JSON (for scripts) instead of a table")
 
 
 def parse_pairs(pairs: list[str], what: str) -> dict[str, Any]:
@@ -44,8 +51,43 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except ApiError as exc:
-        console.print(f"[red]error[/]: {exc.detail if exc.status else exc}")
+        console.print(f"[red]error[/]: {exc.message}", highlight=False)
         raise typer.Exit(1) from None
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def format_config(config: dict[str, Any]) -> str:
+    """A config with its parameter names: ``block_size_x=64 tile_size=4``."""
+    return " ".join(f"{name}={value}" for name, value in config.items())
+
+
+def resolve_job_id(client: Client, job_id: str) -> str:
+    """A full job id, or the one job whose id starts with ``job_id`` (at least 4 characters)."""
+    text = job_id.strip().lower()
+    if UUID_RE.match(text):
+        return text
+    if len(text) < 4 or not re.fullmatch(r"[0-9a-f-]+", text):
+        raise typer.BadParameter(f"{job_id!r} is not a job id or a prefix of one (4+ hex characters)")
+    matches: list[str] = []
+    offset = 0
+    while True:
+        page = call(client.jobs, limit=500, offset=offset)
+        matches += [j["id"] for j in page["items"] if j["id"].startswith(text)]
+        offset += len(page["items"])
+        if offset >= page["total"] or not page["items"]:
+            break
+    if not matches:
+        console.print(f"[red]error[/]: no job id starts with {job_id!r}")
+        raise typer.Exit(1)
+    if len(matches) > 1:
+        console.print(
+            f"[red]error[/]: {job_id!r} matches {len(matches)} jobs ({', '.join(matches[:3])}…); give more of it"
+        )
+        raise typer.Exit(1)
+    return matches[0]
 
 
 def tune(
@@ -63,8 +105,13 @@ def tune(
     constraint: list[str] = typer.Option([], help="extra constraint expression (repeatable)"),
     follow: bool = typer.Option(True, help="follow with a progress bar and print the result"),
     top: int = typer.Option(10, help="rows in the top-trials table"),
+    worker_timeout: float = typer.Option(600, help="give up following (exit 3) after this long without a live worker"),
+    progress_every: float = typer.Option(10, help="seconds between progress lines when stdout is not a terminal"),
 ) -> None:
-    """Submit a tuning job, follow it, then print the best config and the top trials."""
+    """Submit a tuning job, follow it, then print the best config and the top trials.
+
+    Exit code: 0 when the job completed with a result; 1 when it failed, was cancelled or no trial
+    succeeded; 3 when no live worker served its GPU model for --worker-timeout seconds."""
     client = cli_context().client()
     body: dict[str, Any] = {
         "kernel": kernel, "gpu_model": gpu, "problem": parse_pairs(problem, "--problem"),
@@ -80,18 +127,28 @@ def tune(
     job = call(client.submit, body)
     console.print(f"job [bold]{job['id']}[/] submitted: {job['kernel']} {job['problem']} on {job['gpu_model']}")
     if follow:
-        report(client, follow_job(client, job["id"]), top)
+        final = follow_job(client, job["id"], progress_every=progress_every, worker_timeout=worker_timeout)
+        report(client, final, top)
+        raise typer.Exit(exit_code(final))
 
 
-def follow_job(client: Client, job_id: str, poll: float = 0.5) -> dict[str, Any]:
+def follow_job(client: Client, job_id: str, poll: float = 0.5, progress_every: float = 10.0,
+               worker_timeout: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """Follow a job to its end: a progress bar on a terminal, else a line every ``progress_every``
+    seconds (CI logs). Gives up with exit code EXIT_NO_WORKER once no live worker of the job's GPU
+    model has been seen for ``worker_timeout`` seconds (the job itself stays queued)."""
     job = call(client.job, job_id)
+    if not console.is_terminal:
+        return _follow_plain(client, job, poll, progress_every, worker_timeout)
     total = job["budget_trials"]
+    watch = WorkerWatch(client, job["gpu_model"], worker_timeout)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[best]}"), console=console, transient=False) as bar:  # fmt: skip
         task = bar.add_task("tuning", total=total, best="")
         while True:
             done = job["progress"]["complete"] + job["progress"]["failed"]
-            best = f"best {job['best']['time_ms']:.4f} ms" if job["best"] else job["status_message"][:60]
+            waiting = watch.check(job)
+            best = f"best {job['best']['time_ms']:.4f} ms" if job["best"] else (waiting or job["status_message"][:60])
             bar.update(task, completed=done, total=total or max(done, 1), best=best)
             if job["state"] in FINISHED:
                 break
@@ -100,18 +157,87 @@ def follow_job(client: Client, job_id: str, poll: float = 0.5) -> dict[str, Any]
     return job
 
 
+class WorkerWatch:
+    """Is a live worker serving the job's GPU model? Asked only while nothing of the job runs."""
+
+    def __init__(self, client: Client, gpu_model: str, timeout: float | None) -> None:
+        self.client, self.gpu_model, self.timeout = client, gpu_model, timeout
+        self.last_seen = time.monotonic()
+        self._asked_at = 0.0
+        self._live = True
+
+    def check(self, job: dict[str, Any]) -> str | None:
+        """None while a worker is there (or the job runs/ended); else "waiting: no live worker ...".
+        Exits with EXIT_NO_WORKER after ``timeout`` seconds without one."""
+        now = time.monotonic()
+        if job["state"] in FINISHED or job["progress"]["running"] > 0:
+            self.last_seen = now
+            return None
+        if now - self._asked_at >= 2.0:
+            self._asked_at = now
+            workers = call(self.client.workers)
+            self._live = any(w["gpu_model"] == self.gpu_model and w["live"] for w in workers)
+        if self._live:
+            self.last_seen = now
+            return None
+        waited = now - self.last_seen
+        if self.timeout is not None and waited >= self.timeout:
+            job_id = job["id"]
+            console.print(f"[red]error[/]: no live worker for GPU model {self.gpu_model} for {waited:.0f} s; "
+                          f"job {job_id} is still {job['state']} (`kernelfarm cancel {job_id}` drops it)")  # fmt: skip
+            raise typer.Exit(EXIT_NO_WORKER)
+        return f"waiting: no live worker for GPU model {self.gpu_model} ({waited:.0f} s)"
+
+
+def _follow_plain(client: Client, job: dict[str, Any], poll: float, every: float,
+                  worker_timeout: float | None) -> dict[str, Any]:  # fmt: skip
+    watch = WorkerWatch(client, job["gpu_model"], worker_timeout)
+    started = time.monotonic()
+    last_line = -every
+    while True:
+        waiting = watch.check(job)
+        now = time.monotonic()
+        if job["state"] in FINISHED:
+            break
+        if now - last_line >= every:
+            last_line = now
+            console.print(_progress_line(job, waiting, now - started), highlight=False, soft_wrap=True)
+        time.sleep(poll)
+        job = call(client.job, job["id"])
+    return job
+
+
+def _progress_line(job: dict[str, Any], waiting: str | None, elapsed: float) -> str:
+    progress = job["progress"]
+    budget = f"/{job['budget_trials']}" if job["budget_trials"] else ""
+    best = f"; best {job['best']['time_ms']:.4f} ms" if job["best"] else ""
+    line = (f"[{elapsed:4.0f} s] {job['state']}: {progress['complete'] + progress['failed']}{budget} trials done "
+            f"({progress['complete']} complete, {progress['failed']} failed, "
+            f"{progress['running']} running){best}")  # fmt: skip
+    return f"{line}; {waiting}" if waiting else f"{line}; {job['status_message']}"
+
+
+def exit_code(job: dict[str, Any]) -> int:
+    """0 only for a job that completed with a result."""
+    return 0 if job["state"] == "complete" and job["best"] is not None else EXIT_NO_RESULT
+
+
 def report(client: Client, job: dict[str, Any], top: int) -> None:
     console.print(f"job {job['id']}: [bold]{job['state']}[/] — {job['status_message']}")
     progress = job["progress"]
     console.print(f"trials: {progress['complete']} complete, {progress['failed']} failed, {progress['total']} total")
     if job["best"]:
-        console.print(f"[green]best config[/] ({job['best']['time_ms']:.4f} ms): {json.dumps(job['best']['config'])}")
+        console.print(
+            f"[green]best config[/] ({job['best']['time_ms']:.4f} ms): {format_config(job['best']['config'])}"
+        )
     page = call(client.trials, job["id"], order="time", state="complete", limit=top)
-    table = Table("rank", "trial", "time ms (median)", "p20", "p80", "config", title=f"top {top} trials")
+    table = Table("rank", "trial #", "time ms (median)", "p20", "p80", "config", title=f"top {top} trials")
     for rank, trial in enumerate(page["items"], 1):
-        table.add_row(str(rank), str(trial["id"]), f"{trial['time_ms']:.4f}", f"{trial['time_p20_ms']:.4f}",
-                      f"{trial['time_p80_ms']:.4f}", trial["config_key"])  # fmt: skip
+        table.add_row(str(rank), str(trial["seq"] + 1), f"{trial['time_ms']:.4f}", f"{trial['time_p20_ms']:.4f}",
+                      f"{trial['time_p80_ms']:.4f}", format_config(trial["config"]))  # fmt: skip
     console.print(table)
+    if job["state"] == "complete" and job["best"] is None:
+        console.print("[red]no trial succeeded[/]: the job has no result")
 
 
 def best(
@@ -132,32 +258,53 @@ def best(
                   f"{result['provenance'].get('backend', '?')}")  # fmt: skip
 
 
-def jobs(state: str = typer.Option(None), kernel: str = typer.Option(None), limit: int = 20, offset: int = 0) -> None:
+def jobs(state: str = typer.Option(None), kernel: str = typer.Option(None), limit: int = 20, offset: int = 0,
+         as_json: bool = JSON_OPTION) -> None:  # fmt: skip
     """List jobs, newest first."""
     page = call(cli_context().client().jobs, state=state, kernel=kernel, limit=limit, offset=offset)
+    if as_json:
+        print_json(page)
+        return
     table = Table("id", "kernel", "gpu model", "state", "trials", "best ms", "message",
                   title=f"jobs {offset + 1}-{offset + len(page['items'])} of {page['total']}")  # fmt: skip
+    table.columns[0].no_wrap = True  # the full id, to copy (`job` and `cancel` also take a prefix)
     for job in page["items"]:
         table.add_row(job["id"], job["kernel"], job["gpu_model"], job["state"], str(job["progress"]["total"]),
                       f"{job['best']['time_ms']:.4f}" if job["best"] else "", job["status_message"][:50])  # fmt: skip
     console.print(table)
 
 
-def show(job_id: str, top: int = 10) -> None:
+def show(job_id: str = typer.Argument(..., help="a job id or a unique prefix of one"), top: int = 10,
+         as_json: bool = JSON_OPTION) -> None:  # fmt: skip
     """Show one job and its top trials."""
     client = cli_context().client()
-    report(client, call(client.job, job_id), top)
+    job = call(client.job, resolve_job_id(client, job_id))
+    if as_json:
+        job["top_trials"] = call(client.trials, job["id"], order="time", state="complete", limit=top)["items"]
+        print_json(job)
+        return
+    report(client, job, top)
 
 
-def cancel(job_id: str) -> None:
+def cancel(
+    job_id: str = typer.Argument(..., help="a job id or a unique prefix of one"), as_json: bool = JSON_OPTION
+) -> None:
     """Cancel a job (idempotent)."""
-    job = call(cli_context().client().cancel, job_id)
+    client = cli_context().client()
+    job = call(client.cancel, resolve_job_id(client, job_id))
+    if as_json:
+        print_json(job)
+        return
     console.print(f"job {job['id']}: {job['state']}")
 
 
-def workers(include_all: bool = typer.Option(False, "--all", help="include stopped workers")) -> None:
+def workers(include_all: bool = typer.Option(False, "--all", help="include stopped workers"),
+            as_json: bool = JSON_OPTION) -> None:  # fmt: skip
     """Online workers and their GPU models."""
     rows = call(cli_context().client().workers, include_all)
+    if as_json:
+        print_json(rows)
+        return
     table = Table("name", "backend", "gpu model", "gpu", "cc", "driver", "last heartbeat", "live")
     for w in rows:
         table.add_row(w["name"], w["backend"], w["gpu_model"], w["gpu_name"], w["compute_capability"] or "",
@@ -165,12 +312,16 @@ def workers(include_all: bool = typer.Option(False, "--all", help="include stopp
     console.print(table)
 
 
-def kernels() -> None:
-    """Kernels and their search spaces."""
+def kernels(as_json: bool = JSON_OPTION) -> None:
+    """Kernels, their search spaces and their problem parameters (what `tune --problem` takes)."""
     rows = call(cli_context().client().kernels)
-    table = Table("kernel", "backends", "parameters", "valid configs", "recorded on")
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("kernel", "backends", "problem (default)", "parameters", "valid configs", "recorded on")
     for k in rows:
-        table.add_row(k["name"], ",".join(k["backends"]), ", ".join(k["parameters"]),
+        problem = " ".join(f"{p['name']}={k['default_problem'].get(p['name'], '?')}" for p in k["problem_params"])
+        table.add_row(k["name"], ",".join(k["backends"]), problem, ", ".join(k["parameters"]),
                       str(k["valid_configs_default_problem"]), ",".join(k["recorded_gpu_models"]))  # fmt: skip
     console.print(table)
 

@@ -52,12 +52,17 @@ def coordinator(
     schedule: Path = typer.Option(Path(".kernelfarm/celerybeat-schedule"), help="beat schedule file"),
     loglevel: str = "INFO",
 ) -> None:
-    """Run the coordinator: a Celery worker on queue "tuner" with its periodic housekeeping."""
+    """Run the coordinator: a Celery worker on queue "tuner" and its periodic housekeeping (Celery beat),
+    as one component: if either exits, or this process dies, both stop (kernelfarm/process_group.py)."""
+    from kernelfarm.process_group import run_together
+
     schedule.parent.mkdir(parents=True, exist_ok=True)
-    argv = celery_argv("kernelfarm.tuner.tasks", "worker", "-Q", "tuner", "-B", "-s", str(schedule), "--pool",
-                       "prefork", "--concurrency", str(concurrency), "-n", "tuner@%h", "--loglevel", loglevel,
-                       "--without-gossip", "--without-mingle")  # fmt: skip
-    os.execv(sys.executable, argv)
+    app = "kernelfarm.tuner.tasks"
+    worker_argv = celery_argv(app, "worker", "-Q", "tuner", "--pool", "prefork", "--concurrency",
+                              str(concurrency), "-n", "tuner@%h", "--loglevel", loglevel, "--without-gossip",
+                              "--without-mingle")  # fmt: skip
+    beat_argv = celery_argv(app, "beat", "-s", str(schedule), "--loglevel", loglevel)
+    raise typer.Exit(run_together({"coordinator worker": worker_argv, "scheduler (beat)": beat_argv}))
 
 
 def default_landscapes() -> list[Path]:

@@ -11,7 +11,17 @@ from rich.console import Console
 
 from kernelfarm.commands.serve import default_landscapes, gpu_backend_available
 from kernelfarm.context import cli_context
-from kernelfarm.stack import StackState, Supervisor, WorkerPlan, running_state, start_stack, stop_stack
+from kernelfarm.stack import (
+    StackState,
+    Supervisor,
+    WorkerPlan,
+    group_alive,
+    read_health,
+    running_state,
+    start_stack,
+    stop_stack_checked,
+    survivors,
+)
 
 console = Console()
 
@@ -33,25 +43,24 @@ def up(
     sleep_ms: float = typer.Option(0.0, help="replay: fixed time per trial, ms"),
     time_scale: float = typer.Option(0.0, help="replay: also sleep recorded time x this factor"),
     detach: bool = typer.Option(False, help="return once everything answers; stop later with `kernelfarm down`"),
-    state_dir: Path = typer.Option(None, help="where data, logs and pids live (default .kernelfarm)"),
-    api_port: int = typer.Option(0, help="API port (0: a free one)"),
+    state_dir: Path = typer.Option(
+        None, help="where data, logs, pids and secrets live (default: KERNELFARM_STATE_DIR, else a per-user folder)"
+    ),
+    api_port: int = typer.Option(0, help="API port (0: 8765 when it is free, else a free one)"),
 ) -> None:
     """Start PostgreSQL and Redis (embedded, unless DATABASE_URL / REDIS_URL are set), apply
     migrations, then the API, the coordinator and the workers."""
     ctx = cli_context(state_dir)
     plan = plan_workers(workers, backend, landscape, sleep_ms, time_scale)
     with console.status("starting the stack…"):
-        try:
-            state = start_stack(ctx.settings, ctx.state_dir, plan, api_port or None)
-        except RuntimeError as exc:
-            console.print(f"[red]{exc}[/]")
-            raise typer.Exit(1) from None
+        state = start_stack(ctx.settings, ctx.state_dir, plan, api_port or None)  # StackError: one line (cli.py)
     _describe(state, plan)
     if detach:
         return
-    console.print("running; Ctrl-C stops everything; a component that exits on its own is restarted")
+    console.print("running; Ctrl-C stops everything; a component that exits on its own is restarted (with backoff)")
     supervisor = Supervisor(state, ctx.state_dir)
     stopping = False
+    announced: dict[str, str] = {}
 
     def _stop(*_: object) -> None:
         nonlocal stopping
@@ -63,9 +72,14 @@ def up(
             time.sleep(0.5)
             for name in supervisor.check():
                 console.print(f"[yellow]{name} exited on its own; restarted[/] (log: {ctx.state_dir / 'logs'})")
+            for name, health in supervisor.health().items():
+                if health.state in ("crash-looping", "gave up") and announced.get(name) != health.state:
+                    console.print(f"[bold red]{name} is {health.state.upper()}[/]: {health.exits} exits in "
+                                  f"{supervisor.window_s:.0f} s; see {health.log}")  # fmt: skip
+                announced[name] = health.state
     except KeyboardInterrupt:
         pass
-    console.print(f"stopped: {', '.join(stop_stack(ctx.state_dir))}")
+    _report_stop(ctx.state_dir)
 
 
 def _describe(state: StackState, plan: WorkerPlan) -> None:
@@ -77,15 +91,48 @@ def _describe(state: StackState, plan: WorkerPlan) -> None:
 
 
 def down(state_dir: Path = typer.Option(None, help="the state directory used by `up`")) -> None:
-    """Stop the embedded stack started by `kernelfarm up`."""
-    stopped = stop_stack(cli_context(state_dir).state_dir)
-    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    """Stop the embedded stack started by `kernelfarm up`, and check that every part of it is gone."""
+    _report_stop(cli_context(state_dir).state_dir)
+
+
+def _report_stop(state_dir: Path) -> None:
+    report = stop_stack_checked(state_dir)
+    if report.stopped:
+        console.print(f"stopped: {', '.join(report.stopped)}")
+    if report.left:
+        console.print(
+            f"[red]still running[/]: {'; '.join(report.left)} (run `kernelfarm down` again, or stop it by pid)"
+        )
+        raise typer.Exit(1)
+    if not report.stopped:
+        console.print(f"nothing was running (state dir {state_dir.resolve()})")
 
 
 def status(state_dir: Path = typer.Option(None)) -> None:
     """Is the embedded stack running, and where?"""
-    state = running_state(cli_context(state_dir).state_dir)
+    ctx = cli_context(state_dir)
+    state = running_state(ctx.state_dir)
     if state is None:
-        console.print("not running")
+        left = survivors(ctx.state_dir)
+        extra = f"; left over from an earlier stack: {', '.join(left)} (`kernelfarm down` stops them)" if left else ""
+        console.print(f"not running (state dir {ctx.state_dir.resolve()}): run `kernelfarm up`{extra}")
         raise typer.Exit(1)
-    console.print(f"API {state.api_url}; processes: {', '.join(p.name for p in state.processes)}")
+    console.print(f"API {state.api_url}; state dir {ctx.state_dir.resolve()}")
+    health = read_health(ctx.state_dir)
+    failing = False
+    for process in state.processes:
+        known = health.get(process.name)
+        if known is None:  # a detached stack has no supervisor: what runs is what there is
+            described = (
+                "running"
+                if group_alive(process.pid)
+                else "[red]exited[/] (no supervisor: `kernelfarm up` in the foreground restarts)"
+            )
+        elif known.state in ("crash-looping", "gave up"):
+            described = f"[bold red]{known.state.upper()}[/] ({known.exits} exits; log {known.log})"
+        else:
+            described = known.state + (f" in {known.restart_in_s:.0f} s" if known.state == "restarting" else "")
+        failing = failing or "exited" in described or "CRASH" in described or "GAVE" in described
+        console.print(f"  {process.name} (pid {process.pid}): {described}")
+    if failing:
+        raise typer.Exit(1)

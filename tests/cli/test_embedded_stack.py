@@ -58,9 +58,16 @@ def test_tune_then_best_from_the_cli(stack: Path) -> None:
     result = json.loads(looked_up.stdout)
     assert result["match"] == "exact" and round(result["time_ms"], 4) == best_ms
 
-    for command in (["jobs"], ["workers"], ["kernels"]):
-        listed = run(stack, *command)
-        assert listed.returncode == 0, listed.stderr
+    job_id = tuned.stdout.split("job ", 1)[1].split()[0]
+    jobs = run(stack, "jobs")
+    assert jobs.returncode == 0, jobs.stderr
+    assert job_id in jobs.stdout and "convolution_kernel" in jobs.stdout and "complete" in jobs.stdout
+    workers = run(stack, "workers")
+    assert workers.returncode == 0, workers.stderr
+    assert "worker-0" in workers.stdout and "worker-1" in workers.stdout and RTX3090 in workers.stdout
+    kernels = run(stack, "kernels")
+    assert kernels.returncode == 0, kernels.stderr
+    assert "convolution_kernel" in kernels.stdout and "block_size_x" in kernels.stdout
 
 
 def test_tokens_from_the_cli(stack: Path) -> None:

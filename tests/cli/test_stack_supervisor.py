@@ -1,20 +1,40 @@
-"""The foreground stack's supervisor, on real processes: what exits on its own is restarted, a
-crash loop is left down, and nothing is restarted while `down` stops the stack."""
+"""The foreground stack's supervisor, on real processes: what exits on its own is restarted with
+backoff, a crash loop is loud (components.json, `kernelfarm status`, the API's /ready) but not left
+down, giving up (when asked for) is as loud, and nothing is restarted while `down` stops the stack."""
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import sys
+import time
 from pathlib import Path
 
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from kernelfarm.api.app import create_app
+from kernelfarm.cli import app
+from kernelfarm.core.settings import Settings
 from kernelfarm.services import wait_for
-from kernelfarm.stack import STOPPING_FILE, StackState, Supervisor, alive, signal_group, spawn, stop_processes
+from kernelfarm.stack import (
+    HEALTH_FILE,
+    STOPPING_FILE,
+    StackState,
+    Supervisor,
+    alive,
+    read_health,
+    signal_group,
+    spawn,
+    stop_processes,
+)
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
-def make_state(tmp_path: Path) -> StackState:
-    state = StackState("postgresql://unused", "redis://unused", "http://127.0.0.1:1", "token")
+def make_state(tmp_path: Path, api_port: int = 1) -> StackState:
+    state = StackState("postgresql://unused", "redis://unused", f"http://127.0.0.1:{api_port}", "token")
     state.processes = [spawn(name, SLEEPER, {}, tmp_path / "logs") for name in ("coordinator", "api")]
     state.save(tmp_path)
     return state
@@ -25,24 +45,58 @@ def kill(pid: int) -> None:
     wait_for(lambda: not alive(pid), 10, "the process to die")
 
 
-def test_a_component_that_dies_is_restarted_and_a_crash_loop_is_left_down(tmp_path: Path) -> None:
+def test_a_component_is_restarted_with_backoff_and_a_crash_loop_is_loud_but_not_left_down(tmp_path: Path) -> None:
+    """Like a deployment: at once, then after a doubling delay; after ``burst`` exits it is
+    crash-looping (components.json says so) and still restarted (it was left down for good)."""
     state = make_state(tmp_path)
-    supervisor = Supervisor(state, tmp_path, burst=2, window_s=60)
+    supervisor = Supervisor(state, tmp_path, burst=3, window_s=60, backoff_start_s=0.5, backoff_max_s=2)
     try:
         assert supervisor.check() == []
         api_pid = state.processes[1].pid
-        for _ in range(2):
+        kill(state.processes[0].pid)
+        assert supervisor.check() == ["coordinator"]  # the first exit: restarted at once
+        for delay in (0.5, 1.0):
             old = state.processes[0].pid
             kill(old)
-            assert supervisor.check() == ["coordinator"]
+            started = time.monotonic()
+            assert supervisor.check() == []  # waiting out its backoff
+            assert read_health(tmp_path)["coordinator"].state in ("restarting", "crash-looping")
+            restarted = wait_for(lambda: supervisor.check(), 10, "the restart after the backoff")
+            assert restarted == ["coordinator"] and time.monotonic() - started >= delay * 0.9
             assert state.processes[0].pid != old and alive(state.processes[0].pid)
         assert StackState.load(tmp_path).processes[0].pid == state.processes[0].pid  # type: ignore[union-attr]
-        kill(state.processes[0].pid)
-        assert supervisor.check() == []  # third exit within the window: left down
-        assert supervisor.given_up == {"coordinator"}
+        health = read_health(tmp_path)
+        assert health["coordinator"].state == "crash-looping" and health["coordinator"].exits == 3
+        assert health["api"].state == "running"
         assert state.processes[1].pid == api_pid and alive(api_pid)  # the others untouched
+        assert supervisor.given_up == set()
     finally:
         stop_processes(state.processes, grace=5)
+
+
+def test_giving_up_is_visible_in_status_and_ready(tmp_path: Path, database_url: str, redis_url: str) -> None:
+    with socket.socket() as listener:  # stands in for the stack's API port (status checks it answers)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        state = make_state(tmp_path, api_port=listener.getsockname()[1])
+        supervisor = Supervisor(state, tmp_path, give_up_after=1)
+        try:
+            kill(state.processes[0].pid)
+            assert supervisor.check() == []
+            assert supervisor.given_up == {"coordinator"} and not alive(state.processes[0].pid)
+            assert read_health(tmp_path)["coordinator"].state == "gave up"
+            status = CliRunner().invoke(app, ["status", "--state-dir", str(tmp_path)])
+            assert status.exit_code == 1 and "coordinator" in status.output and "GAVE UP" in status.output, (
+                status.output
+            )
+        finally:
+            stop_processes(state.processes, grace=5)
+    api = create_app(Settings(database_url=database_url, redis_url=redis_url, stack_health_file=tmp_path / HEALTH_FILE))
+    ready = TestClient(api).get("/ready")
+    assert ready.status_code == 503
+    assert ready.json()["components"] == "failing: coordinator gave up (1 exits)"
+    (tmp_path / HEALTH_FILE).write_text(json.dumps({"api": {"state": "running", "exits": 0, "log": "x"}}))
+    assert TestClient(api).get("/ready").status_code == 200
 
 
 def test_nothing_is_restarted_while_the_stack_is_being_stopped(tmp_path: Path) -> None:

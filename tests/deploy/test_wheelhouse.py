@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.sources import REPO, wheelhouse_module
+from tests.deploy.sources import DOCS, REPO, wheelhouse_module
 
 wh = wheelhouse_module()
 
@@ -203,3 +203,72 @@ def test_refuses_a_non_empty_destination(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("x")
     with pytest.raises(SystemExit):
         wh.build(wh.parser().parse_args(["--dest", str(tmp_path)]))
+
+
+class RecordingPip:
+    """Stands in for pip's process: records each command line, writes an empty resolver report."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def run(self, args: list[str]) -> None:
+        self.calls.append(args)
+        report = Path(args[args.index("--report") + 1])
+        report.write_text(json.dumps({"install": []}))
+
+
+def test_resolution_for_another_target_passes_target_for_old_pips() -> None:
+    """pip < 23.3 refuses --platform/--python-version for `install` without --target, even with
+    --dry-run (seen with pip 23.2: "Can not use any platform or abi specific options unless
+    installing via '--target'"). tests/deploy/test_wheelhouse.py::test_resolution_with_pip_23_2 runs
+    the real pip 23.2 where one is installed."""
+    pip = RecordingPip()
+    target = wh.Target("3.12", wh.manylinux_platforms("2.28"))
+    assert wh.resolve(pip, target, ["celery"], wh.Exclusions.read([], [])) == []  # type: ignore[arg-type]
+    (args,) = pip.calls
+    assert "--platform" in args and "--dry-run" in args
+    assert "--target" in args
+
+
+def test_resolution_with_pip_23_2(tmp_path: Path) -> None:
+    """The real resolver of pip 23.2 (the version a GPU node had), offline against local wheels."""
+    pip232 = os.environ.get("KERNELFARM_TEST_PIP_23_2")  # a python whose pip is 23.2
+    if not pip232:
+        pytest.skip("set KERNELFARM_TEST_PIP_23_2 to a python with pip 23.2 to run this")
+    index = tmp_path / "index"
+    index.mkdir()
+    write_wheel(index, "kfdep-a", "1.0", ("kfdep-b>=1",))
+    write_wheel(index, "kfdep-b", "1.0")
+    pip = wh.Pip(pip232, ("--no-index", f"--find-links={index}"))
+    pins = wh.resolve(pip, wh.Target("3.12", wh.manylinux_platforms("2.28")), ["kfdep-a"], wh.Exclusions.read([], []))
+    assert [(p.name, p.version) for p in pins] == [("kfdep-a", "1.0"), ("kfdep-b", "1.0")]
+
+
+GPU_NODE_VENV_MARK = "<!-- gpu-node-venv:"
+
+
+def documented_gpu_node_venv_steps() -> list[str]:
+    """The bash block of DEPLOY.md's bare-metal step 2, install.sh line left out."""
+    text = DOCS.read_text()
+    block = text[text.index(GPU_NODE_VENV_MARK):].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.replace("\\\n", "").splitlines() if line.strip() and "install.sh" not in line]
+
+
+def test_documented_gpu_node_venv_sees_the_node_packages_when_python3_is_a_venv(tmp_path: Path) -> None:
+    """DEPLOY.md's venv for a GPU node sees the node environment's own packages (CuPy there; a
+    marker module here) also where the node's python3 is itself a virtual environment (seen on the
+    H100 node: `--system-site-packages` then showed the base interpreter's packages only)."""
+    node = tmp_path / "node-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(node)], check=True, timeout=120)
+    node_python = node / "bin" / "python3"
+    node_site = subprocess.run([str(node_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    (Path(node_site) / "node_only_marker.py").write_text("WHERE = 'node'\n")
+    kf_venv = tmp_path / "kernelfarm-venv"
+    script = "\n".join(["set -eu", *documented_gpu_node_venv_steps()])
+    script = script.replace("/opt/kernelfarm/venv", str(kf_venv))
+    env = {**os.environ, "PATH": f"{node / 'bin'}{os.pathsep}{os.environ['PATH']}"}  # python3 = the node's venv
+    subprocess.run(["bash", "-c", script], check=True, env=env, timeout=120)
+    seen = subprocess.run([str(kf_venv / "bin" / "python"), "-c", "import node_only_marker as m; print(m.WHERE)"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert seen.stdout.strip() == "node", seen.stderr
