@@ -14,6 +14,7 @@ from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_dtypes import ELEMENT_BYTES
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
 from kernelfarm.kernels.spec import ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 
 DTYPES = ("float32", "bfloat16")
 PROBLEM_PARAMS = (
@@ -59,8 +60,9 @@ class RowKernel(CudaKernel):
     def outputs(self) -> tuple[str, ...]:
         return ("y",)
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return 1e-5 if problem["dtype"] == "float32" else 1e-2
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        dtype = str(problem["dtype"])
+        return Tolerance.derived(1e-5 if dtype == "float32" else 1e-2, dtype, int(problem["N"]))
 
     def element_bytes(self, problem: Mapping[str, Any]) -> int:
         return ELEMENT_BYTES[str(problem["dtype"])]

@@ -20,7 +20,7 @@ T = TypeVar("T")
 def storable(value: T) -> T:
     """``value`` with every NUL in its strings (dict keys too, at any depth) replaced by
     :data:`NUL_MARK`; numbers, booleans and None pass unchanged."""
-    return _clean(value)  # type: ignore[no-any-return]
+    return _clean(value)
 
 
 def _clean(value: Any) -> Any:
