@@ -413,8 +413,10 @@ def main() -> None:
               args.strategy, args.parallelism_per_gpu, args.concurrent_jobs, args.caches, cache_root)  # fmt: skip
     for strategy in args.kt_strategy:
         for kernel in kernels:
-            if args.caches == "cold" and cache_root is not None:  # the farm's runs filled them
-                caches.clear(cache_root, cubin_cache())
+            if args.caches == "cold" and cache_root is not None:
+                # The farm's runs filled them. Kernel Tuner never reads the farm's cubin cache: keep it
+                # for a warm run after this one.
+                caches.clear(cache_root, None)
             try:
                 report["kernel_tuner"].append(
                     kernel_tuner_run(kernel, args.kt_budget or args.budget, strategy, args.seed)

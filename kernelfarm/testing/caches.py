@@ -37,11 +37,13 @@ def use(mode: str, root: Path, cubin_cache: Path) -> dict[str, str]:
     return settings | {"mode": mode, "cubin_cache": str(cubin_cache)}
 
 
-def clear(root: Path, cubin_cache: Path) -> None:
-    """Empty every cache: the folders under ``root`` and the farm's cubin cache."""
+def clear(root: Path, cubin_cache: Path | None) -> None:
+    """Empty every cache: the folders under ``root`` and the farm's cubin cache (None: keep it, for a
+    tool that never reads it)."""
     for folder in VARIABLES.values():
         shutil.rmtree(root / folder, ignore_errors=True)
-    shutil.rmtree(cubin_cache, ignore_errors=True)
+    if cubin_cache is not None:
+        shutil.rmtree(cubin_cache, ignore_errors=True)
 
 
 def sizes(root: Path, cubin_cache: Path) -> dict[str, int]:

@@ -98,7 +98,7 @@ class Conv2d(CudaKernel):
 
     def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
         taps = int(problem["R"]) ** 2 * int(problem["C"])
-        return Tolerance.derived(1e-2, "bfloat16", taps)
+        return Tolerance.derived(1e-3, "bfloat16", taps)
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         n, h, w, c, k, r = (int(problem[x]) for x in ("N", "H", "W", "C", "K", "R"))

@@ -83,7 +83,7 @@ class ImageConvolution(CudaKernel):
         return {"out": out.astype(cp.float32)}
 
     def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
-        return Tolerance.derived(1e-5, "float32", int(problem["F"]) ** 2)
+        return Tolerance.derived(2e-6, "float32", int(problem["F"]) ** 2)
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["H"]) * int(problem["W"]) * int(problem["F"]) ** 2

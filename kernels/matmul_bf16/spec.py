@@ -78,7 +78,7 @@ class MatmulBf16(CudaKernel):
         return {"C": bf16_from_float32(cp.matmul(a, b.T))}
 
     def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
-        return Tolerance.derived(1e-2, "bfloat16", int(problem["K"]))
+        return Tolerance.derived(1e-3, "bfloat16", int(problem["K"]))
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])

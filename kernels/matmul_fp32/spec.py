@@ -74,7 +74,7 @@ class MatmulFp32(CudaKernel):
         return {"C": cp.matmul(buffers["A"], buffers["B"])}  # cuBLAS SGEMM (no TF32 unless CUPY_TF32=1)
 
     def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
-        return Tolerance.derived(1e-5, "float32", int(problem["K"]))
+        return Tolerance.derived(2e-6, "float32", int(problem["K"]))
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
