@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelfarm.kernels.cuda_source import CudaSource
+from kernelfarm.kernels.tolerance import Tolerance
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,9 @@ class CudaKernel(ABC):
         """Expected output(s), computed by a trusted library (cuBLAS, CuPy, ...)."""
 
     @abstractmethod
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        """Maximum relative error accepted for this problem's dtype."""
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        """The norm and element-wise bounds for this problem (``kernels/tolerance.py``): norm from
+        the errors measured on correct configs, element from the dtypes and the reduction length."""
 
     @abstractmethod
     def flops(self, problem: Mapping[str, Any]) -> float:

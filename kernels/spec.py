@@ -48,6 +48,9 @@ class ProblemParam:
     choices: tuple[Any, ...] | None = None
     minimum: int = 1
     maximum: int = 1 << 20
+    # The kernel has no tail handling along this dimension: a problem must be a multiple of this
+    # (refused with that reason, rather than as "no config fits").
+    multiple_of: int = 1
 
     def normalize(self, value: Any) -> Any:
         if self.kind == "int":
@@ -55,6 +58,11 @@ class ProblemParam:
                 raise InvalidInput(f"problem.{self.name} must be an integer, got {value!r}")
             if not self.minimum <= value <= self.maximum:
                 raise InvalidInput(f"problem.{self.name}={value} is outside [{self.minimum}, {self.maximum}]")
+            if value % self.multiple_of:
+                raise InvalidInput(
+                    f"problem.{self.name}={value} must be a multiple of {self.multiple_of}: this kernel "
+                    "handles no partial tiles along it"
+                )
         elif not isinstance(value, str):
             raise InvalidInput(f"problem.{self.name} must be a string, got {value!r}")
         if self.choices is not None and value not in self.choices:

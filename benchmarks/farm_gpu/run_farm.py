@@ -7,6 +7,12 @@ spends measuring / (GPUs x job wall time)), with and without ncu profiling time,
 config. Then Kernel Tuner 1.5.0 tunes the same kernel, search space and problem on one GPU with the
 same evaluation budget (if it is importable), through the same .cu source and compile defines.
 
+Caches (``--caches``, see benchmarks/gpu/caches.py): ``cold`` (the default) empties the farm's cubin
+cache, the CUDA compute cache, CuPy's and Triton's caches before each GPU count's stack starts (and
+before Kernel Tuner runs), all of them kept under ``--cache-root``; ``warm`` keeps what the previous
+run with the same ``--cache-root`` left, the farm's cubin cache included. Run once cold, then again
+warm, for the two figures side by side.
+
 Run on the GPU machine from the repository root (see docs/BENCHMARKS.md for the exact command):
     python3 benchmarks/farm_gpu/run_farm.py --gpus 1,2 --kernel matmul_fp32 --kernel layernorm --budget 64 --out DIR
 """
@@ -17,7 +23,6 @@ import argparse
 import itertools
 import json
 import logging
-import shutil
 import statistics
 import threading
 import time
@@ -28,6 +33,7 @@ from typing import Any
 from kernelfarm.client import Client
 from kernelfarm.core.settings import Settings
 from kernelfarm.stack import WorkerPlan, start_stack, stop_stack
+from kernelfarm.testing import caches
 
 logger = logging.getLogger("run_farm")
 
@@ -178,6 +184,13 @@ def gpu_timeline(trials: list[dict[str, Any]], job_started: float, job_finished:
     return out
 
 
+def cubin_cache() -> Path:
+    """The farm's cubin cache folder, as the workers will use it."""
+    from kernelfarm.worker.backends.cuda import default_cache_dir  # needs the GPU packages: the GPU host only
+
+    return Path(Settings().cuda_cache or default_cache_dir())
+
+
 def _count(items: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
@@ -188,13 +201,13 @@ def _count(items: Any) -> dict[str, int]:
 def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int, profile: str,
               state_dir: Path, report: dict[str, Any], out: Path, backend: str = "cuda",
               landscapes: tuple[Path, ...] = (), strategy: str | None = None,
-              per_gpu: int = 2, concurrent: int = 1) -> list[dict[str, Any]]:  # fmt: skip
-    from kernelfarm.worker.backends.cuda import default_cache_dir  # needs the GPU packages: the GPU host only
-
+              per_gpu: int = 2, concurrent: int = 1, cache_mode: str = "cold",
+              cache_root: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
     results: list[dict[str, Any]] = report["farm"]
     for count in gpu_counts:
-        # Every GPU count starts with a cold compile cache, so the runs compare like with like.
-        shutil.rmtree(Settings().cuda_cache or default_cache_dir(), ignore_errors=True)
+        # Cold: every GPU count starts with every cache empty, so the runs compare like with like.
+        if cache_mode == "cold" and cache_root is not None:
+            caches.clear(cache_root, cubin_cache())
         started = time.time()
         plan = WorkerPlan(backend, count, landscapes)
         state = start_stack(Settings(), state_dir, plan, timeout=300)
@@ -217,7 +230,9 @@ def farm_runs(gpu_counts: list[int], kernels: list[str], budget: int, seed: int,
                                      profile=profile, strategy=strategy, dump_dir=out.parent)  # fmt: skip
                 nvml = utilization.mean(result["job_started"], result["job_finished"])
                 result |= {"gpus": count, "gpu_model": model, "workers": [w["name"] for w in workers],
-                           "parallelism": parallelism, "nvml_utilization": nvml}  # fmt: skip
+                           "parallelism": parallelism, "nvml_utilization": nvml, "caches": cache_mode}  # fmt: skip
+                if cache_root is not None:
+                    result["cache_files_after"] = caches.sizes(cache_root, cubin_cache())
                 result["busy_measuring"] = result["gpu_measure_s"] / (count * result["job_wall_s"])
                 result["busy_with_ncu"] = (result["gpu_measure_s"] + result["ncu_batches_s"]) / (
                     count * result["job_wall_s"]
@@ -375,6 +390,12 @@ def main() -> None:
     parser.add_argument("--concurrent-jobs", type=int, default=1,
                         help="submit this many jobs of the first --kernel at once and report the fleet")  # fmt: skip
     parser.add_argument("--kt-strategy", action="append", default=[])
+    parser.add_argument("--kt-budget", type=int, default=None, help="Kernel Tuner's evaluations (default: --budget)")
+    parser.add_argument("--caches", choices=("cold", "warm"), default="cold",
+                        help="cold: empty every cache first (and before each GPU count); warm: keep what the "
+                             "previous run with this --cache-root left")  # fmt: skip
+    parser.add_argument("--cache-root", type=Path, default=Path("/tmp/kf-caches"),
+                        help="where the CUDA compute cache, CuPy's and Triton's caches live for this run")  # fmt: skip
     parser.add_argument("--state-dir", type=Path, default=Path("/tmp/kf-farm"))
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--replay", type=Path, action="append", default=[],
@@ -384,13 +405,23 @@ def main() -> None:
     kernels = args.kernel or ["matmul_fp32"]
     report: dict[str, Any] = {"farm": [], "kernel_tuner": []}
     out = args.out / "farm_gpu.json"
+    cache_root = None if args.replay else args.cache_root
+    if cache_root is not None:  # before anything here or in the stack initializes CUDA
+        report["caches"] = caches.use(args.caches, cache_root, cubin_cache())
     farm_runs([int(g) for g in args.gpus.split(",") if g], kernels, args.budget, args.seed, args.profile,
               args.state_dir, report, out, "replay" if args.replay else "cuda", tuple(args.replay),
-              args.strategy, args.parallelism_per_gpu, args.concurrent_jobs)  # fmt: skip
+              args.strategy, args.parallelism_per_gpu, args.concurrent_jobs, args.caches, cache_root)  # fmt: skip
     for strategy in args.kt_strategy:
         for kernel in kernels:
+            if args.caches == "cold" and cache_root is not None:
+                # The farm's runs filled them. Kernel Tuner never reads the farm's cubin cache: keep it
+                # for a warm run after this one.
+                caches.clear(cache_root, None)
             try:
-                report["kernel_tuner"].append(kernel_tuner_run(kernel, args.budget, strategy, args.seed))
+                report["kernel_tuner"].append(
+                    kernel_tuner_run(kernel, args.kt_budget or args.budget, strategy, args.seed)
+                    | {"caches": args.caches}
+                )
             except Exception as exc:  # report, don't lose the farm numbers
                 logger.exception("kernel tuner run failed")
                 report["kernel_tuner"].append({"kernel": kernel, "strategy": strategy, "error": repr(exc)})

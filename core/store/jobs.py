@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.models import Job, Trial
 from kernelfarm.core.states import JobState, TrialState
+from kernelfarm.core.store.text import storable
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def set_job_status(session: Session, job: Job, *, state: JobState | None = None,
         if state.finished:
             job.finished_at = func.now()
     if message is not None:
-        job.status_message = message
+        job.status_message = storable(message)
 
 
 def last_activity(session: Session, job: Job) -> Any:

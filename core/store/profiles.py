@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from kernelfarm.core.models import Job, Trial, TrialProfile
 from kernelfarm.core.states import TrialState
+from kernelfarm.core.store.text import storable
 
 
 def request_profiles(session: Session, job_id: uuid.UUID, trial_ids: Sequence[int]) -> list[int]:
@@ -83,8 +84,8 @@ def record_profile(
         .where(TrialProfile.trial_id == trial_id, TrialProfile.profiled_at.is_(None))
         .values(
             profiled_at=func.now(),
-            metrics=metrics,
-            error=error,
+            metrics=storable(metrics),
+            error=storable(error),
             worker_name=worker_name,
             batch_size=batch_size,
             wall_seconds=wall_seconds,

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from kernelfarm.core.measurement import Measurement
 from kernelfarm.core.models import Job, Trial
 from kernelfarm.core.states import FailureKind, JobState, TrialState
+from kernelfarm.core.store.text import storable
 
 
 @dataclass(frozen=True)
@@ -131,8 +132,8 @@ def record_result(session: Session, trial_id: int, attempt: int, measurement: Me
     attempt no longer holds the lease: duplicates and late workers change nothing."""
     values: dict[str, Any] = {
         "finished_at": func.now(),
-        "metrics": measurement.metrics,
-        "provenance": measurement.provenance,
+        "metrics": storable(measurement.metrics),
+        "provenance": storable(measurement.provenance),
         "verified": measurement.verified,
     }
     if measurement.timing is not None:
@@ -148,7 +149,7 @@ def record_result(session: Session, trial_id: int, attempt: int, measurement: Me
         values |= {
             "state": TrialState.FAILED.value,
             "failure_kind": measurement.failure.value,
-            "failure_message": measurement.failure_message,
+            "failure_message": storable(measurement.failure_message),
             "verified": False,
         }
     result = session.execute(update(Trial).where(_lease_is(trial_id, attempt)).values(**values))

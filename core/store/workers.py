@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.models import GpuWorker
+from kernelfarm.core.store.text import storable
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class WorkerIdentity:
 
 
 def register_worker(session: Session, identity: WorkerIdentity) -> None:
-    values = identity.__dict__ | {"last_heartbeat": func.now(), "stopped_at": None}
+    values = storable(identity.__dict__) | {"last_heartbeat": func.now(), "stopped_at": None}
     statement = insert(GpuWorker).values(**values, started_at=func.now())
     session.execute(statement.on_conflict_do_update(index_elements=["name"], set_=values))
 

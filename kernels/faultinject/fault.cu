@@ -1,6 +1,7 @@
 // A kernel that fails on purpose, one way per MODE, to prove the worker survives each failure kind:
 // 0 correct copy, 1 compile error, 2 launch failure (the launch asks for too many threads),
-// 3 illegal memory access, 4 hang, 5 wrong result.
+// 3 illegal memory access, 4 hang, 5 wrong result, 6 wrong only on some inputs (when x[0] > 1: half
+// of the input seeds), which one input set can miss and a second one catches.
 
 #if MODE == 1
 this is not CUDA;
@@ -18,6 +19,8 @@ extern "C" __global__ void kf_fault(const float* __restrict__ x, float* __restri
     y[i + (1L << 40)] = x[i];  // far outside any allocation
 #elif MODE == 5
     y[i] = x[i] + 1.0f;
+#elif MODE == 6
+    y[i] = x[0] > 1.0f ? x[i] + 1.0f : x[i];
 #else
     y[i] = x[i];
 #endif

@@ -11,9 +11,10 @@ from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
 from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 
 REF = "kernelfarm.kernels.faultinject.kernel:SPEC"
-MODES = {"ok": 0, "compile": 1, "launch": 2, "crash": 3, "timeout": 4, "wrong_result": 5}
+MODES = {"ok": 0, "compile": 1, "launch": 2, "crash": 3, "timeout": 4, "wrong_result": 5, "wrong_on_some_inputs": 6}
 
 
 class FaultKernel(CudaKernel):
@@ -47,8 +48,8 @@ class FaultKernel(CudaKernel):
     def reference(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, Any]:
         return {"y": buffers["x"].copy()}
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return 1e-6
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        return Tolerance.derived(1e-6, "float32", 1)  # an exact copy
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 0.0

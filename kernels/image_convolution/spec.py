@@ -15,6 +15,7 @@ from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
 from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 
 SHARED_LIMIT = 48 * 1024  # static shared memory; no opt-in needed
 
@@ -81,8 +82,8 @@ class ImageConvolution(CudaKernel):
                 out += image[i : i + h, j : j + w] * weights[i, j]
         return {"out": out.astype(cp.float32)}
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return 1e-5
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        return Tolerance.derived(2e-6, "float32", int(problem["F"]) ** 2)
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["H"]) * int(problem["W"]) * int(problem["F"]) ** 2
@@ -102,7 +103,7 @@ SPEC = KernelSpec(
     space=SPACE,
     problem_params=(
         ProblemParam("H", minimum=16, maximum=1 << 15),
-        ProblemParam("W", minimum=16, maximum=1 << 15),
+        ProblemParam("W", minimum=16, maximum=1 << 15, multiple_of=16),  # BX >= 16; no partial tiles
         ProblemParam("F", choices=(3, 5, 7, 9, 11, 13, 15, 17)),
     ),
     default_problem={"H": 4096, "W": 4096, "F": 15},

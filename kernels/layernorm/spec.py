@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kernelfarm.kernels.cuda_dtypes import from_float32, random_tensor, to_float32
 from kernelfarm.kernels.cuda_source import CudaSource
@@ -16,6 +16,7 @@ EPS = 1e-5
 
 class LayerNorm(RowKernel):
     entry = "kf_layernorm"
+    norm_tolerance: ClassVar[Mapping[str, float]] = {"float32": 5e-7, "bfloat16": 1e-4}
 
     def make_inputs(self, problem: Mapping[str, Any], seed: int) -> dict[str, Any]:
         import cupy as cp

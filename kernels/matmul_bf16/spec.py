@@ -11,6 +11,7 @@ from kernelfarm.kernels.cuda_dtypes import bf16_from_float32, bf16_to_float32
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
 from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 
 SHARED_OPTIN = 227 * 1024
 
@@ -76,8 +77,8 @@ class MatmulBf16(CudaKernel):
         a, b = bf16_to_float32(buffers["A"]), bf16_to_float32(buffers["B"])
         return {"C": bf16_from_float32(cp.matmul(a, b.T))}
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return 1e-2
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        return Tolerance.derived(1e-3, "bfloat16", int(problem["K"]))
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
@@ -95,7 +96,12 @@ SPEC = KernelSpec(
     version=1,
     description="C = A @ B^T, bf16 in/out, fp32 accumulation, tensor cores (mma.sync + ldmatrix + cp.async)",
     space=SPACE,
-    problem_params=(ProblemParam("M", minimum=64), ProblemParam("N", minimum=64), ProblemParam("K", minimum=64)),
+    # No partial tiles: M, N multiples of the smallest tile (64), K of the smallest BK (32).
+    problem_params=(
+        ProblemParam("M", minimum=64, multiple_of=64),
+        ProblemParam("N", minimum=64, multiple_of=64),
+        ProblemParam("K", minimum=64, multiple_of=32),
+    ),
     default_problem={"M": 4096, "N": 4096, "K": 4096},
     impls={"cuda": MatmulBf16(CudaSource.from_file(Path(__file__).with_name("matmul_bf16.cu")))},
     test_problems=({"M": 512, "N": 512, "K": 1024},),

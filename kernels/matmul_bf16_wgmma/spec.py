@@ -58,7 +58,12 @@ SPEC = KernelSpec(
     version=2,
     description="C = A @ B^T, bf16 in/out, fp32 accumulation, Hopper wgmma (sm_90a) fed by cp.async",
     space=SPACE,
-    problem_params=(ProblemParam("M", minimum=64), ProblemParam("N", minimum=64), ProblemParam("K", minimum=64)),
+    # No partial tiles: M, N multiples of the smallest tile (64), K of the smallest BK (32).
+    problem_params=(
+        ProblemParam("M", minimum=64, multiple_of=64),
+        ProblemParam("N", minimum=64, multiple_of=64),
+        ProblemParam("K", minimum=64, multiple_of=32),
+    ),
     default_problem={"M": 4096, "N": 4096, "K": 4096},
     impls={"cuda": MatmulBf16Wgmma(CudaSource.from_file(Path(__file__).with_name("matmul_bf16_wgmma.cu")))},
     test_problems=({"M": 512, "N": 512, "K": 1024},),

@@ -10,6 +10,7 @@ from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
 from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 
 SHARED_LIMIT = 48 * 1024  # static shared memory; no opt-in needed
 
@@ -72,8 +73,8 @@ class MatmulFp32(CudaKernel):
 
         return {"C": cp.matmul(buffers["A"], buffers["B"])}  # cuBLAS SGEMM (no TF32 unless CUPY_TF32=1)
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return 1e-5
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        return Tolerance.derived(2e-6, "float32", int(problem["K"]))
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
@@ -89,9 +90,10 @@ SPEC = KernelSpec(
     description="C = A @ B, fp32, row-major, on the SIMT cores (FFMA): shared-memory tiles, register blocking",
     space=SPACE,
     problem_params=(
-        ProblemParam("M", minimum=32),
-        ProblemParam("N", minimum=32),
-        ProblemParam("K", minimum=8),
+        # No partial tiles: M, N, K multiples of the smallest tile (BM, BN 32; BK 8).
+        ProblemParam("M", minimum=32, multiple_of=32),
+        ProblemParam("N", minimum=32, multiple_of=32),
+        ProblemParam("K", minimum=8, multiple_of=8),
     ),
     default_problem={"M": 4096, "N": 4096, "K": 4096},
     impls={"cuda": MatmulFp32(CudaSource.from_file(Path(__file__).with_name("matmul_fp32.cu")))},

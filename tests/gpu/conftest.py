@@ -27,6 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from kernelfarm.kernels.faultinject import flash_zero_rows
     from kernelfarm.kernels.faultinject.kernel import REF, SPEC
     from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
     from kernelfarm.worker.measuring.timing import TimingPolicy
@@ -36,6 +37,10 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         timeout_s=20.0,
         policy=TimingPolicy(max_time_s=0.3),
     )
-    b = CudaBackend(options, specs={"faultinject": SPEC}, spec_refs={"faultinject": REF})
+    b = CudaBackend(
+        options,
+        specs={"faultinject": SPEC, flash_zero_rows.SPEC.name: flash_zero_rows.SPEC},
+        spec_refs={"faultinject": REF, flash_zero_rows.SPEC.name: flash_zero_rows.REF},
+    )
     yield b
     b.close()

@@ -33,6 +33,7 @@ from kernelfarm.kernels.cuda_source import INCLUDE_DIR, CudaSource
 from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.registry import all_kernels
 from kernelfarm.kernels.spec import KernelSpec, MissingImplementation, ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 from kernelfarm.worker.cuda.compiler import CompileJob
 from tests.gpu.availability import gpu_missing
 
@@ -220,7 +221,9 @@ def test_roofline_figures_and_tolerance_are_positive(name: str) -> None:
     spec, kernel = spec_of(name), cuda_of(name)
     for problem in declared_problems(spec):
         assert kernel.flops(problem) > 0 and kernel.bytes_moved(problem) > 0, problem
-        assert 0 < kernel.tolerance(problem) < 1, problem
+        tolerance = kernel.tolerance(problem)
+        assert isinstance(tolerance, Tolerance), problem
+        assert 0 < tolerance.norm < 1 and 0 < tolerance.element < 1, (problem, tolerance)
         assert kernel.peak_kind(problem) in {"fp32", "tensor"}
 
 

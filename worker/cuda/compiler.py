@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import multiprocessing
 import os
@@ -147,9 +148,10 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
     from cupy_backends.cuda.libs import nvrtc
 
     log_path = path.with_suffix(".log")
+    resources_path = path.with_suffix(".json")
     if path.is_file():
         log = log_path.read_text() if log_path.is_file() else ""
-        return CompileResult(job.key, str(path), log, 0.0, True, version, parse_ptxas(log))
+        return CompileResult(job.key, str(path), log, 0.0, True, version, _cached_resources(resources_path, log))
     start = time.perf_counter()
     # In-memory headers by include name; CuPy's wrapper takes them as bytes (its own jitify path
     # passes bytes too), while source and name are str.
@@ -167,19 +169,46 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
     finally:
         nvrtc.destroyProgram(program)
     seconds = time.perf_counter() - start
-    # Write-then-rename: a concurrent reader never sees half a cubin.
+    resources = parse_ptxas(log)
+    # Write-then-rename: a concurrent reader never sees half a cubin. The log and the resources
+    # land before the cubin, so a reader that finds the cubin finds them too.
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(cubin)
     log_path.write_text(log)
+    _write_resources(resources_path, resources, seconds)
     tmp.replace(path)
-    return CompileResult(job.key, str(path), log, seconds, False, version, parse_ptxas(log))
+    return CompileResult(job.key, str(path), log, seconds, False, version, resources)
+
+
+def _write_resources(path: Path, resources: dict[str, int], seconds: float) -> None:
+    """ptxas' registers, spills and stack (and the compile's own seconds) beside the cubin, so a
+    cache hit reports the same resources as the compile that made it."""
+    tmp = path.with_suffix(f".{os.getpid()}.jsontmp")
+    tmp.write_text(json.dumps({"resources": resources, "compile_s": seconds}))
+    tmp.replace(path)
+
+
+def _cached_resources(path: Path, log: str) -> dict[str, int]:
+    """The resources stored with a cached cubin; for a cubin cached before they were stored, what
+    its log still says."""
+    try:
+        stored = json.loads(path.read_text())["resources"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return parse_ptxas(log)
+    return {str(k): int(v) for k, v in stored.items()}
 
 
 _WARM_SOURCE = 'extern "C" __global__ void kf_warm(float* x) { x[threadIdx.x] *= 2.0f; }'
 
 
-def _start_compiler(warm_arch: str | None, warmed: Synchronized[int]) -> None:
+def _start_compiler(warm_arch: str | None, warmed: Synchronized[int], driver_cache: bool = False) -> None:
     """Initializer of a pool process.
+
+    Unless ``driver_cache``, the CUDA compute cache (``~/.nv/ComputeCache``, which NVRTC 13 also
+    answers from, across processes) is switched off in this process before NVRTC loads: the farm's
+    own cubin cache, keyed on everything a cubin depends on, is then the only cache, so a compile is
+    either a real one (with ptxas' report) or a cubin-cache hit (with the report stored beside it),
+    and a "cold" measurement cannot meet a cache it did not clear.
 
     Compiling is background work: the measuring path (worker, measuring child, database, broker)
     on the same cores must never wait behind NVRTC for a CPU, hence the lower priority.
@@ -191,6 +220,8 @@ def _start_compiler(warm_arch: str | None, warmed: Synchronized[int]) -> None:
     """
     with contextlib.suppress(OSError):
         os.nice(10)
+    if not driver_cache:
+        os.environ["CUDA_CACHE_DISABLE"] = "1"  # read by the CUDA libraries as they load, below
     if warm_arch is not None:
         try:
             from cupy_backends.cuda.libs import nvrtc
@@ -213,13 +244,17 @@ def _noop() -> None:
 class CompilePool:
     """Compile jobs ahead on ``workers`` processes; ``submit`` de-duplicates by cache key."""
 
-    def __init__(self, cache_dir: Path, workers: int | None = None, warm_arch: str | None = None) -> None:
+    def __init__(
+        self, cache_dir: Path, workers: int | None = None, warm_arch: str | None = None, driver_cache: bool = False
+    ) -> None:
         """
         Args:
-            cache_dir: where cubins and their ptxas logs are kept, shared by a host's workers.
+            cache_dir: where cubins, their ptxas logs and resources are kept, shared by a host's workers.
             workers: processes; default: all cores but one.
             warm_arch: compile a tiny kernel for this architecture in each process as it starts
                 (None: start without compiling, as CPU-only tests do).
+            driver_cache: let NVRTC use the CUDA compute cache (see :func:`_start_compiler`);
+                off by default.
         """
         self.cache_dir = Path(cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -231,7 +266,7 @@ class CompilePool:
             max_workers=self.workers,
             mp_context=context,
             initializer=_start_compiler,
-            initargs=(warm_arch, self._warmed),
+            initargs=(warm_arch, self._warmed, driver_cache),
         )
         self._futures: dict[str, Future[CompileResult]] = {}
         # Start the processes now: spawning one, loading NVRTC and its first compile take about a

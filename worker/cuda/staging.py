@@ -103,6 +103,8 @@ class CompileStaging:
             "compile_wait_s": waited,
             "compile_cached": compiled.cached,
             **{f"ptxas_{k}": v for k, v in compiled.resources.items()},
+            # False: NVRTC gave no ptxas report (say so rather than leave the resources out silently)
+            "ptxas_reported": bool(compiled.resources),
         }
         if not compiled.ok:
             return Measurement.failed(FailureKind.COMPILE, compiled.log, metrics=compile_metrics, provenance=base)

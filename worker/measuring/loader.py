@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.tolerance import Tolerance
 
 
 class MeasurableKernel(Protocol):
@@ -35,8 +36,8 @@ class MeasurableKernel(Protocol):
         """Expected output(s), by name, computed by a trusted library."""
         ...
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        """Maximum relative error accepted."""
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance | float:
+        """The bounds the output must meet (a bare float: a norm bound only)."""
         ...
 
 

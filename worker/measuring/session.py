@@ -6,6 +6,8 @@ Runs only inside the measuring child (CuPy on the current device).
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +17,7 @@ from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, MeasurableKernel
 from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
-from kernelfarm.worker.measuring.verifier import poison, relative_error
+from kernelfarm.worker.measuring.verifier import Verdict, poison, relative_error, verify
 
 
 class Session:
@@ -36,6 +38,9 @@ class Session:
         self._data_key: tuple[Any, ...] | None = None
         self._buffers: dict[str, Any] = {}
         self._reference: dict[str, Any] = {}
+        # The second input set (see measure) and the fastest verified median per kernel, problem, seed.
+        self._second: tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]] | None = None
+        self._fastest: dict[tuple[Any, ...], float] = {}
 
     def warm(self) -> float:
         """Load the kernel catalogue, the libraries every measurement uses (see
@@ -65,6 +70,7 @@ class Session:
             # problem keeps it in CuPy's pool: the next input set has the same sizes, and freeing
             # then allocating again cost 0.1-0.4 s on some trials (cudaFree waits for the device).
             if not same_shape:
+                self._second = None
                 self.cp.get_default_memory_pool().free_all_blocks()
             self._buffers = kernel.make_inputs(problem, seed)
             self._reference = kernel.reference(self._buffers, problem)
@@ -73,7 +79,12 @@ class Session:
         return self._buffers, self._reference
 
     def measure(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """Verify, then time, one compiled config.
+        """Verify, then time, one compiled config; re-verify it on a second input set when it is
+        the fastest this child has timed for its kernel, problem and seed.
+
+        Why the second input set only then: a config can become a job's best only by beating every
+        config timed before it, on this GPU too, so every config that could be "best" is checked on
+        two input sets, at the cost of about ln(n) extra checks in a job of n trials.
 
         Args:
             message: ``kernel``, ``problem``, ``config``, ``seed``, ``artifact`` (for the loader)
@@ -81,52 +92,88 @@ class Session:
 
         Returns:
             The reply: ``status`` "ok" with ``times_ms``, or "failure" with ``kind`` and ``message``;
-            both with ``resources``, and the time split (``gpu_s``, ``data_s``) where known.
+            both with ``resources``, the errors found, and the time split (``gpu_s``, ``data_s``)
+            where known.
 
         Raises:
             Exception: a fault while loading or running (the child classifies it).
         """
         spec = self.catalogue.spec(message["kernel"])
         kernel = self.loader.implementation(spec)
-        problem, config = message["problem"], message["config"]
+        problem, config, seed = message["problem"], message["config"], int(message["seed"])
         try:
             loaded = self.loader.load(message["artifact"], spec, config, problem)
         except LaunchRefused as refused:
             return failure_reply(FailureKind.LAUNCH, str(refused), refused.resources)
         resources = dict(loaded.resources)
+        tolerance = kernel.tolerance(problem)
 
         data_start = time.perf_counter()
-        buffers, reference = self.data(spec, kernel, problem, int(message["seed"]))
+        buffers, reference = self.data(spec, kernel, problem, seed)
         data_s = time.perf_counter() - data_start
         run = loaded.bind(buffers, problem)
 
         gpu_start = time.perf_counter()
-        for name in kernel.outputs():
-            poison(buffers[name])
-        run()
-        self.cp.cuda.Stream.null.synchronize()
-        worst = 0.0
-        for name in kernel.outputs():
-            worst = max(worst, relative_error(buffers[name], reference[name]))
-        tolerance = kernel.tolerance(problem)
-        if not worst <= tolerance:
-            return failure_reply(
-                FailureKind.WRONG_RESULT,
-                f"relative error {worst:.3g} > tolerance {tolerance:.3g}",
-                resources,
-                rel_error=worst,
-                gpu_s=time.perf_counter() - gpu_start,
-            )
+        verdict = self._verify(kernel, run, buffers, reference, tolerance)
+        checked = verdict.errors.as_metrics()
+        if not verdict.ok:
+            return failure_reply(FailureKind.WRONG_RESULT, verdict.reason(), resources, **checked,
+                                 gpu_s=time.perf_counter() - gpu_start)  # fmt: skip
         policy = TimingPolicy(**message.get("policy", {}))
         stats = time_kernel(run, policy, flush=self.flush)
+        record = (spec.name, tuple(sorted(problem.items())), seed)
+        median = statistics.median(stats.times_ms)
+        if median < self._fastest.get(record, math.inf):
+            second = second_seed(seed)
+            started = time.perf_counter()
+            buffers2, reference2 = self._second_data(spec, kernel, problem, second)
+            data_s += time.perf_counter() - started
+            again = self._verify(kernel, loaded.bind(buffers2, problem), buffers2, reference2, tolerance)
+            checked |= {"second_seed": second, **{f"second_seed_{k}": v for k, v in again.errors.as_metrics().items()}}
+            if not again.ok:
+                return failure_reply(
+                    FailureKind.WRONG_RESULT,
+                    f"passed on input seed {seed}, failed on the second input seed {second}: {again.reason()}",
+                    resources, **checked, gpu_s=time.perf_counter() - gpu_start,
+                )  # fmt: skip
+            self._fastest[record] = median
         return {
             "status": "ok",
             "times_ms": list(stats.times_ms),
-            "rel_error": worst,
+            **checked,
             "resources": resources,
             "gpu_s": time.perf_counter() - gpu_start,
             "data_s": data_s,
         }
+
+    def _verify(
+        self, kernel: MeasurableKernel, run: Any, buffers: Mapping[str, Any], reference: Mapping[str, Any],
+        tolerance: Any,
+    ) -> Verdict:  # fmt: skip
+        """Poison the outputs, run once, and check them against the reference."""
+        for name in kernel.outputs():
+            poison(buffers[name])
+        run()
+        self.cp.cuda.Stream.null.synchronize()
+        return verify({name: buffers[name] for name in kernel.outputs()}, dict(reference), tolerance)
+
+    def _second_data(
+        self, spec: KernelSpec, kernel: MeasurableKernel, problem: Mapping[str, Any], seed: int
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The second input set, kept beside the first (the next request uses the first again)."""
+        key = (spec.name, tuple(sorted(problem.items())), seed)
+        if self._second is None or self._second[0] != key:
+            self._second = None
+            buffers = kernel.make_inputs(problem, seed)
+            self._second = (key, buffers, kernel.reference(buffers, problem))
+            self.cp.cuda.Stream.null.synchronize()
+        return self._second[1], self._second[2]
+
+
+def second_seed(seed: int) -> int:
+    """The seed of the second input set of ``seed``'s configs: another stream of the generator,
+    never ``seed`` itself."""
+    return (seed * 1_000_003 + 0x5EED) % (1 << 31) or 1
 
 
 def warm_libraries() -> None:

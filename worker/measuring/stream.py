@@ -26,7 +26,11 @@ from kernelfarm.worker.backends.base import KeepAlive, MeasureRequest
 from kernelfarm.worker.measuring.supervisor import MeasuringChild
 
 # Reply fields kept as metrics when the child sent them.
-_REPLY_METRICS = ("child_s", "child_started_at", "data_s", "rel_error")
+_REPLY_METRICS = (
+    "child_s", "child_started_at", "data_s", "rel_error", "element_error", "max_abs_error", "max_rel_error",
+    "second_seed", "second_seed_rel_error", "second_seed_element_error", "second_seed_max_abs_error",
+    "second_seed_max_rel_error",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

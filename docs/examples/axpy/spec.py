@@ -14,6 +14,7 @@ from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
 from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 
 SCALE = 1.5  # the ``a`` of a * x + y
 
@@ -52,8 +53,8 @@ class Axpy(CudaKernel):
 
         return {"out": (SCALE * buffers["x"].astype(cp.float64) + buffers["y"]).astype(cp.float32)}
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return 1e-6  # one rounding (fused multiply-add) per element
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        return Tolerance.derived(1e-6, "float32", 1)  # one rounding (fused multiply-add) per element
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["n"])

@@ -1,0 +1,103 @@
+"""The cubin cache keeps ptxas' resources with each cubin, and the compile pool's processes run with
+the CUDA compute cache off (so a compile is real or a cubin-cache hit, nothing in between).
+
+NVRTC is the faked part (no CUDA toolkit on CPU hosts): a stand-in module with NVRTC's calls that
+answers with a fixed cubin and ptxas log, and counts how often it compiled."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelfarm.worker.cuda.compiler import CompileJob, CompilePool, compile_job
+
+PTXAS_LOG = (
+    "ptxas info    : Function properties for kf_x\n"
+    "ptxas         .     16 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads\n"
+    "ptxas info    : Used 96 registers, used 1 barriers\n"
+)
+
+
+class FakeNvrtc(types.ModuleType):
+    class NVRTCError(Exception):
+        pass
+
+    def __init__(self) -> None:
+        super().__init__("nvrtc")
+        self.compiles = 0
+        self.log = PTXAS_LOG
+
+    def getVersion(self) -> tuple[int, int]:
+        return (13, 0)
+
+    def createProgram(self, source: str, name: str, headers: list[bytes], names: list[bytes]) -> object:
+        return object()
+
+    def compileProgram(self, program: object, options: list[str]) -> None:
+        self.compiles += 1
+
+    def getProgramLog(self, program: object) -> str:
+        return self.log
+
+    def getCUBIN(self, program: object) -> bytes:
+        return b"\x7fELF fake cubin"
+
+    def destroyProgram(self, program: object) -> None:
+        pass
+
+
+@pytest.fixture
+def nvrtc(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNvrtc]:
+    fake = FakeNvrtc()
+    libs = types.ModuleType("cupy_backends.cuda.libs")
+    libs.nvrtc = fake  # type: ignore[attr-defined]
+    for name, module in (
+        ("cupy_backends", types.ModuleType("cupy_backends")),
+        ("cupy_backends.cuda", types.ModuleType("cupy_backends.cuda")),
+        ("cupy_backends.cuda.libs", libs),
+        ("cupy_backends.cuda.libs.nvrtc", fake),
+    ):
+        monkeypatch.setitem(sys.modules, name, module)
+    yield fake
+
+
+JOB = CompileJob('extern "C" __global__ void kf_x() {}', (("A", "1"),), "sm_90")
+RESOURCES = {"registers": 96, "spill_bytes": 12, "stack_bytes": 16}
+
+
+def test_a_cache_hit_reports_the_resources_of_the_compile_that_made_it(nvrtc: FakeNvrtc, tmp_path: Path) -> None:
+    first = compile_job(JOB, str(tmp_path))
+    assert (first.cached, first.resources, nvrtc.compiles) == (False, RESOURCES, 1)
+
+    again = compile_job(JOB, str(tmp_path))
+    assert (again.cached, again.resources, nvrtc.compiles) == (True, RESOURCES, 1)
+
+    # The resources live beside the cubin, not only in the log.
+    (tmp_path / f"{JOB.key}.log").unlink()
+    assert compile_job(JOB, str(tmp_path)).resources == RESOURCES
+
+
+def test_a_compile_without_a_ptxas_report_has_no_resources_and_a_hit_says_the_same(
+    nvrtc: FakeNvrtc, tmp_path: Path
+) -> None:
+    nvrtc.log = ""  # what a compile answered from a compute cache would give
+    assert compile_job(JOB, str(tmp_path)).resources == {}
+    assert compile_job(JOB, str(tmp_path)).resources == {}
+
+
+@pytest.mark.parametrize("driver_cache,expected", [(False, "1"), (True, None)])
+def test_pool_processes_run_with_the_compute_cache_off_unless_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver_cache: bool, expected: str | None
+) -> None:
+    monkeypatch.delenv("CUDA_CACHE_DISABLE", raising=False)
+    pool = CompilePool(tmp_path, workers=1, driver_cache=driver_cache)
+    try:
+        assert pool.wait_started(60.0)
+        assert pool._executor.submit(os.getenv, "CUDA_CACHE_DISABLE").result(60) == expected
+    finally:
+        pool.close()
