@@ -74,6 +74,12 @@ class Settings(BaseSettings):
     # cuda: where compiled cubins and the GPU's measured ceilings are kept, shared by a host's
     # workers (KERNELFARM_CUDA_CACHE; default: <temp dir>/kernelfarm-cuda).
     cuda_cache: Path | None = None
+    # Where uploaded kernels are materialized (manifest, sources, recording), by content hash; the
+    # measuring child reads them from here (default: <temp dir>/kernelfarm-kernels).
+    kernel_cache: Path | None = None
+    # Run kernels whose uploaded manifest carries Python (host code execution). Off unless the
+    # worker is started with --allow-uploaded-python; docs/SECURITY.md, "Kernel trust".
+    worker_allow_uploaded_python: bool = False
     # cuda: log level of the measuring child, the process that owns the GPU (KERNELFARM_CHILD_LOG).
     child_log: str = "WARNING"
 
