@@ -13,6 +13,7 @@ from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import install_error_handlers
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit
 from kernelfarm.api.routes import best, health, jobs, kernels, workers
+from kernelfarm.api.routes.kernels import KERNEL_UPLOAD_PATH
 from kernelfarm.api.token_cache import TokenCache
 from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.settings import Settings, get_settings
@@ -48,7 +49,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     # Added last = outermost: the size check runs before a request waits for a slot.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_request_bytes,
+        path_limits={KERNEL_UPLOAD_PATH: settings.max_kernel_upload_bytes},
+    )
     for module in (health, jobs, kernels, workers, best):
         app.include_router(module.router)
     return app

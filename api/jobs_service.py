@@ -30,7 +30,7 @@ def create_job(session: Session, request: JobCreate, owner: str, settings: Setti
         NotFound: unknown kernel (mapped to 422 by the route: it is a field of the body).
         InvalidInput: bad problem, empty or oversized space, unknown strategy, limits exceeded.
     """
-    spec = get_kernel(request.kernel)
+    spec = get_kernel(request.kernel, request.kernel_version)
     problem = spec.normalize_problem(request.problem)
     try:
         gpu_model = model_slug(request.gpu_model)

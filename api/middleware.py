@@ -42,18 +42,25 @@ class BodySizeLimit:
     """413 for bodies over ``max_bytes``: by Content-Length, or, for chunked bodies (no length to
     check), by reading at most ``max_bytes + 1`` bytes before the route sees any of it."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, path_limits: dict[str, int] | None = None) -> None:
+        """
+        Args:
+            max_bytes: the limit of every request body.
+            path_limits: other limits for some paths (exact match), e.g. kernel uploads.
+        """
         self.app, self.max_bytes = app, max_bytes
-        self.detail = f"request body larger than {max_bytes} bytes"
+        self.path_limits = dict(path_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.path_limits.get(scope.get("path", ""), self.max_bytes)
+        detail = f"request body larger than {max_bytes} bytes"
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
-            if not length.isdigit() or int(length) > self.max_bytes:
-                await _reply(send, 413, self.detail)
+            if not length.isdigit() or int(length) > max_bytes:
+                await _reply(send, 413, detail)
                 return
             await self.app(scope, receive, send)
             return
@@ -66,8 +73,8 @@ class BodySizeLimit:
             if message["type"] != "http.request":
                 break
             body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await _reply(send, 413, self.detail)
+            if len(body) > max_bytes:
+                await _reply(send, 413, detail)
                 return
             if not message.get("more_body", False):
                 break

@@ -37,6 +37,9 @@ class JobCreate(BaseModel):
     )
 
     kernel: str = Field(min_length=1, max_length=128)
+    kernel_version: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="an uploaded kernel's version to pin; default: its latest"
+    )
     problem: dict[str, int | str] = Field(default_factory=dict, max_length=32)
     gpu_model: str = Field(min_length=1, max_length=128, description="GPU model slug or device name")
     objective: Literal["time"] = "time"
@@ -165,6 +168,23 @@ class KernelPublic(BaseModel):
     default_problem: dict[str, Any]
     valid_configs_default_problem: int
     recorded_gpu_models: list[str]
+    origin: str = Field(default="catalogue", description="catalogue, plugin or upload")
+    requires: list[str] = Field(default_factory=list, description="what a worker needs to measure it")
+
+
+class KernelVersionPublic(BaseModel):
+    """One uploaded version of a kernel: immutable, identified by the hash of its content."""
+
+    name: str
+    version: int
+    content_hash: str
+    source_hash: str = Field(description="the hash trials of this version record (kernel provenance)")
+    owner: str
+    created_at: datetime
+    files: list[str]
+    recording: str | None = Field(description="the Kernel Tuner cache file uploaded with it, if any")
+    manifest: dict[str, Any]
+    created: bool = Field(default=False, description="in an upload's answer: False when this content was stored before")
 
 
 class WorkerPublic(BaseModel):

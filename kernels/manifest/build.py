@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernelfarm.core.capabilities import UPLOADED_PYTHON
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.kernels.manifest.bundle import Bundle, default_problem, search_space
@@ -44,4 +45,5 @@ def build_spec(bundle: Bundle, version: int, directory: Path | None = None) -> K
         problem_params=problem_params,
         default_problem=default_problem(manifest),
         impls=impls,
+        requires=frozenset({UPLOADED_PYTHON}) if bundle.has_python else frozenset(),
     )

@@ -112,6 +112,11 @@ class Bundle:
     def name(self) -> str:
         return self.manifest.name
 
+    @property
+    def has_python(self) -> bool:
+        """Carries Python (host code): admin-only uploads, run only by workers that opted in."""
+        return self.manifest.reference.python is not None
+
     def write(self, directory: Path) -> Path:
         """Materialize the bundle in ``directory`` (manifest.json, the files, the recording)."""
         directory.mkdir(parents=True, exist_ok=True)
@@ -154,17 +159,20 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes])
     manifest = validated_model(manifest_data)
     _check_sizes(uploads)
     recording_name = manifest.recording.file if manifest.recording else None
-    named = [*manifest.source.files, *([manifest.reference.source] if manifest.reference.source else [])]
+    extra = [name for name in (manifest.reference.source, manifest.reference.python) if name is not None]
+    named = [*manifest.source.files, *extra]
     for index, name in enumerate(manifest.source.files):
         if name not in uploads:
             raise InvalidManifest(f"manifest.source.files.{index}: {name!r} was not uploaded")
-    if manifest.reference.source and manifest.reference.source not in uploads:
-        raise InvalidManifest(f"manifest.reference.source: {manifest.reference.source!r} was not uploaded")
+    for field_name in ("source", "python"):
+        name = getattr(manifest.reference, field_name)
+        if name is not None and name not in uploads:
+            raise InvalidManifest(f"manifest.reference.{field_name}: {name!r} was not uploaded")
     if recording_name is not None and recording_name not in uploads:
         raise InvalidManifest(f"manifest.recording.file: {recording_name!r} was not uploaded")
     unexpected = sorted(set(uploads) - set(named) - {recording_name})
     if unexpected:
-        raise InvalidManifest(f"files: {unexpected} are not named by the manifest (source.files, reference.source)")
+        raise InvalidManifest(f"files: {unexpected} are not named by the manifest (source.files, reference, recording)")
     texts: dict[str, str] = {}
     for name in named:
         try:
@@ -201,7 +209,17 @@ def _check_source(manifest: Manifest, texts: Mapping[str, str]) -> None:
         raise InvalidManifest(f"manifest.source.entry.name: no function {plain_name!r} in {manifest.source.files[0]!r}")
     if entry.linkage == "c" and 'extern "C"' not in main:
         raise InvalidManifest('manifest.source.entry.linkage: "c", but the source has no extern "C"')
+    python = manifest.reference.python
+    if python is not None:
+        try:
+            compile(texts[python], python, "exec")
+        except SyntaxError as exc:
+            raise InvalidManifest(f"files.{python}: not valid Python: {exc.msg} (line {exc.lineno})") from None
+        except (ValueError, RecursionError, MemoryError):
+            raise InvalidManifest(f"files.{python}: not valid Python") from None
     for name, text in texts.items():
+        if name == python:
+            continue
         for include in _QUOTED_INCLUDE.findall(text):
             if include not in texts:
                 raise InvalidManifest(f'files.{name}: #include "{include}" names no uploaded file')
@@ -280,6 +298,8 @@ def _check_reference(manifest: Manifest, problem: frozenset[str], buffers: set[s
                 raise InvalidManifest(f"manifest.reference.inputs.{operand}: {name!r} is not a buffer argument")
         if len(manifest.outputs) != 1:
             raise InvalidManifest("manifest.outputs: a built-in reference computes exactly one output")
+        return
+    if reference.python is not None:
         return
     for index, text in enumerate(reference.grid or ()):
         Expr.parse(f"manifest.reference.grid.{index}", text, problem)

@@ -106,7 +106,7 @@ class ManifestCudaKernel(CudaKernel):
                       shared_bytes=self._shared.integer(values))  # fmt: skip
 
     def constant_memory(self) -> Mapping[str, str]:
-        """``__constant__`` symbol -> the buffer copied into it before each launch (KT's cmem_args)."""
+        """``__constant__`` symbol -> the buffer copied into it before the launches (KT's cmem_args)."""
         return self.manifest.constant_memory
 
     # ------------------------------------------------------------------ in the measuring child
@@ -158,7 +158,22 @@ class ManifestCudaKernel(CudaKernel):
             name = self.manifest.outputs[0]
             result = BUILTINS[reference.builtin](operands, reference.options)
             return {name: result.reshape(buffers[name].shape).astype(buffers[name].dtype)}
+        if reference.python is not None:
+            return self._python_reference(buffers, problem)
         return self._cuda_reference(buffers, problem)
+
+    def _python_reference(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the uploaded Python reference: host code, so this kernel requires workers that opted in
+        (``uploaded-python``), and it runs in the measuring child, which holds no secret."""
+        assert self.manifest.reference.python is not None
+        name = self.manifest.reference.python
+        namespace: dict[str, Any] = {"__name__": f"kernelfarm_uploaded_{self.bundle.content_hash[:12]}"}
+        exec(compile(self.bundle.files[name], name, "exec"), namespace)  # opted-in host code (see docstring)
+        function = namespace.get("reference")
+        if not callable(function):
+            raise TypeError(f"{name} defines no reference(buffers, problem)")
+        result = function(dict(buffers), dict(problem))
+        return {output: result[output] for output in self.manifest.outputs}
 
     def _cuda_reference(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, Any]:
         """Run the manifest's naive kernel on copies of the outputs."""

@@ -156,7 +156,9 @@ class Argument(_Strict):
 
 
 class Reference(_Strict):
-    """Exactly one of ``builtin`` (with ``inputs``) and ``source`` (a naive CUDA kernel)."""
+    """Exactly one of ``builtin`` (with ``inputs``), ``source`` (a naive CUDA kernel) and ``python``
+    (an uploaded Python file: host code, accepted from admins only and run only by workers that opted
+    in; docs/SECURITY.md)."""
 
     builtin: Literal["matmul", "layernorm", "softmax", "conv2d", "attention"] | None = None
     inputs: dict[Identifier, Identifier] = Field(
@@ -171,11 +173,15 @@ class Reference(_Strict):
     block: list[Expression] | None = Field(default=None, min_length=1, max_length=3)
     defines: dict[Identifier, Expression] = Field(default_factory=dict, max_length=64)
     arguments: list[Identifier] | None = Field(default=None, description="default: the kernel's argument list")
+    python: FileName | None = Field(
+        default=None,
+        description="an uploaded .py file defining reference(buffers, problem) -> {output name: CuPy array}",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> Reference:
-        if (self.builtin is None) == (self.source is None):
-            raise ValueError("give exactly one of builtin or source")
+        if sum(item is not None for item in (self.builtin, self.source, self.python)) != 1:
+            raise ValueError("give exactly one of builtin, source and python")
         if self.source is not None and (self.entry is None or self.grid is None or self.block is None):
             raise ValueError("a CUDA reference needs entry, grid and block")
         return self
