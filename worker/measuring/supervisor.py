@@ -221,6 +221,8 @@ class MeasuringChild:
                 try:
                     reply: dict[str, Any] = self._conn.recv()
                 except (EOFError, OSError):
+                    if self._process is not None:
+                        self._process.join(2)  # reap it: its exit code says why it died
                     code = self._process.exitcode if self._process else None
                     self._kill()
                     return _died_without_reply(code)
