@@ -44,7 +44,7 @@ def spec_of_row(row: KernelVersion) -> KernelSpec:
         uploads[recording] = bytes(row.recording)
     bundle = check_bundle(row.manifest, uploads)
     directory = cache_root() / bundle.content_hash
-    spec = build_spec(bundle, row.version, bundle.write(directory))
+    spec = build_spec(bundle, row.version, directory)
     with _lock:
         _by_version[key] = spec
     return spec
@@ -84,6 +84,4 @@ def bundle_directory(spec: KernelSpec) -> Path | None:
     from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 
     impl = spec.impls.get("cuda")
-    if isinstance(impl, ManifestCudaKernel):
-        return cache_root() / impl.bundle.content_hash
-    return None
+    return impl.directory if isinstance(impl, ManifestCudaKernel) else None

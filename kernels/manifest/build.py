@@ -20,8 +20,9 @@ def build_spec(bundle: Bundle, version: int, directory: Path | None = None) -> K
     Args:
         bundle: a checked bundle.
         version: the farm's version number of this upload (1, 2, ... per kernel name).
-        directory: where the bundle is materialized (needed to replay its recording); None: no
-            replay implementation.
+        directory: where to materialize the bundle: processes without database access (the
+            measuring child) read it from there, and its recording is replayed from there. None:
+            nowhere (no replay implementation; measurable only in this process).
     """
     manifest = bundle.manifest
     problem_params = tuple(
@@ -30,9 +31,11 @@ def build_spec(bundle: Bundle, version: int, directory: Path | None = None) -> K
         )
         for name, p in manifest.problem.items()
     )
-    impls: dict[str, Implementation] = {"cuda": ManifestCudaKernel(bundle)}
+    if directory is not None:
+        bundle.write(directory)
+    impls: dict[str, Implementation] = {"cuda": ManifestCudaKernel(bundle, directory)}
     if bundle.recording is not None and manifest.recording is not None and directory is not None:
-        path = bundle.write(directory) / manifest.recording.file
+        path = directory / manifest.recording.file
         landscape = load_landscape(path)
         recorded = {**default_problem(manifest), **(manifest.recording.problem or {})}
         impls["replay"] = Recordings(paths=(path,), problems=(recorded,),

@@ -316,13 +316,24 @@ def search_space(manifest: Manifest) -> SearchSpace:
     """The tune parameters and restrictions; the problem parameters are the restrictions' context."""
     try:
         parameters = tuple(Parameter(name, tuple(values)) for name, values in manifest.tune_params.items())
-        return SearchSpace(parameters, tuple(manifest.restrictions), context_names=frozenset(manifest.problem))
+        restrictions = tuple(manifest.restrictions) + thread_limit(manifest)
+        return SearchSpace(parameters, restrictions, context_names=frozenset(manifest.problem))
     except ConstraintError as exc:
         index = next((i for i, text in enumerate(manifest.restrictions) if repr(text.strip()) in str(exc)), None)
         where = f"manifest.restrictions.{index}" if index is not None else "manifest.restrictions"
         raise InvalidManifest(f"{where}: {exc}") from None
     except InvalidInput as exc:
         raise InvalidManifest(f"manifest.tune_params: {exc}") from None
+
+
+MAX_THREADS_PER_BLOCK = 1024
+
+
+def thread_limit(manifest: Manifest) -> tuple[str, ...]:
+    """The restriction Kernel Tuner adds by itself: at most 1024 threads per block (over the block
+    dimensions that are tune parameters)."""
+    tuned = [name for name in manifest.launch.block_size_names if name in manifest.tune_params]
+    return (f"{' * '.join(tuned)} <= {MAX_THREADS_PER_BLOCK}",) if tuned else ()
 
 
 def default_problem(manifest: Manifest) -> dict[str, Any]:

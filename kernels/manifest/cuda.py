@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,8 +41,15 @@ def needs_name_lookup(main: str, linkage: str) -> bool:
 class ManifestCudaKernel(CudaKernel):
     """A :class:`CudaKernel` read from a checked :class:`Bundle`."""
 
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, directory: Path | None = None) -> None:
+        """
+        Args:
+            bundle: the checked manifest and files.
+            directory: where the bundle is materialized (the measuring child builds the kernel from
+                there), if anywhere.
+        """
         manifest = bundle.manifest
+        self.directory = directory
         main_name = manifest.source.files[0]
         main = bundle.files[main_name]
         headers = {name: text for name, text in bundle.files.items() if name != main_name}
