@@ -84,6 +84,7 @@ class BestSoFar(BaseModel):
 class JobPublic(BaseModel):
     id: uuid.UUID
     kernel: str
+    kernel_version: int = Field(default=1, description="the kernel version the job pinned")
     problem: dict[str, Any]
     gpu_model: str
     objective: str

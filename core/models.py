@@ -74,7 +74,7 @@ class KernelVersion(Base):
     name: Mapped[str] = mapped_column(String(64))
     version: Mapped[int] = mapped_column(Integer)
     content_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    manifest: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    manifest: Mapped[str] = mapped_column(Text)  # JSON text: key order matters (tune_params)
     files: Mapped[dict[str, Any]] = mapped_column(JSONB)
     recording: Mapped[bytes | None] = mapped_column(LargeBinary)
     owner: Mapped[str] = mapped_column(String(128))

@@ -6,12 +6,13 @@ import logging
 
 import typer
 
-from kernelfarm.commands import admin, demo, jobs, serve, stack_cmds, strategy_benchmark
+from kernelfarm.commands import admin, demo, jobs, kernel_cmds, serve, stack_cmds, strategy_benchmark
 
 app = typer.Typer(help="kernelfarm: distributed GPU kernel auto-tuning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)  # fmt: skip
 app.add_typer(admin.db_app, name="db")
 app.add_typer(admin.token_app, name="token")
+app.add_typer(kernel_cmds.kernel_app, name="kernel")
 app.command()(stack_cmds.up)
 app.command()(stack_cmds.down)
 app.command()(stack_cmds.status)

@@ -8,6 +8,7 @@ A pinned version (name and number) never changes, so its spec is cached in the p
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 from pathlib import Path
@@ -38,11 +39,12 @@ def spec_of_row(row: KernelVersion) -> KernelSpec:
         found = _by_version.get(key)
     if found is not None:
         return found
+    manifest = json.loads(row.manifest)
     uploads = {name: text.encode() for name, text in row.files.items()}
-    recording = row.manifest.get("recording", {}).get("file")
+    recording = manifest.get("recording", {}).get("file")
     if recording and row.recording is not None:
         uploads[recording] = bytes(row.recording)
-    bundle = check_bundle(row.manifest, uploads)
+    bundle = check_bundle(manifest, uploads)
     directory = cache_root() / bundle.content_hash
     spec = build_spec(bundle, row.version, directory)
     with _lock:

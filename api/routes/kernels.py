@@ -9,6 +9,7 @@ content again answers the version that holds it (200), new content becomes the n
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
@@ -19,7 +20,7 @@ from kernelfarm.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from kernelfarm.core.models import KernelVersion
 from kernelfarm.core.store import kernel_versions as version_store
 from kernelfarm.core.store.tokens import Scope
-from kernelfarm.kernels.manifest.bundle import Bundle, check_bundle, parse_manifest_text
+from kernelfarm.kernels.manifest.bundle import Bundle, canonical_json, check_bundle, parse_manifest_text
 from kernelfarm.kernels.registry import all_kernels, get_kernel
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.kernels.uploaded import spec_of_row
@@ -52,6 +53,7 @@ def to_public(spec: KernelSpec, origin: str = "catalogue") -> KernelPublic:
 
 
 def version_public(row: KernelVersion, created: bool = False) -> KernelVersionPublic:
+    manifest = json.loads(row.manifest)
     return KernelVersionPublic(
         name=row.name,
         version=row.version,
@@ -60,8 +62,8 @@ def version_public(row: KernelVersion, created: bool = False) -> KernelVersionPu
         owner=row.owner,
         created_at=row.created_at,
         files=sorted(row.files),
-        recording=row.manifest.get("recording", {}).get("file"),
-        manifest=row.manifest,
+        recording=manifest.get("recording", {}).get("file"),
+        manifest=manifest,
         created=created,
     )
 
@@ -95,7 +97,7 @@ def upload_kernel(
         version_store.NewVersion(
             name=bundle.name,
             content_hash=bundle.content_hash,
-            manifest=bundle.manifest_dict,
+            manifest=canonical_json(bundle.manifest_dict),
             files=dict(bundle.files),
             recording=bundle.recording,
             owner=principal.name,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
@@ -22,7 +21,7 @@ from kernelfarm.core.models import KernelVersion
 class NewVersion:
     name: str
     content_hash: str
-    manifest: Mapping[str, Any]
+    manifest: str  # JSON text, as the kernels layer wrote it (key order kept)
     files: Mapping[str, str]
     recording: bytes | None
     owner: str
@@ -46,7 +45,7 @@ def add_version(session: Session, new: NewVersion) -> tuple[KernelVersion, bool]
             name=new.name,
             version=(latest or 0) + 1,
             content_hash=new.content_hash,
-            manifest=dict(new.manifest),
+            manifest=new.manifest,
             files=dict(new.files),
             recording=new.recording,
             owner=new.owner,

@@ -129,7 +129,9 @@ class Bundle:
 
 
 def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+    """Compact JSON in the data's own key order: the order of ``tune_params`` is the order of a
+    config's key (Kernel Tuner's cache keys), so it is part of the content."""
+    return json.dumps(data, separators=(",", ":"))
 
 
 def read_bundle(directory: Path) -> Bundle:

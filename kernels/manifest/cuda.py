@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch

@@ -29,7 +29,8 @@ def upgrade() -> None:
         sa.Column("name", sa.String(64), nullable=False),
         sa.Column("version", sa.Integer, nullable=False),
         sa.Column("content_hash", sa.String(64), nullable=False, unique=True),
-        sa.Column("manifest", postgresql.JSONB, nullable=False),
+        # JSON text, not JSONB: JSONB reorders keys, and the order of tune_params defines config keys
+        sa.Column("manifest", sa.Text, nullable=False),
         sa.Column("files", postgresql.JSONB, nullable=False),  # file name -> text
         sa.Column("recording", sa.LargeBinary, nullable=True),  # the Kernel Tuner cache file, as uploaded
         sa.Column("owner", sa.String(128), nullable=False),
