@@ -201,6 +201,7 @@ class WorkerPublic(BaseModel):
     driver_version: str | None
     cuda_version: str | None
     queue: str
+    capabilities: list[str] = Field(default_factory=list, description="kernel plugins and opt-ins it has")
     started_at: datetime
     last_heartbeat: datetime
     live: bool = True
