@@ -13,6 +13,7 @@ from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import ERROR_RESPONSES, install_error_handlers
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit, SecurityHeaders
 from kernelfarm.api.routes import best, health, jobs, kernels, tokens, workers
+from kernelfarm.api.routes.kernels import KERNEL_UPLOAD_PATH
 from kernelfarm.api.token_cache import TokenCache, read_revocation_stamp
 from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.settings import Settings, get_settings
@@ -53,7 +54,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Added last = outermost: the size check runs before a request waits for a slot.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)
     app.add_middleware(
-        BodySizeLimit, max_bytes=settings.max_request_bytes, read_timeout=settings.request_body_timeout_seconds
+        BodySizeLimit,
+        max_bytes=settings.max_request_bytes,
+        read_timeout=settings.request_body_timeout_seconds,
+        path_limits={KERNEL_UPLOAD_PATH: settings.max_kernel_upload_bytes},
     )
     app.add_middleware(SecurityHeaders)
     app.include_router(health.router)

@@ -100,3 +100,4 @@ def _require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
 ReadToken = Annotated[Principal, Depends(_require(Scope.READ))]
 SubmitToken = Annotated[Principal, Depends(_require(Scope.SUBMIT))]
 AdminToken = Annotated[Principal, Depends(_require(Scope.ADMIN))]
+KernelsToken = Annotated[Principal, Depends(_require(Scope.KERNELS))]

@@ -12,7 +12,7 @@ from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress
 from kernelfarm.core.celery_app import ADVANCE_TASK, TUNER_QUEUE
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.core.models import Job
+from kernelfarm.core.models import Job, Kernel
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import jobs as job_store
@@ -32,7 +32,7 @@ def create_job(session: Session, request: JobCreate, owner: str, settings: Setti
         NotFound: unknown kernel (mapped to 422 by the route: it is a field of the body).
         InvalidInput: bad problem, empty or oversized space, unknown strategy, limits exceeded.
     """
-    spec = get_kernel(request.kernel)
+    spec = get_kernel(request.kernel, request.kernel_version)
     problem = spec.normalize_problem(request.problem)
     try:
         gpu_model = model_slug(request.gpu_model)
@@ -126,6 +126,7 @@ def to_public(session: Session, job: Job) -> JobPublic:
     return JobPublic(
         id=job.id,
         kernel=job.kernel_name,
+        kernel_version=session.get_one(Kernel, job.kernel_id).version,
         problem=job.problem,
         gpu_model=job.gpu_model,
         objective=job.objective,

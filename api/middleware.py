@@ -85,17 +85,27 @@ class BodySizeLimit:
     the body is read here, before the route sees any of it, so a client trickling it (or declaring
     bytes it never sends) holds no in-flight slot, thread or database connection, and not forever."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout: float = 10.0) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, read_timeout: float = 10.0, path_limits: dict[str, int] | None = None
+    ) -> None:
+        """
+        Args:
+            max_bytes: the limit of every request body.
+            read_timeout: seconds a client has to send its whole body.
+            path_limits: other limits for some paths (exact match), e.g. kernel uploads.
+        """
         self.app, self.max_bytes, self.read_timeout = app, max_bytes, read_timeout
-        self.detail = f"request body larger than {max_bytes} bytes"
+        self.path_limits = dict(path_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.path_limits.get(scope.get("path", ""), self.max_bytes)
+        detail = f"request body larger than {max_bytes} bytes"
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            await _reply(send, 413, self.detail, close=True)
+        if length is not None and (not length.isdigit() or int(length) > max_bytes):
+            await _reply(send, 413, detail, close=True)
             return
         if scope["method"] not in ("POST", "PUT", "PATCH") and (length is None or length == b"0"):
             await self.app(scope, receive, send)
@@ -108,8 +118,8 @@ class BodySizeLimit:
                     if message["type"] != "http.request":
                         break
                     body += message.get("body", b"")
-                    if len(body) > self.max_bytes:
-                        await _reply(send, 413, self.detail, close=True)
+                    if len(body) > max_bytes:
+                        await _reply(send, 413, detail, close=True)
                         return
                     if not message.get("more_body", False):
                         break

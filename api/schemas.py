@@ -63,6 +63,10 @@ class JobCreate(BaseModel):
     )
 
     kernel: str = Field(min_length=1, max_length=128)
+    kernel_version: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, strict=True,
+        description="an uploaded kernel's version to pin; default: its latest",
+    )
     problem: dict[str, StrictInt | StrictStr] = Field(default_factory=dict, max_length=32)
     gpu_model: str = Field(min_length=1, max_length=128, description="GPU model slug or device name")
     objective: Literal["time"] = "time"
@@ -112,6 +116,7 @@ class BestSoFar(BaseModel):
 class JobPublic(BaseModel):
     id: uuid.UUID
     kernel: str
+    kernel_version: int = Field(default=1, description="the kernel version the job pinned")
     problem: dict[str, Any]
     gpu_model: str
     objective: str
@@ -196,6 +201,23 @@ class KernelPublic(BaseModel):
     default_problem: dict[str, Any]
     valid_configs_default_problem: int
     recorded_gpu_models: list[str]
+    origin: str = Field(default="catalogue", description="catalogue, plugin or upload")
+    requires: list[str] = Field(default_factory=list, description="what a worker needs to measure it")
+
+
+class KernelVersionPublic(BaseModel):
+    """One uploaded version of a kernel: immutable, identified by the hash of its content."""
+
+    name: str
+    version: int
+    content_hash: str
+    source_hash: str = Field(description="the hash trials of this version record (kernel provenance)")
+    owner: str
+    created_at: datetime
+    files: list[str]
+    recording: str | None = Field(description="the Kernel Tuner cache file uploaded with it, if any")
+    manifest: dict[str, Any]
+    created: bool = Field(default=False, description="in an upload's answer: False when this content was stored before")
 
 
 class WorkerPublic(BaseModel):
@@ -211,6 +233,7 @@ class WorkerPublic(BaseModel):
     driver_version: str | None
     cuda_version: str | None
     queue: str
+    capabilities: list[str] = Field(default_factory=list, description="kernel plugins and opt-ins it has")
     started_at: datetime
     last_heartbeat: datetime
     live: bool = True

@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -58,6 +59,26 @@ class GpuWorker(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_heartbeat: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     stopped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What the worker can run beyond the catalogue: "plugin:<dist>==<version>" per kernel plugin it
+    # has installed, "uploaded-python" when started with the opt-in (core/capabilities.py).
+    capabilities: Mapped[list[Any]] = mapped_column(JSONB, default=list)
+
+
+class KernelVersion(Base):
+    """An uploaded kernel: its manifest and files, immutable; ``content_hash`` covers all of them."""
+
+    __tablename__ = "kernel_versions"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int] = mapped_column(Integer)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    manifest: Mapped[str] = mapped_column(Text)  # JSON text: key order matters (tune_params)
+    files: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    recording: Mapped[bytes | None] = mapped_column(LargeBinary)
+    owner: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class Job(Base):

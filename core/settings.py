@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -93,6 +96,12 @@ class Settings(BaseSettings):
     # cuda: where compiled cubins and the GPU's measured ceilings are kept, shared by a host's
     # workers (KERNELFARM_CUDA_CACHE; default: <temp dir>/kernelfarm-cuda).
     cuda_cache: Path | None = None
+    # Where uploaded kernels are materialized (manifest, sources, recording), by content hash; the
+    # measuring child reads them from here (default: <temp dir>/kernelfarm-kernels).
+    kernel_cache: Path | None = None
+    # Run kernels whose uploaded manifest carries Python (host code execution). Off unless the
+    # worker is started with --allow-uploaded-python; docs/SECURITY.md, "Kernel trust".
+    worker_allow_uploaded_python: bool = False
     # cuda: log level of the measuring child, the process that owns the GPU (KERNELFARM_CHILD_LOG).
     child_log: str = "WARNING"
 
@@ -125,6 +134,8 @@ class Settings(BaseSettings):
     # A request body not fully received within this many seconds is answered 408 (a client that
     # trickles its body, or declares bytes it never sends, no longer holds the request open).
     request_body_timeout_seconds: float = 10.0
+    # POST /v1/kernels: a manifest, its sources and a recorded Kernel Tuner cache file.
+    max_kernel_upload_bytes: int = 12 * 1024 * 1024
 
     @field_validator("lease_seconds")
     @classmethod
@@ -161,3 +172,44 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+# What a process that runs user code (the measuring child) keeps of the environment: what the CUDA
+# runtime, NVRTC, CuPy, Triton and Python need to find their files, nothing else. Every other variable
+# (DATABASE_URL, REDIS_URL, KERNELFARM_* with the API token, cloud credentials, ...) is dropped.
+CHILD_ENVIRONMENT_NAMES = frozenset({
+    "PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "USER", "LOGNAME", "SHELL",
+    "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "XDG_CACHE_HOME",
+})  # fmt: skip
+CHILD_ENVIRONMENT_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "CUPY_", "TRITON_", "NVRTC_", "NCCL_")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "KEY", "URL")
+
+
+def child_environment() -> dict[str, str]:
+    """The environment a process running user code gets (see CHILD_ENVIRONMENT_NAMES)."""
+    out = {}
+    for name, value in os.environ.items():
+        allowed = name in CHILD_ENVIRONMENT_NAMES or name.startswith(CHILD_ENVIRONMENT_PREFIXES)
+        if allowed and not any(word in name.upper() for word in _SECRET_WORDS):
+            out[name] = value
+    return out
+
+
+_environment_lock = threading.Lock()
+
+
+@contextmanager
+def environment_for_children() -> Iterator[None]:
+    """While inside, this process's environment is :func:`child_environment`: a process started
+    meanwhile (multiprocessing's spawn inherits the environment and takes no other) gets no secret.
+    Restored on exit. Keep the block short: other threads of this process see the reduced
+    environment meanwhile (the worker's only other threads heartbeat with URLs they already hold)."""
+    with _environment_lock:
+        saved = dict(os.environ)
+        reduced = child_environment()
+        try:
+            for name in [n for n in saved if n not in reduced]:
+                del os.environ[name]
+            yield
+        finally:
+            os.environ.update(saved)

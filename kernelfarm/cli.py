@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from kernelfarm.client import ApiError
-from kernelfarm.commands import admin, demo, jobs, serve, stack_cmds, strategy_benchmark
+from kernelfarm.commands import admin, demo, jobs, kernel_cmds, serve, stack_cmds, strategy_benchmark
 from kernelfarm.context import CliError
 from kernelfarm.stack import StackError
 
@@ -17,6 +17,7 @@ app = typer.Typer(help="kernelfarm: distributed GPU kernel auto-tuning.", no_arg
                   pretty_exceptions_enable=False)  # fmt: skip
 app.add_typer(admin.db_app, name="db")
 app.add_typer(admin.token_app, name="token")
+app.add_typer(kernel_cmds.kernel_app, name="kernel")
 app.command()(stack_cmds.up)
 app.command()(stack_cmds.down)
 app.command()(stack_cmds.status)

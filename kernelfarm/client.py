@@ -94,3 +94,15 @@ class Client:
 
     def kernels(self) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/kernels")
+
+    def kernel(self, name: str, version: int | None = None) -> dict[str, Any]:
+        params = {"version": version} if version is not None else {}
+        return self._call("GET", f"/v1/kernels/{name}", params=params)
+
+    def kernel_versions(self, name: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/kernels/{name}/versions")
+
+    def upload_kernel(self, manifest: tuple[str, bytes], files: list[tuple[str, bytes]]) -> dict[str, Any]:
+        """POST /v1/kernels: the manifest (file name, bytes) and the files it names."""
+        parts = [("manifest", manifest), *(("files", item) for item in files)]
+        return self._call("POST", "/v1/kernels", files=parts)

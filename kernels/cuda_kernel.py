@@ -88,6 +88,15 @@ class CudaKernel(ABC):
     def bytes_moved(self, problem: Mapping[str, Any]) -> float:
         """Minimum DRAM bytes one launch must move (for the roofline)."""
 
+    def name_expression(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> str | None:
+        """A C++ entry: the name expression NVRTC instantiates and lowers to the mangled name the
+        cubin holds (``"matmul<float, 32>"``). None (the default): ``entry`` is an extern "C" name."""
+        return None
+
+    def constant_memory(self) -> Mapping[str, str]:
+        """``__constant__`` symbol -> the input buffer copied into it before the kernel runs."""
+        return {}
+
     def peak_kind(self, problem: Mapping[str, Any]) -> str:
         """Which compute ceiling applies: ``"fp32"`` (FFMA) or ``"tensor"`` (bf16/fp16 MMA)."""
         return "fp32"

@@ -1,10 +1,14 @@
 """The catalogue of tunable kernels, validated at load.
 
 CUDA kernels live in ``kernels/<name>/spec.py`` and expose ``SPEC``; recorded kernels come from
-``kernels/recorded/``. Validation: unique names, at least one implementation, each backend's
-implementation of the type that backend runs, a default problem that normalizes, and a non-empty
-valid space for it. (The kernel contract suite, tests/kernels/test_kernel_contract.py, checks
-more: launch shapes, the problem signature, and on a GPU each kernel against its reference.)
+``kernels/recorded/``; plugin kernels from installed packages' ``kernelfarm.kernels`` entry points
+(kernels/plugins.py). Uploaded kernels (manifests stored in the database, kernels/uploaded.py) are
+not part of the catalogue: :func:`get_kernel` finds them by name and version.
+
+Validation: unique names, at least one implementation, each backend's implementation of the type
+that backend runs, a default problem that normalizes, and a non-empty valid space for it. (The
+kernel contract suite, tests/kernels/test_kernel_contract.py, checks more: launch shapes, the
+problem signature, and on a GPU each kernel against its reference.)
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from pathlib import Path
 from kernelfarm.core.errors import NotFound
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import load_landscape, read_json_tolerant
+from kernelfarm.core.settings import get_settings
 from kernelfarm.kernels.cuda_kernel import CudaKernel
+from kernelfarm.kernels.plugins import plugin_specs
 from kernelfarm.kernels.recorded import recorded_specs
 from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.spec import KernelSpec
@@ -35,7 +41,7 @@ class RegistryError(Exception):
 
 @lru_cache(maxsize=1)
 def all_kernels() -> dict[str, KernelSpec]:
-    specs = [*_cuda_specs(), *recorded_specs()]
+    specs = [*_cuda_specs(), *recorded_specs(), *plugin_specs()]
     registry: dict[str, KernelSpec] = {}
     for spec in specs:
         validate(spec)
@@ -45,11 +51,27 @@ def all_kernels() -> dict[str, KernelSpec]:
     return registry
 
 
-def get_kernel(name: str) -> KernelSpec:
-    try:
-        return all_kernels()[name]
-    except KeyError:
-        raise NotFound(f"unknown kernel {name!r}; known: {sorted(all_kernels())}") from None
+def get_kernel(name: str, version: int | None = None) -> KernelSpec:
+    """The kernel called ``name``: from the catalogue (and plugins), else an uploaded kernel at
+    ``version`` (None: its latest), read from the farm's database.
+
+    A catalogue or plugin kernel is the one installed here whatever ``version`` says: a plugin at
+    another version is kept off this worker by its requirement (KernelSpec.requires).
+
+    Raises:
+        NotFound: no such kernel (or no such version of an uploaded one).
+    """
+    found = all_kernels().get(name)
+    if found is not None:
+        return found
+    if get_settings().database_url:
+        from kernelfarm.kernels.uploaded import uploaded_kernel
+
+        try:
+            return uploaded_kernel(name, version)
+        except NotFound:
+            pass
+    raise NotFound(f"unknown kernel {name!r}; known: {sorted(all_kernels())} and the uploaded kernels")
 
 
 def validate(spec: KernelSpec) -> None:

@@ -81,6 +81,9 @@ class KernelSpec:
     test_problems: small problems the kernel contract suite verifies on the GPU, shaped to reach the
         kernel's edge cases (ragged tails, each dtype, causal masks) yet leaving a rich space to
         sample configs from; empty: the default problem.
+    requires: capabilities a worker must have to measure it (core/capabilities.py): a plugin
+        kernel requires its plugin at the same version, a kernel with uploaded Python requires
+        workers that opted in. Empty: every worker of its backend can.
     """
 
     name: str
@@ -91,6 +94,7 @@ class KernelSpec:
     default_problem: Mapping[str, Any]
     impls: Mapping[str, Implementation]
     test_problems: tuple[Mapping[str, Any], ...] = ()
+    requires: frozenset[str] = frozenset()
 
     @property
     def backends(self) -> frozenset[str]:

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -21,9 +21,10 @@ from functools import lru_cache
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from kernelfarm.core.capabilities import missing, routed_model
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import KernelfarmError
-from kernelfarm.core.models import Job
+from kernelfarm.core.models import GpuWorker, Job, Kernel, Trial
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.space import SearchSpace
 from kernelfarm.core.states import JobState, TrialState
@@ -38,7 +39,9 @@ from kernelfarm.tuner.strategies.registry import get_strategy
 
 logger = logging.getLogger(__name__)
 
-Dispatch = Callable[[int, str], None]  # (trial id, gpu model) → send to the model's queue
+# (trial id, route) → send to the route's queue; the route is the GPU model, or the model plus what
+# the kernel requires (core/capabilities.py: only capable workers consume that queue)
+Dispatch = Callable[[int, str], None]
 # (job id, trial ids, gpu model) → send one profile batch to the model's queue
 DispatchProfiles = Callable[[uuid.UUID, list[int], str], None]
 
@@ -52,17 +55,29 @@ class StepResult:
     profile_batches: tuple[tuple[int, ...], ...] = ()
 
 
-def job_space(job: Job) -> SearchSpace:
-    return _cached_space(job.kernel_name, json.dumps(job.space, sort_keys=True))
+def job_space(job: Job, kernel_version: int | None = None) -> SearchSpace:
+    return _cached_space(job.kernel_name, kernel_version, json.dumps(job.space, sort_keys=True))
 
 
 @lru_cache(maxsize=64)
-def _cached_space(kernel_name: str, restriction_json: str) -> SearchSpace:
+def _cached_space(kernel_name: str, kernel_version: int | None, restriction_json: str) -> SearchSpace:
     # Cached so the valid set (SearchSpace caches it) is enumerated once per job and process,
     # not on every step.
     restriction = json.loads(restriction_json)
-    spec = get_kernel(kernel_name)
+    spec = get_kernel(kernel_name, kernel_version)
     return spec.space.restrict(restriction.get("parameters"), restriction.get("constraints", []))
+
+
+def pinned_version(session: Session, job: Job) -> int:
+    """The kernel version the job pinned (its kernels row)."""
+    return session.get_one(Kernel, job.kernel_id).version
+
+
+def route_of(job: Job, kernel_version: int) -> tuple[str, frozenset[str]]:
+    """Where the job's trials go: its GPU model, narrowed to workers that have what the kernel
+    requires (a plugin at its version, the uploaded-Python opt-in)."""
+    requires = get_kernel(job.kernel_name, kernel_version).requires
+    return routed_model(job.gpu_model, requires), requires
 
 
 def advance(
@@ -86,7 +101,9 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     if JobState(job.state).finished:
         return StepResult([], job.state, job.status_message), [], job.gpu_model
     try:
-        space = job_space(job)
+        version = pinned_version(session, job)
+        space = job_space(job, version)
+        route, requires = route_of(job, version)
     except KernelfarmError as exc:
         job_store.set_job_status(session, job, state=JobState.FAILED, message=f"cannot rebuild search space: {exc}")
         return StepResult([], job.state, job.status_message), [], job.gpu_model
@@ -104,8 +121,13 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
         reason = "time budget spent" if out_of_time else "space exhausted" if valid_left <= 0 else "trial budget spent"
         return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
 
-    if not live_workers(session, settings.worker_ttl_seconds, job.gpu_model):
+    live = live_workers(session, settings.worker_ttl_seconds, job.gpu_model)
+    if not live:
         return _wait_for_workers(session, job, settings), [], job.gpu_model
+    if requires and not any(not missing(requires, w.capabilities or []) for w in live):
+        message = _no_capable_worker(job, requires, live)
+        job_store.set_job_status(session, job, message=message)
+        return StepResult([], job.state, message), [], route
 
     lookahead = math.ceil(job.parallelism * settings.dispatch_lookahead)
     wanted = min(job.parallelism + lookahead - in_flight, trials_left, valid_left)
@@ -134,7 +156,18 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     ids = [t.id for t in new]
     profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=False)
     result = StepResult(ids, job.state, job.status_message, ask_seconds, _tuples(profiles.batches))
-    return result, ids, job.gpu_model
+    return result, ids, route
+
+
+def _no_capable_worker(job: Job, requires: frozenset[str], live: Sequence[GpuWorker]) -> str:
+    """Why no live worker takes the job's trials: what the kernel needs and what each worker has."""
+    have = "; ".join(
+        f"{w.name} has {', '.join(sorted(w.capabilities)) if w.capabilities else 'no kernel plugins'}" for w in live
+    )
+    return (
+        f"waiting: no live worker for GPU model {job.gpu_model!r} has {', '.join(sorted(requires))} "
+        f"(the kernel needs it; {have})"
+    )
 
 
 def _wait_for_workers(session: Session, job: Job, settings: Settings) -> StepResult:
@@ -222,6 +255,23 @@ def housekeeping(settings: Settings) -> Housekeeping:
             .scalars()
             .all()
         )
+        requeued, stale = _routed(session, reaped.requeued), _routed(session, stale)
     if reaped.requeued or reaped.failed:
         logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
-    return Housekeeping(reaped.requeued, stale, list(unfinished), lost_profiles)
+    return Housekeeping(requeued, stale, list(unfinished), lost_profiles)
+
+
+def _routed(session: Session, trials: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """(trial id, GPU model) -> (trial id, route): a trial that needs a capability is re-sent where
+    only capable workers take it, as its first dispatch was."""
+    if not trials:
+        return trials
+    ids = [trial_id for trial_id, _ in trials]
+    rows = session.execute(select(Trial.id, Job).join(Job, Trial.job_id == Job.id).where(Trial.id.in_(ids))).all()
+    routes: dict[int, str] = {}
+    for trial_id, job in rows:
+        try:
+            routes[trial_id] = route_of(job, pinned_version(session, job))[0]
+        except KernelfarmError:  # the kernel is gone here: the step will fail the job and say why
+            routes[trial_id] = job.gpu_model
+    return [(trial_id, routes.get(trial_id, model)) for trial_id, model in trials]

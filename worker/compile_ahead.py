@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.models import Job, Kernel, Trial
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.worker.backends.base import Backend, MeasureRequest
@@ -65,6 +65,7 @@ def queued_trials(session: Session, job_id: uuid.UUID, limit: int) -> list[Queue
                 problem=job.problem,
                 config=row.config,
                 job_seed=job.seed,
+                kernel_version=session.get_one(Kernel, job.kernel_id).version,
                 profile=False,
             ),
         )

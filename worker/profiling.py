@@ -14,7 +14,7 @@ import uuid
 from sqlalchemy import select
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.models import Job, Trial, TrialProfile
+from kernelfarm.core.models import Job, Kernel, Trial, TrialProfile
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.worker.backends.base import Backend
@@ -45,6 +45,7 @@ def profile_trials(job_id: uuid.UUID, trial_ids: list[int], backend: Backend, wo
                 problem=job.problem,
                 config=row.config,
                 job_seed=job.seed,
+                kernel_version=session.get_one(Kernel, job.kernel_id).version,
                 profile=True,
             )
             for row in rows

@@ -125,6 +125,7 @@ def _request_of(claim: trial_store.Claim) -> MeasureRequest:
         problem=claim.problem,
         config=claim.config,
         job_seed=claim.seed,
+        kernel_version=claim.kernel_version,
         # Profiles are taken later, in batches (tuner/profiling.py): one ncu process per trial
         # would cost seconds of start-up each.
         profile=False,

@@ -24,11 +24,13 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
+from kernelfarm.core.capabilities import UPLOADED_PYTHON, capability_queues
 from kernelfarm.core.celery_app import ADVANCE_TASK, EVALUATE_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import workers as worker_store
+from kernelfarm.kernels.plugins import plugin_capabilities
 from kernelfarm.kernels.registry import all_kernels
 from kernelfarm.worker import runner
 from kernelfarm.worker.backend_factory import make_backend
@@ -64,6 +66,12 @@ def _register(sender: Any = None, **_: Any) -> None:
     except Exception:
         logger.warning("backend warm-up failed; the first trial will pay for it", exc_info=True)
     identity = backend.identity()
+    capabilities = worker_capabilities()
+    # The queues of trials that need what this worker has (a plugin, the uploaded-Python opt-in):
+    # only workers that have it consume them (core/capabilities.py).
+    if hasattr(sender, "add_task_queue"):
+        for extra in capability_queues(queue_for(identity.gpu_model), capabilities):
+            sender.add_task_queue(extra)
     _WorkerState.name = getattr(sender, "hostname", _WorkerState.name)
     _WorkerState.gpu_uuid = identity.gpu_uuid
     with session_scope() as session:
@@ -80,10 +88,19 @@ def _register(sender: Any = None, **_: Any) -> None:
                 compute_capability=identity.compute_capability,
                 driver_version=identity.driver_version,
                 cuda_version=identity.cuda_version,
+                capabilities=tuple(capabilities),
             ),
         )
     threading.Thread(target=_heartbeat_loop, name="worker-heartbeat", daemon=True).start()
     logger.info("worker %s registered for %s (%s backend)", _WorkerState.name, identity.gpu_model, backend.name)
+
+
+def worker_capabilities() -> list[str]:
+    """The kernel plugins installed here, and the uploaded-Python opt-in when given."""
+    capabilities = plugin_capabilities()
+    if settings.worker_allow_uploaded_python:
+        capabilities.append(UPLOADED_PYTHON)
+    return capabilities
 
 
 def _heartbeat_loop() -> None:

@@ -27,6 +27,7 @@ def measure_request(
     config: Mapping[str, Any],
     job_seed: int,
     profile: bool,
+    kernel_version: int | None = None,
 ) -> MeasureRequest:
     """The measure request of one trial of a job.
 
@@ -35,6 +36,7 @@ def measure_request(
         kernel_name, problem: the job's kernel and problem shape.
         config: the trial's configuration.
         job_seed: the job's seed.
+        kernel_version: the kernel version the job pinned (an uploaded kernel's upload number).
         profile: ask the backend for an Nsight Compute profile along with the measurement
             (``Backend.measure``/``measure_many`` take one; ``measure_stream`` never does). The
             worker's measuring path passes False: profiles are taken later, in batches
@@ -47,4 +49,5 @@ def measure_request(
         config=dict(config),
         profile=profile,
         seed=request_seed(int(job_seed), trial_id),
+        kernel_version=kernel_version,
     )

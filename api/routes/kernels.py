@@ -1,18 +1,36 @@
-"""The kernel catalogue with its parameter spaces."""
+"""Kernels: the catalogue (with plugin kernels) and uploaded kernel manifests, with their versions.
+
+``POST /v1/kernels`` takes a multipart form: ``manifest`` (a TOML or JSON file) and ``files`` (the
+sources and headers it names, the naive reference source, the recorded Kernel Tuner cache file).
+The upload is checked as a whole before anything is stored (kernels/manifest/bundle.py); a bad one
+is a 422 naming the field and why. Versions are immutable and content-addressed: uploading the same
+content again answers the version that holds it (200), new content becomes the next version (201).
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import json
+from typing import Annotated
 
-from kernelfarm.api.deps import ReadToken
-from kernelfarm.api.schemas import KernelPublic, ProblemParamPublic
+from fastapi import APIRouter, File, Query, Response, UploadFile, status
+
+from kernelfarm.api.deps import KernelsToken, ReadToken, SessionDep
+from kernelfarm.api.schemas import KernelPublic, KernelVersionPublic, ProblemParamPublic
+from kernelfarm.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from kernelfarm.core.models import KernelVersion
+from kernelfarm.core.store import kernel_versions as version_store
+from kernelfarm.core.store.tokens import Scope
+from kernelfarm.kernels.manifest.bundle import Bundle, canonical_json, check_bundle, parse_manifest_text
 from kernelfarm.kernels.registry import all_kernels, get_kernel
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.uploaded import spec_of_row
 
 router = APIRouter(prefix="/v1/kernels", tags=["kernels"])
+KERNEL_UPLOAD_PATH = "/v1/kernels"
+MAX_FILES = 20
 
 
-def to_public(spec: KernelSpec) -> KernelPublic:
+def to_public(spec: KernelSpec, origin: str = "catalogue") -> KernelPublic:
     problem = spec.normalize_problem(spec.default_problem)
     return KernelPublic(
         name=spec.name,
@@ -29,14 +47,98 @@ def to_public(spec: KernelSpec) -> KernelPublic:
         default_problem=problem,
         valid_configs_default_problem=len(spec.space.valid_indices(problem)),
         recorded_gpu_models=sorted(spec.recordings.gpu_models) if spec.recordings else [],
+        origin="plugin" if any(r.startswith("plugin:") for r in spec.requires) else origin,
+        requires=sorted(spec.requires),
+    )
+
+
+def version_public(row: KernelVersion, created: bool = False) -> KernelVersionPublic:
+    manifest = json.loads(row.manifest)
+    return KernelVersionPublic(
+        name=row.name,
+        version=row.version,
+        content_hash=row.content_hash,
+        source_hash=spec_of_row(row).source_hash,
+        owner=row.owner,
+        created_at=row.created_at,
+        files=sorted(row.files),
+        recording=manifest.get("recording", {}).get("file"),
+        manifest=manifest,
+        created=created,
     )
 
 
 @router.get("", response_model=list[KernelPublic])
-def list_kernels(_: ReadToken) -> list[KernelPublic]:
-    return [to_public(spec) for spec in all_kernels().values()]
+def list_kernels(_: ReadToken, session: SessionDep) -> list[KernelPublic]:
+    """The catalogue and plugin kernels, then the latest version of every uploaded kernel."""
+    out = [to_public(spec) for spec in all_kernels().values()]
+    out += [to_public(spec_of_row(row), "upload") for row in version_store.latest_versions(session)]
+    return out
+
+
+@router.post("", response_model=KernelVersionPublic, status_code=status.HTTP_201_CREATED)
+def upload_kernel(
+    principal: KernelsToken,
+    session: SessionDep,
+    response: Response,
+    manifest: Annotated[UploadFile, File(description="the manifest, TOML (*.toml) or JSON")],
+    files: Annotated[list[UploadFile] | None, File(description="the files the manifest names")] = None,
+) -> KernelVersionPublic:
+    bundle = _checked_upload(manifest, files or [])
+    if bundle.has_python and Scope.ADMIN not in principal.scopes:
+        # Python is host code execution: docs/SECURITY.md, "Kernel trust".
+        raise Forbidden(
+            f"manifest.reference.python: uploading Python needs the admin scope; token {principal.name!r} lacks it"
+        )
+    if bundle.name in all_kernels():
+        raise Conflict(f"manifest.name: {bundle.name!r} is a catalogue or plugin kernel; choose another name")
+    row, created = version_store.add_version(
+        session,
+        version_store.NewVersion(
+            name=bundle.name,
+            content_hash=bundle.content_hash,
+            manifest=canonical_json(bundle.manifest_dict),
+            files=dict(bundle.files),
+            recording=bundle.recording,
+            owner=principal.name,
+        ),
+    )
+    public = version_public(row, created)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return public
+
+
+def _checked_upload(manifest: UploadFile, files: list[UploadFile]) -> Bundle:
+    if len(files) > MAX_FILES:
+        raise InvalidInput(f"files: at most {MAX_FILES} files")
+    data = parse_manifest_text(manifest.file.read(), manifest.filename or "manifest.json")
+    uploads: dict[str, bytes] = {}
+    for upload in files:
+        name = (upload.filename or "").rsplit("/", 1)[-1]
+        if not name:
+            raise InvalidInput("files: every file needs a file name")
+        if name in uploads:
+            raise InvalidInput(f"files: {name!r} is uploaded twice")
+        uploads[name] = upload.file.read()
+    return check_bundle(data, uploads)
 
 
 @router.get("/{name}", response_model=KernelPublic)
-def show_kernel(name: str, _: ReadToken) -> KernelPublic:
-    return to_public(get_kernel(name))
+def show_kernel(
+    name: str,
+    _: ReadToken,
+    version: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="an uploaded kernel's version")] = None,
+) -> KernelPublic:
+    spec = get_kernel(name, version)
+    return to_public(spec, "catalogue" if name in all_kernels() else "upload")
+
+
+@router.get("/{name}/versions", response_model=list[KernelVersionPublic])
+def list_versions(name: str, _: ReadToken, session: SessionDep) -> list[KernelVersionPublic]:
+    rows = version_store.versions(session, name)
+    if not rows:
+        raise NotFound(
+            f"no uploaded kernel {name!r}" + (" (it is a catalogue kernel)" if name in all_kernels() else "")
+        )
+    return [version_public(row) for row in rows]

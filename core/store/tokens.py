@@ -20,11 +20,15 @@ class Scope(StrEnum):
     READ = "read"
     SUBMIT = "submit"
     ADMIN = "admin"
+    # Upload CUDA kernel manifests (GPU code compiled by NVRTC on the workers; docs/SECURITY.md,
+    # "Kernel trust"). Uploaded Python needs admin.
+    KERNELS = "kernels"
 
 
-# admin implies submit implies read.
-_IMPLIED = {Scope.ADMIN: {Scope.ADMIN, Scope.SUBMIT, Scope.READ}, Scope.SUBMIT: {Scope.SUBMIT, Scope.READ},
-            Scope.READ: {Scope.READ}}  # fmt: skip
+# admin implies every scope; submit implies read; kernels implies read.
+_IMPLIED = {Scope.ADMIN: {Scope.ADMIN, Scope.SUBMIT, Scope.READ, Scope.KERNELS},
+            Scope.SUBMIT: {Scope.SUBMIT, Scope.READ}, Scope.READ: {Scope.READ},
+            Scope.KERNELS: {Scope.KERNELS, Scope.READ}}  # fmt: skip
 
 
 def hash_token(token: str) -> str:

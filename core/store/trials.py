@@ -17,7 +17,7 @@ from sqlalchemy import Row, and_, func, select, update
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.measurement import Measurement
-from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.models import Job, Kernel, Trial
 from kernelfarm.core.states import FailureKind, JobState, TrialState
 from kernelfarm.core.store.text import storable
 
@@ -34,6 +34,7 @@ class Claim:
     config: dict[str, Any]
     profile: str
     seed: int
+    kernel_version: int = 1  # the version the job pinned (its kernels row)
 
 
 def history(session: Session, job_id: uuid.UUID) -> Sequence[Trial]:
@@ -105,6 +106,7 @@ def claim(session: Session, trial_id: int, worker_name: str, gpu_uuid: str | Non
     if row is None:
         return None
     job = session.get_one(Job, row.job_id)
+    kernel = session.get_one(Kernel, job.kernel_id)
     return Claim(
         trial_id=row.id,
         attempt=row.attempt,
@@ -114,6 +116,7 @@ def claim(session: Session, trial_id: int, worker_name: str, gpu_uuid: str | Non
         config=dict(row.config),
         profile=job.profile,
         seed=int(job.seed),
+        kernel_version=kernel.version,
     )
 
 

@@ -26,10 +26,14 @@ class WorkerIdentity:
     compute_capability: str | None = None
     driver_version: str | None = None
     cuda_version: str | None = None
+    # kernel plugins and opt-ins the worker has (core/capabilities.py)
+    capabilities: tuple[str, ...] = ()
 
 
 def register_worker(session: Session, identity: WorkerIdentity) -> None:
-    values = storable(identity.__dict__) | {"last_heartbeat": func.now(), "stopped_at": None}
+    values = storable(identity.__dict__) | {
+        "last_heartbeat": func.now(), "stopped_at": None, "capabilities": sorted(identity.capabilities),
+    }  # fmt: skip
     statement = insert(GpuWorker).values(**values, started_at=func.now())
     session.execute(statement.on_conflict_do_update(index_elements=["name"], set_=values))
 

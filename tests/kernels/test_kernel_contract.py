@@ -30,16 +30,23 @@ import pytest
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.cuda_source import INCLUDE_DIR, CudaSource
+from kernelfarm.kernels.manifest.build import build_spec
+from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.registry import all_kernels
 from kernelfarm.kernels.spec import KernelSpec, MissingImplementation, ProblemParam
 from kernelfarm.kernels.tolerance import Tolerance
 from kernelfarm.worker.cuda.compiler import CompileJob
 from tests.gpu.availability import gpu_missing
+from tests.kernels.manifests import user_bundle, user_spec
 
-KERNELS = sorted(all_kernels())
-CUDA_KERNELS = [name for name in KERNELS if "cuda" in all_kernels()[name].backends]
-REPLAY_KERNELS = [name for name in KERNELS if "replay" in all_kernels()[name].backends]
+# The catalogue, and a kernel that comes as a manifest (tests/data/user_kernel/): kernels as data pass
+# the same suite.
+SPECS = {**all_kernels(), user_spec().name: user_spec()}
+KERNELS = sorted(SPECS)
+CUDA_KERNELS = [name for name in KERNELS if "cuda" in SPECS[name].backends]
+REPLAY_KERNELS = [name for name in KERNELS if "replay" in SPECS[name].backends]
+FILE_KERNELS = [name for name in CUDA_KERNELS if not isinstance(SPECS[name].impls["cuda"], ManifestCudaKernel)]
 
 # CUDA's limits (compute capability 7.0 and later) and the H100/H200's opt-in shared memory per block.
 MAX_THREADS_PER_BLOCK = 1024
@@ -48,7 +55,7 @@ MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
 MAX_DYNAMIC_SHARED_BYTES = 227 * 1024
 # Valid configs per problem a CUDA kernel declares: enough to be worth tuning, few enough to
 # enumerate. Flash attention's space is bounded by registers and shared memory.
-MIN_SPACE = {"flash_attention": 100}
+MIN_SPACE = {"flash_attention": 100, "user-axpb": 200}
 DEFAULT_MIN_SPACE = 300
 MAX_SPACE = 20_000
 CONFIGS_CHECKED_PER_PROBLEM = 50
@@ -56,7 +63,7 @@ CONFIGS_MEASURED_PER_PROBLEM = 4
 
 
 def spec_of(name: str) -> KernelSpec:
-    return all_kernels()[name]
+    return SPECS[name]
 
 
 def cuda_of(name: str) -> CudaKernel:
@@ -159,7 +166,7 @@ def test_problem_signature_rejects_bad_values(name: str) -> None:
 def test_source_hash_is_stable(name: str) -> None:
     spec = spec_of(name)
     assert re.fullmatch(r"[0-9a-f]{16}", spec.source_hash)
-    if "cuda" in spec.backends:  # read again from the files: the same hash
+    if name in FILE_KERNELS:  # read again from the files: the same hash
         kernel = cuda_of(name)
         assert kernel.source.path is not None
         reread = type(kernel)(CudaSource.from_file(kernel.source.path))
@@ -174,7 +181,7 @@ def test_source_hashes_differ_between_kernels() -> None:
 # ---------------------------------------------------------------- CUDA implementations
 
 
-@pytest.mark.parametrize("name", CUDA_KERNELS)
+@pytest.mark.parametrize("name", FILE_KERNELS)  # manifest kernels: tests/kernels/test_manifest.py
 def test_entry_point_is_in_the_source(name: str) -> None:
     kernel = cuda_of(name)
     # declared in the template as extern "C" __global__ (a C name: the backend looks it up by name)
@@ -237,7 +244,7 @@ def copy_of_sources(kernel: CudaKernel, root: Path) -> Path:
     return template
 
 
-@pytest.mark.parametrize("name", CUDA_KERNELS)
+@pytest.mark.parametrize("name", FILE_KERNELS)  # manifest kernels: tests/kernels/test_manifest.py
 def test_source_hash_and_cubin_key_cover_every_included_header(name: str, tmp_path: Path) -> None:
     spec, kernel = spec_of(name), cuda_of(name)
     problem = spec.normalize_problem(spec.default_problem)
@@ -298,6 +305,8 @@ def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
     from kernelfarm.worker.measuring.timing import TimingPolicy
 
+    # the manifest kernel is materialized where the measuring child (no database) reads it
+    manifest_kernel = build_spec(user_bundle(), 1, tmp_path_factory.mktemp("bundle"))
     options = CudaBackendOptions(
         cache_dir=tmp_path_factory.mktemp("cuda-cache"),
         timeout_s=60.0,
@@ -305,7 +314,7 @@ def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         roofline=False,  # correctness only: no ceilings to measure
         profile_standby=False,
     )
-    backend = CudaBackend(options)
+    backend = CudaBackend(options, specs={**all_kernels(), manifest_kernel.name: manifest_kernel})
     yield backend
     backend.close()
 

@@ -48,6 +48,7 @@ class MeasureRequest:
     config: Mapping[str, Any]
     profile: bool  # collect an Nsight Compute profile for this trial
     seed: int
+    kernel_version: int | None = None  # the version the job pinned (None: the kernel as installed here)
 
 
 @dataclass(frozen=True)

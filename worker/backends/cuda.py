@@ -117,8 +117,8 @@ class CudaBackend(Backend):
         return self._provenance.identity()
 
     # ------------------------------------------------------------------ compile
-    def spec(self, name: str) -> KernelSpec:
-        return self._catalogue.spec(name)
+    def spec(self, name: str, version: int | None = None) -> KernelSpec:
+        return self._catalogue.spec(name, version)
 
     def prepare(self, requests: list[MeasureRequest]) -> None:
         """Compile ahead on the CPU cores; measure() then finds the cubins ready."""
@@ -177,7 +177,7 @@ class CudaBackend(Backend):
     def roofline(self, request: MeasureRequest, timing: TimingStats) -> dict[str, Any]:
         """FLOP and bytes of the request, and where its timing sits under the GPU's ceilings."""
         ceilings = self.ceilings()
-        impl = cuda_impl(self.spec(request.kernel_name))
+        impl = cuda_impl(self.spec(request.kernel_name, request.kernel_version))
         assert impl is not None
         flops, moved = impl.flops(request.problem), impl.bytes_moved(request.problem)
         if ceilings is None:

@@ -112,7 +112,7 @@ class FakeBackend(Backend):
     def _check(self, request: MeasureRequest) -> tuple[KernelSpec | None, str | None]:
         """(the kernel, None), or why the request cannot be measured."""
         try:
-            spec = self._catalogue.spec(request.kernel_name)
+            spec = self._catalogue.spec(request.kernel_name, request.kernel_version)
         except Exception as exc:
             return None, str(exc)
         if not spec.space.contains(request.config, request.problem):

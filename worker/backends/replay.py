@@ -18,11 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kernelfarm.core.errors import NotFound
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import Landscape, load_landscape, read_json_tolerant
 from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.recorded import problem_of
+from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.backends.base import Backend, DeviceIdentity, KeepAlive, MeasureRequest
 
 
@@ -58,8 +60,29 @@ class ReplayBackend(Backend):
     def kernels(self) -> list[tuple[str, dict[str, Any]]]:
         return [(landscape.kernel_name, recorded_problem(landscape)) for landscape in self.landscapes]
 
+    def _landscape(self, request: MeasureRequest) -> Landscape | None:
+        """The recording of the request's kernel and problem: one this worker was started with, or
+        the recording uploaded with the kernel version the job pinned (fetched from the farm and
+        cached on this host), when it was recorded on this worker's GPU model."""
+        key = (request.kernel_name, _problem_json(request.problem))
+        found = self._index.get(key)
+        if found is not None or request.kernel_version is None:
+            return found
+        try:
+            spec = get_kernel(request.kernel_name, request.kernel_version)
+        except NotFound:
+            return None
+        recordings = spec.recordings
+        if recordings is None or model_slug(self.device_name) not in recordings.gpu_models:
+            return None
+        if not recordings.covers(request.problem):
+            return None
+        landscape = load_landscape(recordings.paths[0])
+        self._index[key] = landscape
+        return landscape
+
     def measure(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None = None) -> Measurement:
-        landscape = self._index.get((request.kernel_name, _problem_json(request.problem)))
+        landscape = self._landscape(request)
         provenance: dict[str, Any] = {
             "backend": "replay",
             "note": "replayed recorded measurement, not measured by this farm",
@@ -72,6 +95,8 @@ class ReplayBackend(Backend):
                 provenance=provenance,
             )
         provenance["recording"] = landscape.path.name
+        if request.kernel_version is not None:
+            provenance["kernel_version"] = request.kernel_version
         if set(request.config) != set(landscape.space.names):
             return Measurement.failed(
                 FailureKind.CONSTRAINT,

@@ -48,6 +48,9 @@ class CompileJob:
     arch: str  # "sm_90", "sm_90a", ...
     extra_options: tuple[str, ...] = ()
     headers: tuple[tuple[str, str], ...] = ()  # (include name, text) of every header the source includes
+    # C++ entries: NVRTC name expressions, lowered at compile time; their mangled names are written
+    # next to the cubin (``lowered_names``)
+    name_expressions: tuple[str, ...] = ()
 
     @classmethod
     def for_config(
@@ -63,12 +66,14 @@ class CompileJob:
 
         kernel = spec.impl("cuda", CudaKernel)
         defines = kernel.defines(config, problem)
+        expression = kernel.name_expression(config, problem)
         return cls(
             kernel.source.text,
             tuple((k, str(v)) for k, v in defines.items()),
             arch,
             extra_options,
             kernel.source.headers,
+            (expression,) if expression is not None else (),
         )
 
     @property
@@ -88,6 +93,8 @@ class CompileJob:
         digest.update("\0".join(self.options).encode())
         for name, text in self.headers:  # a job without headers keeps the key it had before headers existed
             digest.update(f"\0{name}\0{text}".encode())
+        for expression in self.name_expressions:
+            digest.update(f"\0name-expression\0{expression}".encode())
         return digest.hexdigest()[:32]
 
 
@@ -104,6 +111,22 @@ class CompileResult:
     @property
     def ok(self) -> bool:
         return self.cubin_path is not None
+
+
+def lowered_names_path(cubin: Path | str) -> Path:
+    """Where a cubin's lowered C++ names (name expression -> mangled name) are kept."""
+    return Path(cubin).with_suffix(".names.json")
+
+
+def lowered_name(cubin: Path | str, expression: str) -> str:
+    """The mangled name NVRTC gave ``expression`` when it compiled ``cubin``.
+
+    Raises:
+        KeyError: the cubin was compiled without that name expression.
+    """
+    path = lowered_names_path(cubin)
+    names: dict[str, str] = json.loads(path.read_text()) if path.is_file() else {}
+    return names[expression]
 
 
 def parse_ptxas(log: str) -> dict[str, int]:
@@ -159,6 +182,8 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
     include_names = [name.encode() for name, _ in job.headers]
     program = nvrtc.createProgram(job.source, f"kf_{job.key[:8]}.cu", headers, include_names)
     try:
+        for expression in job.name_expressions:
+            nvrtc.addNameExpression(program, expression)
         try:
             nvrtc.compileProgram(program, list(job.options))
         except nvrtc.NVRTCError as exc:
@@ -166,6 +191,7 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
             return CompileResult(job.key, None, f"{exc}\n{log}", time.perf_counter() - start, False, version)
         log = nvrtc.getProgramLog(program)
         cubin = nvrtc.getCUBIN(program)
+        lowered = {expression: nvrtc.getLoweredName(program, expression) for expression in job.name_expressions}
     finally:
         nvrtc.destroyProgram(program)
     seconds = time.perf_counter() - start
@@ -176,6 +202,8 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
     tmp.write_bytes(cubin)
     log_path.write_text(log)
     _write_resources(resources_path, resources, seconds)
+    if lowered:  # before the cubin appears: a reader that finds the cubin finds its names
+        lowered_names_path(path).write_text(json.dumps(lowered))
     tmp.replace(path)
     return CompileResult(job.key, str(path), log, seconds, False, version, resources)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.worker.cuda.compiler import lowered_name
 from kernelfarm.worker.cuda.implementation import cuda_impl
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, LoadedKernel
 
@@ -49,7 +50,9 @@ class CubinLoader(KernelLoader):
         """
         kernel = self.implementation(spec)
         launch = kernel.launch(config, problem)
-        function = self._function(artifact, kernel.entry)
+        expression = kernel.name_expression(config, problem)
+        function = self._function(artifact, kernel.entry if expression is None else lowered_name(artifact, expression))
+
         resources = {
             "registers": int(function.num_regs),
             "local_bytes": int(function.local_size_bytes),
@@ -73,7 +76,7 @@ class CubinLoader(KernelLoader):
             )
         if launch.shared_bytes > _DEFAULT_DYNAMIC_SHARED:
             function.max_dynamic_shared_size_bytes = launch.shared_bytes
-        return LoadedCubin(function, launch, kernel, resources)
+        return LoadedCubin(function, launch, kernel, resources, self._modules[artifact])
 
     def _function(self, cubin: str, entry: str) -> Any:
         module = self._modules.get(cubin)
@@ -95,11 +98,20 @@ class CubinLoader(KernelLoader):
 class LoadedCubin(LoadedKernel):
     """A cubin's function with its launch configuration."""
 
-    def __init__(self, function: Any, launch: Launch, kernel: CudaKernel, resources: Mapping[str, int]) -> None:
-        self.function, self.launch, self.kernel = function, launch, kernel
+    def __init__(
+        self, function: Any, launch: Launch, kernel: CudaKernel, resources: Mapping[str, int], module: Any = None
+    ) -> None:
+        self.function, self.launch, self.kernel, self.module = function, launch, kernel, module
         self.resources = dict(resources)
 
     def bind(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> Callable[[], None]:
+        """Also fills the kernel's ``__constant__`` symbols from their buffers (Kernel Tuner's
+        cmem_args), once, outside the timed launches."""
+        for symbol, name in self.kernel.constant_memory().items():
+            import cupy as cp
+
+            source = cp.ascontiguousarray(buffers[name])
+            self.module.get_global(symbol).copy_from_device(source.data, source.nbytes)
         args = tuple(self.kernel.arguments(buffers, problem))
         function, launch = self.function, self.launch
 

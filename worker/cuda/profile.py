@@ -72,6 +72,8 @@ class ProfileTarget:
     cubin: str
     seed: int
     entry: str  # the kernel's entry name: what ncu's filter matches
+    kernel_version: int | None = None
+    bundle: str | None = None  # an uploaded kernel's materialized bundle (the target has no database)
 
 
 @dataclass(frozen=True)

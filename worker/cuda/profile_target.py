@@ -41,7 +41,7 @@ def main(job_path: str) -> int:
     buffers: dict = {}
     for index, target in enumerate(job["targets"]):
         try:
-            spec = catalogue.spec(target["kernel"])
+            spec = catalogue.spec(target["kernel"], target.get("kernel_version"), target.get("bundle"))
             kernel = loader.implementation(spec)
             key = (target["kernel"], json.dumps(target["problem"], sort_keys=True), target["seed"])
             if key != data_key:

@@ -67,7 +67,9 @@ class CudaProvenance:
             "timing_policy": asdict(policy),
         }
         with contextlib.suppress(Exception):  # an unknown kernel is reported by the validity check
-            out["source_hash"] = self.catalogue.spec(request.kernel_name).source_hash
+            spec = self.catalogue.spec(request.kernel_name, request.kernel_version)
+            out["source_hash"] = spec.source_hash
+            out["kernel_version"] = spec.version
         return out
 
     def clocks(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 from kernelfarm.core.measurement import Measurement
 from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.uploaded import bundle_directory
 from kernelfarm.worker.backends.base import MeasureRequest
 from kernelfarm.worker.cuda import device as nvml
 from kernelfarm.worker.cuda.compiler import CompileJob, CompilePool, CompileResult
@@ -46,7 +47,7 @@ class CompileStaging:
         """Why ``request`` cannot be measured here (unknown kernel, no CUDA implementation, a config
         outside the valid space), or None."""
         try:
-            spec = self.catalogue.spec(request.kernel_name)
+            spec = self.catalogue.spec(request.kernel_name, request.kernel_version)
         except Exception as exc:
             return str(exc)
         if cuda_impl(spec) is None:
@@ -57,7 +58,7 @@ class CompileStaging:
 
     def compile_job(self, request: MeasureRequest) -> CompileJob:
         """The job that compiles ``request``'s config (call only for a valid request)."""
-        spec = self.catalogue.spec(request.kernel_name)
+        spec = self.catalogue.spec(request.kernel_name, request.kernel_version)
         impl = cuda_impl(spec)
         assert impl is not None
         arch = nvml.arch_for(self.compute_capability, impl.arch_specific)
@@ -108,9 +109,13 @@ class CompileStaging:
         }
         if not compiled.ok:
             return Measurement.failed(FailureKind.COMPILE, compiled.log, metrics=compile_metrics, provenance=base)
+        bundle = bundle_directory(self.catalogue.spec(request.kernel_name, request.kernel_version))
         message = {
             "op": "measure",
             "kernel": request.kernel_name,
+            "kernel_version": request.kernel_version,
+            # an uploaded kernel: the child reads it from here (it has no database access)
+            "bundle": str(bundle) if bundle is not None else None,
             "problem": dict(request.problem),
             "config": dict(request.config),
             "seed": request.seed,
@@ -127,8 +132,10 @@ class CompileStaging:
         compiled = self.pool.result(self.compile_job(request))
         if compiled.cubin_path is None:
             return "compilation failed"
-        impl = cuda_impl(self.catalogue.spec(request.kernel_name))
+        spec = self.catalogue.spec(request.kernel_name, request.kernel_version)
+        impl = cuda_impl(spec)
         assert impl is not None
+        bundle = bundle_directory(spec)
         return ProfileTarget(
             kernel=request.kernel_name,
             problem=dict(request.problem),
@@ -136,4 +143,6 @@ class CompileStaging:
             cubin=compiled.cubin_path,
             seed=request.seed,
             entry=impl.entry,
+            kernel_version=request.kernel_version,
+            bundle=str(bundle) if bundle is not None else None,
         )

@@ -26,13 +26,25 @@ class KernelCatalogue:
         self._specs = dict(specs or {})
         self.refs = dict(refs or {})
 
-    def spec(self, name: str) -> KernelSpec:
-        """The kernel called ``name``.
+    def spec(self, name: str, version: int | None = None, bundle: str | None = None) -> KernelSpec:
+        """The kernel called ``name`` (an uploaded one at ``version``).
+
+        Args:
+            name: the kernel.
+            version: an uploaded kernel's version (None: the latest; ignored for the catalogue's).
+            bundle: where an uploaded kernel's bundle is materialized: a process without database
+                access (the measuring child, the profiled program) builds the spec from it.
 
         Raises:
             NotFound: no such kernel.
             TypeError: its reference names something that is not a KernelSpec.
         """
+        if bundle is not None:
+            from pathlib import Path
+
+            from kernelfarm.kernels.uploaded import spec_from_directory
+
+            return spec_from_directory(Path(bundle), version or 1)
         if name in self._specs:
             return self._specs[name]
         if name in self.refs:
@@ -43,7 +55,7 @@ class KernelCatalogue:
             return spec
         from kernelfarm.kernels.registry import get_kernel
 
-        return get_kernel(name)
+        return get_kernel(name, version)
 
     def all(self) -> list[KernelSpec]:
         """Every kernel this catalogue can name: the registry's and the extra ones."""

@@ -20,6 +20,7 @@ from typing import Any
 from kernelfarm.core.states import FailureKind
 from kernelfarm.worker.measuring.faults import classify_error, is_cuda_error
 from kernelfarm.worker.measuring.loader import KernelLoader
+from kernelfarm.worker.measuring.sandbox import ChildLimits, enter, limit_cpu_for_request
 from kernelfarm.worker.measuring.session import Session, failure_reply
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class ChildConfig:
     device_ordinal: int = 0  # CUDA numbering, after CUDA_VISIBLE_DEVICES
     refs: Mapping[str, str] = field(default_factory=dict)  # kernels outside the registry: "module:ATTR"
     log_level: str = "WARNING"
+    limits: ChildLimits = field(default_factory=ChildLimits)  # its confinement (sandbox.py)
 
 
 def environment() -> dict[str, Any]:
@@ -54,18 +56,20 @@ def serve(conn: Connection, config: ChildConfig) -> None:
     Ops: ``measure`` (see :meth:`Session.measure`), ``warm`` (load libraries), ``ceilings`` (measure
     the GPU's roofline ceilings). Every reply carries the request's ``seq``.
     """
+    confinement = enter(config.limits)  # first: while this process is one thread
     logging.basicConfig(level=config.log_level)
     import cupy as cp
 
     cp.cuda.Device(config.device_ordinal).use()
     session = Session(config.loader, config.refs)
-    conn.send({"status": "ready", "environment": environment()})
+    conn.send({"status": "ready", "environment": {**environment(), "sandbox": confinement}})
     while True:
         try:
             message = conn.recv()
         except EOFError:
             return
         received, received_at = time.perf_counter(), time.time()
+        limit_cpu_for_request(config.limits)
         op = message.get("op")
         if op == "stop":
             return

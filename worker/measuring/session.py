@@ -98,7 +98,7 @@ class Session:
         Raises:
             Exception: a fault while loading or running (the child classifies it).
         """
-        spec = self.catalogue.spec(message["kernel"])
+        spec = self.catalogue.spec(message["kernel"], message.get("kernel_version"), message.get("bundle"))
         kernel = self.loader.implementation(spec)
         problem, config, seed = message["problem"], message["config"], int(message["seed"])
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from typing import Any
 from kernelfarm.core.states import FailureKind
 from kernelfarm.worker.measuring import child
 from kernelfarm.worker.measuring.child import ChildConfig
+from kernelfarm.worker.measuring.sandbox import start_confined
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +75,8 @@ class MeasuringChild:
             daemon=True,
             name=f"kernelfarm-measure-{self.config.device_ordinal}",
         )
-        process.start()
+        with start_confined():  # the child inherits no secret (sandbox.py)
+            process.start()
         child_end.close()
         if not parent.poll(self.start_timeout_s):
             process.kill()
@@ -218,6 +221,8 @@ class MeasuringChild:
                 try:
                     reply: dict[str, Any] = self._conn.recv()
                 except (EOFError, OSError):
+                    if self._process is not None:
+                        self._process.join(2)  # reap it: its exit code says why it died
                     code = self._process.exitcode if self._process else None
                     self._kill()
                     return _died_without_reply(code)
@@ -242,8 +247,13 @@ class MeasuringChild:
 
 
 def _died_without_reply(exit_code: int | None) -> dict[str, Any]:
+    why = {
+        -signal.SIGXCPU: ": it used more than its CPU time limit",
+        -signal.SIGKILL: ": killed (out of memory?)",
+        -signal.SIGSEGV: ": segmentation fault",
+    }.get(exit_code if exit_code is not None else 0, "")
     return {
         "status": "failure",
         "kind": FailureKind.CRASH.value,
-        "message": f"measuring child died without a reply (exit code {exit_code})",
+        "message": f"measuring child died without a reply (exit code {exit_code}){why}",
     }

@@ -1,0 +1,95 @@
+"""Uploaded kernels as rows: immutable, content-addressed, numbered per name.
+
+The store keeps what was uploaded (a manifest, its files, a recording) without reading it: checking
+it and building a kernel from it is the kernels layer's job (kernels/manifest/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from kernelfarm.core.errors import NotFound
+from kernelfarm.core.models import KernelVersion
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    name: str
+    content_hash: str
+    manifest: str  # JSON text, as the kernels layer wrote it (key order kept)
+    files: Mapping[str, str]
+    recording: bytes | None
+    owner: str
+
+
+def add_version(session: Session, new: NewVersion) -> tuple[KernelVersion, bool]:
+    """Store an upload as the name's next version, unless the same content is stored already.
+
+    Returns:
+        (the row, True when it was created now; False: the same content existed, as that version).
+    """
+    existing = by_hash(session, new.content_hash)
+    if existing is not None:
+        return existing, False
+    # Serialize uploads of one name so two of them cannot take the same version number.
+    session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"kernel_versions:{new.name}"))))
+    latest = session.execute(select(func.max(KernelVersion.version)).where(KernelVersion.name == new.name)).scalar()
+    statement = (
+        insert(KernelVersion)
+        .values(
+            name=new.name,
+            version=(latest or 0) + 1,
+            content_hash=new.content_hash,
+            manifest=new.manifest,
+            files=dict(new.files),
+            recording=new.recording,
+            owner=new.owner,
+        )
+        .on_conflict_do_nothing(index_elements=["content_hash"])
+        .returning(KernelVersion.id)
+    )
+    created = session.execute(statement).scalar()
+    row = session.get_one(KernelVersion, created) if created is not None else by_hash(session, new.content_hash)
+    assert row is not None
+    return row, created is not None
+
+
+def by_hash(session: Session, content_hash: str) -> KernelVersion | None:
+    return session.execute(select(KernelVersion).where(KernelVersion.content_hash == content_hash)).scalar_one_or_none()
+
+
+def get_version(session: Session, name: str, version: int | None = None) -> KernelVersion:
+    """The given version of an uploaded kernel, or its latest.
+
+    Raises:
+        NotFound: no such kernel or version.
+    """
+    query = select(KernelVersion).where(KernelVersion.name == name)
+    query = query.where(KernelVersion.version == version) if version is not None else query
+    row = session.execute(query.order_by(KernelVersion.version.desc()).limit(1)).scalar_one_or_none()
+    if row is None:
+        raise NotFound(f"no uploaded kernel {name!r}" + (f" version {version}" if version is not None else ""))
+    return row
+
+
+def versions(session: Session, name: str) -> Sequence[KernelVersion]:
+    return (
+        session.execute(select(KernelVersion).where(KernelVersion.name == name).order_by(KernelVersion.version))
+        .scalars()
+        .all()
+    )
+
+
+def latest_versions(session: Session) -> Sequence[KernelVersion]:
+    """The latest version of every uploaded kernel, by name."""
+    latest = select(KernelVersion.name, func.max(KernelVersion.version).label("version")).group_by(KernelVersion.name)
+    sub = latest.subquery()
+    query = select(KernelVersion).join(
+        sub, (KernelVersion.name == sub.c.name) & (KernelVersion.version == sub.c.version)
+    )
+    return session.execute(query.order_by(KernelVersion.name)).scalars().all()

@@ -1,0 +1,381 @@
+"""A manifest with its files, checked as a whole and content-addressed.
+
+Everything a bad upload can get wrong is found here, before anything is stored, and reported as an
+:class:`InvalidManifest` naming the field (``manifest.launch.grid_div_x.1``) and why: the schema, every
+expression (it parses, and names only what is defined where it is used), restrictions over real
+parameters, a non-empty space for the default problem, files present and within size limits, a
+recording of this very kernel.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kernelfarm.core.errors import ConstraintError, InvalidInput
+from kernelfarm.core.space import MAX_CARTESIAN, Parameter, SearchSpace
+from kernelfarm.kernels.manifest.expressions import Expr
+from kernelfarm.kernels.manifest.model import Manifest
+
+MAX_MANIFEST_BYTES = 64 << 10
+MAX_SOURCE_BYTES = 512 << 10
+MAX_TOTAL_BYTES = 2 << 20
+MAX_RECORDING_BYTES = 8 << 20
+MAX_RECORDING_UNPACKED = 64 << 20
+MANIFEST_FILE = "manifest.json"
+# Operands each built-in reference reads (required, then optional).
+BUILTIN_OPERANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "matmul": (("a", "b"), ()),
+    "layernorm": (("x",), ("weight", "bias")),
+    "softmax": (("x",), ()),
+    "conv2d": (("input", "weight"), ()),
+    "attention": (("q", "k", "v"), ()),
+}
+
+
+class InvalidManifest(InvalidInput):
+    """The manifest or its files are unusable; the message names the field and why (HTTP 422)."""
+
+
+def parse_manifest_text(raw: bytes, filename: str = MANIFEST_FILE) -> dict[str, Any]:
+    """A manifest's text as a dict: TOML for ``*.toml``, else JSON.
+
+    Raises:
+        InvalidManifest: too large, not UTF-8, or not valid TOML/JSON.
+    """
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise InvalidManifest(f"manifest: larger than {MAX_MANIFEST_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidManifest("manifest: not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text) if filename.endswith(".toml") else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidManifest(
+            f"manifest: not valid {'TOML' if filename.endswith('.toml') else 'JSON'}: {exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidManifest("manifest: must be an object")
+    return data
+
+
+def validated_model(data: Mapping[str, Any]) -> Manifest:
+    """Raises:
+    InvalidManifest: the first schema error, as ``manifest.<field path>: <why>``.
+    """
+    try:
+        return Manifest.model_validate(dict(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(root)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise InvalidManifest(f"manifest.{where}: {first['msg']}{more}") from None
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A checked manifest and the files it names (texts by name; the recording as bytes)."""
+
+    manifest: Manifest
+    files: Mapping[str, str]
+    recording: bytes | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @cached_property
+    def content_hash(self) -> str:
+        """sha256 over the canonical manifest, every file (name and bytes) and the recording."""
+        digest = hashlib.sha256(canonical_json(self.manifest_dict).encode())
+        for name in sorted(self.files):
+            digest.update(f"\0{name}\0".encode())
+            digest.update(self.files[name].encode())
+        if self.recording is not None:
+            digest.update(b"\0recording\0")
+            digest.update(self.recording)
+        return digest.hexdigest()
+
+    @property
+    def manifest_dict(self) -> dict[str, Any]:
+        return self.manifest.model_dump(mode="json", exclude_none=True)
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def has_python(self) -> bool:
+        """Carries Python (host code): admin-only uploads, run only by workers that opted in."""
+        return self.manifest.reference.python is not None
+
+    def write(self, directory: Path) -> Path:
+        """Materialize the bundle in ``directory`` (manifest.json, the files, the recording)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, text in self.files.items():
+            (directory / name).write_text(text)
+        if self.recording is not None and self.manifest.recording is not None:
+            (directory / self.manifest.recording.file).write_bytes(self.recording)
+        (directory / MANIFEST_FILE).write_text(canonical_json(self.manifest_dict))
+        return directory
+
+
+def canonical_json(data: Any) -> str:
+    """Compact JSON in the data's own key order: the order of ``tune_params`` is the order of a
+    config's key (Kernel Tuner's cache keys), so it is part of the content."""
+    return json.dumps(data, separators=(",", ":"))
+
+
+def read_bundle(directory: Path) -> Bundle:
+    """A bundle written by :meth:`Bundle.write` (the worker's local cache), checked again."""
+    manifest = parse_manifest_text((directory / MANIFEST_FILE).read_bytes())
+    files: dict[str, bytes] = {}
+    for path in directory.iterdir():
+        if path.is_file() and path.name != MANIFEST_FILE:
+            files[path.name] = path.read_bytes()
+    return check_bundle(manifest, files)
+
+
+def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes]) -> Bundle:
+    """Check a manifest with its uploaded files.
+
+    Args:
+        manifest_data: the parsed manifest.
+        uploads: file name -> bytes: the sources and headers, the reference source and the
+            recording the manifest names.
+
+    Returns:
+        The bundle, ready to store and to build a KernelSpec from.
+
+    Raises:
+        InvalidManifest: which field is wrong and why.
+    """
+    manifest = validated_model(manifest_data)
+    _check_sizes(uploads)
+    recording_name = manifest.recording.file if manifest.recording else None
+    extra = [name for name in (manifest.reference.source, manifest.reference.python) if name is not None]
+    named = [*manifest.source.files, *extra]
+    for index, name in enumerate(manifest.source.files):
+        if name not in uploads:
+            raise InvalidManifest(f"manifest.source.files.{index}: {name!r} was not uploaded")
+    for field_name in ("source", "python"):
+        name = getattr(manifest.reference, field_name)
+        if name is not None and name not in uploads:
+            raise InvalidManifest(f"manifest.reference.{field_name}: {name!r} was not uploaded")
+    if recording_name is not None and recording_name not in uploads:
+        raise InvalidManifest(f"manifest.recording.file: {recording_name!r} was not uploaded")
+    unexpected = sorted(set(uploads) - set(named) - {recording_name})
+    if unexpected:
+        raise InvalidManifest(f"files: {unexpected} are not named by the manifest (source.files, reference, recording)")
+    texts: dict[str, str] = {}
+    for name in named:
+        try:
+            texts[name] = uploads[name].decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidManifest(f"files.{name}: not UTF-8 text") from None
+    _check_source(manifest, texts)
+    _check_names(manifest)
+    bundle = Bundle(manifest, texts, uploads[recording_name] if recording_name else None)
+    if bundle.recording is not None:
+        check_recording(manifest, bundle.recording)
+    return bundle
+
+
+def _check_sizes(uploads: Mapping[str, bytes]) -> None:
+    total = 0
+    for name, data in uploads.items():
+        limit = MAX_RECORDING_BYTES if ".json" in name else MAX_SOURCE_BYTES
+        if len(data) > limit:
+            raise InvalidManifest(f"files.{name}: {len(data)} bytes, more than the limit of {limit}")
+        total += len(data)
+    if total > MAX_TOTAL_BYTES + MAX_RECORDING_BYTES:
+        raise InvalidManifest(f"files: {total} bytes in all, more than the limit")
+
+
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+def _check_source(manifest: Manifest, texts: Mapping[str, str]) -> None:
+    main = texts[manifest.source.files[0]]
+    entry = manifest.source.entry
+    plain_name = entry.name.split("<")[0].split("::")[-1]
+    if not re.search(rf"\b{re.escape(plain_name)}\s*[(<]", main):
+        raise InvalidManifest(f"manifest.source.entry.name: no function {plain_name!r} in {manifest.source.files[0]!r}")
+    if entry.linkage == "c" and 'extern "C"' not in main:
+        raise InvalidManifest('manifest.source.entry.linkage: "c", but the source has no extern "C"')
+    python = manifest.reference.python
+    if python is not None:
+        try:
+            compile(texts[python], python, "exec")
+        except SyntaxError as exc:
+            raise InvalidManifest(f"files.{python}: not valid Python: {exc.msg} (line {exc.lineno})") from None
+        except (ValueError, RecursionError, MemoryError):
+            raise InvalidManifest(f"files.{python}: not valid Python") from None
+    for name, text in texts.items():
+        if name == python:
+            continue
+        for include in _QUOTED_INCLUDE.findall(text):
+            if include not in texts:
+                raise InvalidManifest(f'files.{name}: #include "{include}" names no uploaded file')
+
+
+def _scope_names(manifest: Manifest) -> tuple[frozenset[str], frozenset[str]]:
+    problem = frozenset(manifest.problem)
+    tune = frozenset(manifest.tune_params)
+    clash = problem & tune
+    if clash:
+        raise InvalidManifest(f"manifest.tune_params: {sorted(clash)} are problem parameters too")
+    return problem, tune
+
+
+def _check_names(manifest: Manifest) -> None:
+    problem, tune = _scope_names(manifest)
+    both = problem | tune
+    try:
+        for index, text in enumerate(manifest.launch.problem_size):
+            Expr.parse(f"manifest.launch.problem_size.{index}", text, both)
+        for axis in "xyz":
+            for index, text in enumerate(getattr(manifest.launch, f"grid_div_{axis}") or ()):
+                Expr.parse(f"manifest.launch.grid_div_{axis}.{index}", text, both)
+        Expr.parse("manifest.launch.shared_memory", manifest.launch.shared_memory, both)
+        for name, text in manifest.source.defines.items():
+            Expr.parse(f"manifest.source.defines.{name}", text, both)
+        args = {}
+        for index, arg in enumerate(manifest.arguments):
+            if arg.name in args:
+                raise InvalidManifest(f"manifest.arguments.{index}.name: {arg.name!r} is listed twice")
+            args[arg.name] = arg
+            for dim, text in enumerate(arg.shape or ()):
+                Expr.parse(f"manifest.arguments.{index}.shape.{dim}", text, problem)
+            if arg.value is not None:
+                Expr.parse(f"manifest.arguments.{index}.value", arg.value, problem)
+        buffers = {name for name, arg in args.items() if arg.kind == "buffer"}
+        for index, name in enumerate(manifest.outputs):
+            if name not in buffers:
+                raise InvalidManifest(f"manifest.outputs.{index}: {name!r} is not a buffer argument")
+        for symbol, name in manifest.constant_memory.items():
+            if name not in buffers:
+                raise InvalidManifest(f"manifest.constant_memory.{symbol}: {name!r} is not a buffer argument")
+        _check_reference(manifest, problem, buffers, set(args))
+        Expr.parse("manifest.flops", manifest.flops, problem)
+        Expr.parse("manifest.bytes", manifest.bytes, problem)
+    except ConstraintError as exc:
+        raise InvalidManifest(str(exc)) from None
+    space = search_space(manifest)
+    defaults = default_problem(manifest)
+    if space.cartesian_size > MAX_CARTESIAN:
+        raise InvalidManifest(f"manifest.tune_params: {space.cartesian_size} configs, more than {MAX_CARTESIAN}")
+    try:
+        valid = space.valid_indices(defaults)
+    except InvalidInput as exc:
+        raise InvalidManifest(f"manifest.restrictions: {exc}") from None
+    if len(valid) == 0:
+        raise InvalidManifest(
+            f"manifest.restrictions: no config of tune_params satisfies them for the default problem {defaults}"
+        )
+
+
+def _check_reference(manifest: Manifest, problem: frozenset[str], buffers: set[str], args: set[str]) -> None:
+    reference = manifest.reference
+    if reference.builtin is not None:
+        required, optional = BUILTIN_OPERANDS[reference.builtin]
+        for operand in required:
+            if operand not in reference.inputs:
+                raise InvalidManifest(f"manifest.reference.inputs: the {reference.builtin} reference needs {operand!r}")
+        for operand, name in reference.inputs.items():
+            if operand not in required + optional:
+                raise InvalidManifest(
+                    f"manifest.reference.inputs.{operand}: the {reference.builtin} reference reads "
+                    f"{list(required + optional)}"
+                )
+            if name not in buffers:
+                raise InvalidManifest(f"manifest.reference.inputs.{operand}: {name!r} is not a buffer argument")
+        if len(manifest.outputs) != 1:
+            raise InvalidManifest("manifest.outputs: a built-in reference computes exactly one output")
+        return
+    if reference.python is not None:
+        return
+    for index, text in enumerate(reference.grid or ()):
+        Expr.parse(f"manifest.reference.grid.{index}", text, problem)
+    for index, text in enumerate(reference.block or ()):
+        Expr.parse(f"manifest.reference.block.{index}", text, problem)
+    for name, text in reference.defines.items():
+        Expr.parse(f"manifest.reference.defines.{name}", text, problem)
+    for index, name in enumerate(reference.arguments or ()):
+        if name not in args:
+            raise InvalidManifest(f"manifest.reference.arguments.{index}: {name!r} is not an argument")
+
+
+def search_space(manifest: Manifest) -> SearchSpace:
+    """The tune parameters and restrictions; the problem parameters are the restrictions' context."""
+    try:
+        parameters = tuple(Parameter(name, tuple(values)) for name, values in manifest.tune_params.items())
+        restrictions = tuple(manifest.restrictions) + thread_limit(manifest)
+        return SearchSpace(parameters, restrictions, context_names=frozenset(manifest.problem))
+    except ConstraintError as exc:
+        index = next((i for i, text in enumerate(manifest.restrictions) if repr(text.strip()) in str(exc)), None)
+        where = f"manifest.restrictions.{index}" if index is not None else "manifest.restrictions"
+        raise InvalidManifest(f"{where}: {exc}") from None
+    except InvalidInput as exc:
+        raise InvalidManifest(f"manifest.tune_params: {exc}") from None
+
+
+MAX_THREADS_PER_BLOCK = 1024
+
+
+def thread_limit(manifest: Manifest) -> tuple[str, ...]:
+    """The restriction Kernel Tuner adds by itself: at most 1024 threads per block (over the block
+    dimensions that are tune parameters)."""
+    tuned = [name for name in manifest.launch.block_size_names if name in manifest.tune_params]
+    return (f"{' * '.join(tuned)} <= {MAX_THREADS_PER_BLOCK}",) if tuned else ()
+
+
+def default_problem(manifest: Manifest) -> dict[str, Any]:
+    return {name: param.default for name, param in manifest.problem.items()}
+
+
+def check_recording(manifest: Manifest, data: bytes) -> dict[str, Any]:
+    """The recording must be a Kernel Tuner cache file of this kernel's parameters.
+
+    Returns:
+        The parsed cache file.
+
+    Raises:
+        InvalidManifest: not a cache file, or one of other parameters.
+    """
+    assert manifest.recording is not None
+    where = "manifest.recording.file"
+    try:
+        raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    except (OSError, EOFError):
+        raise InvalidManifest(f"{where}: not a readable gzip file") from None
+    if len(raw) > MAX_RECORDING_UNPACKED:
+        raise InvalidManifest(f"{where}: more than {MAX_RECORDING_UNPACKED} bytes unpacked")
+    try:
+        text = raw.decode("utf-8").strip()
+        try:
+            cache = json.loads(text)
+        except json.JSONDecodeError:
+            cache = json.loads(text.rstrip().rstrip(",") + "}}")  # an unterminated Kernel Tuner cache
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InvalidManifest(f"{where}: not a Kernel Tuner cache file (JSON)") from None
+    if not isinstance(cache, dict) or not {"tune_params_keys", "cache", "device_name"} <= set(cache):
+        raise InvalidManifest(f"{where}: not a Kernel Tuner cache file (needs device_name, tune_params_keys, cache)")
+    if list(cache["tune_params_keys"]) != list(manifest.tune_params):
+        raise InvalidManifest(
+            f"{where}: records parameters {list(cache['tune_params_keys'])}, the manifest tunes "
+            f"{list(manifest.tune_params)} (same names, same order)"
+        )
+    problem = manifest.recording.problem or default_problem(manifest)
+    unknown = set(problem) - set(manifest.problem)
+    if unknown:
+        raise InvalidManifest(f"manifest.recording.problem: {sorted(unknown)} are not problem parameters")
+    return cache

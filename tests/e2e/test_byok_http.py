@@ -1,0 +1,225 @@
+"""Bring your own kernel, over HTTP on the farm's real parts (API, coordinator, Celery replay
+workers, Redis, PostgreSQL): a user's .cu file and manifest are uploaded with a recorded Kernel Tuner
+cache file, a job tunes it on a replay worker that has never seen it (it fetches the version from
+the farm), and the best config comes back. Every bad manifest is a 4xx naming the field, and nothing
+is stored. The CLI's ``kernel add/list/show/versions`` run against the same farm.
+
+The recording is made here (a Kernel Tuner cache file with timings from a formula): this tests the
+farm's path, not a GPU; the replay worker reports it as a replay.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.models import KernelVersion
+from kernelfarm.kernels.manifest.bundle import search_space, validated_model
+from tests.conftest import RTX3090, Farm, live_worker_count, make_token, wait_for
+from tests.kernels.manifests import USER_FILES, USER_KERNEL, USER_MANIFEST, user_manifest, user_uploads
+from tests.kernels.test_manifest import BAD_MANIFESTS
+
+DEVICE = "NVIDIA GeForce RTX 3090"
+RECORDING = "axpb_rtx3090.json"
+
+
+def recorded_times(manifest: dict[str, Any]) -> dict[str, float]:
+    """A made-up landscape over every valid config of the default problem: config key -> ms."""
+    model = validated_model(manifest)
+    space = search_space(model)
+    problem = {name: p.default for name, p in model.problem.items()}
+    times = {}
+    for config in space.valid_configs(problem):
+        threads = config["block_size_x"] * config["block_size_y"]
+        work = config["tile_size_x"] * config["tile_size_y"]
+        times[space.key(config)] = round(0.05 + abs(threads - 256) / 2000 + abs(work - 4) / 50, 5)
+    return times
+
+
+def recording_bytes(manifest: dict[str, Any]) -> bytes:
+    cache = {}
+    for key, ms in recorded_times(manifest).items():
+        values = [int(v) for v in key.split(",")]
+        cache[key] = {**dict(zip(manifest["tune_params"], values, strict=True)), "time": ms, "times": [ms] * 5}
+    return json.dumps({
+        "device_name": DEVICE, "kernel_name": "axpb", "problem_size": [4096, 2048],
+        "tune_params_keys": list(manifest["tune_params"]), "tune_params": manifest["tune_params"],
+        "objective": "time", "cache": cache,
+    }).encode()  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where every component (and this process) materializes uploaded kernels: a temp folder."""
+    path = tmp_path_factory.mktemp("kernel-cache")
+    saved = os.environ.get("KERNELFARM_KERNEL_CACHE")
+    os.environ["KERNELFARM_KERNEL_CACHE"] = str(path)
+    from kernelfarm.core.settings import get_settings
+
+    get_settings.cache_clear()
+    yield path
+    if saved is None:
+        os.environ.pop("KERNELFARM_KERNEL_CACHE", None)
+    else:
+        os.environ["KERNELFARM_KERNEL_CACHE"] = saved
+    get_settings.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def byok_farm(database_url: str, redis_url: str, kernel_cache: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:  # fmt: skip
+    farm = Farm(database_url, redis_url, tmp_path_factory.mktemp("byok-farm"))
+    try:
+        farm.start_api()
+        farm.start_coordinator()
+        farm.start_worker("byok-replay")  # the shipped RTX 3090 recordings; it knows nothing of user-axpb
+        wait_for(lambda: farm.check_running() and live_worker_count(database_url, RTX3090) >= 1, 60, "a live worker")
+        yield farm
+    finally:
+        farm.stop_all()
+        from tests.conftest import _reset_between_farms
+
+        _reset_between_farms(database_url, redis_url)
+
+
+def client(farm: Farm, token: str | None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=farm.api_url, headers=headers, timeout=60)
+
+
+def upload(http: httpx.Client, manifest: dict[str, Any], uploads: dict[str, bytes]) -> httpx.Response:
+    parts = [("manifest", ("axpb.json", json.dumps(manifest).encode())),
+             *(("files", (name, data)) for name, data in uploads.items())]  # fmt: skip
+    return http.post("/v1/kernels", files=parts)
+
+
+def stored_versions(database_url: str) -> int:
+    with session_scope(database_url) as session:
+        return int(session.execute(select(func.count()).select_from(KernelVersion)).scalar_one())
+
+
+def test_upload_needs_the_kernels_scope(byok_farm: Farm, database_url: str) -> None:
+    before = stored_versions(database_url)
+    assert upload(client(byok_farm, None), user_manifest(), user_uploads()).status_code == 401
+    reader = make_token(database_url, "read", "submit", name="byok-reader")
+    refused = upload(client(byok_farm, reader), user_manifest(), user_uploads())
+    assert refused.status_code == 403 and "kernels" in refused.json()["detail"]
+    assert stored_versions(database_url) == before
+
+
+@pytest.mark.parametrize(("case", "mutate", "field", "reason"), BAD_MANIFESTS, ids=[c[0] for c in BAD_MANIFESTS])
+def test_a_bad_manifest_is_a_4xx_naming_the_field_and_nothing_is_stored(
+    byok_farm: Farm, database_url: str, case: str, mutate: Any, field: str, reason: str
+) -> None:
+    uploader = make_token(database_url, "kernels", name="byok-uploader")
+    manifest, uploads = copy.deepcopy(user_manifest()), user_uploads()
+    mutate(manifest, uploads)
+    before = stored_versions(database_url)
+    response = upload(client(byok_farm, uploader), manifest, uploads)
+    assert 400 <= response.status_code < 500, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith(field) and reason.lower() in detail.lower(), detail
+    assert stored_versions(database_url) == before
+
+
+def test_uploaded_python_needs_admin(byok_farm: Farm, database_url: str, admin_token: str) -> None:
+    manifest, uploads = user_manifest(), user_uploads()
+    manifest["reference"] = {"python": "reference.py"}
+    manifest["name"] = "user-axpb-python"
+    uploads.pop("axpb_naive.cu")
+    uploads["reference.py"] = b"def reference(buffers, problem):\n    return {'out': 1.5 * buffers['x'] + buffers['bias']}\n"
+    uploader = make_token(database_url, "kernels", name="byok-python-uploader")
+    refused = upload(client(byok_farm, uploader), manifest, uploads)
+    assert refused.status_code == 403 and "admin" in refused.json()["detail"]
+    stored = upload(client(byok_farm, admin_token), manifest, uploads)
+    assert stored.status_code == 201, stored.text
+    shown = client(byok_farm, admin_token).get("/v1/kernels/user-axpb-python").json()
+    assert shown["requires"] == ["uploaded-python"]  # only workers started with the opt-in run it
+
+
+def test_upload_job_replay_best(byok_farm: Farm, database_url: str, admin_token: str) -> None:
+    http = client(byok_farm, admin_token)
+    manifest = user_manifest() | {"recording": {"file": RECORDING}}
+    uploads = user_uploads() | {RECORDING: recording_bytes(manifest)}
+    created = upload(http, manifest, uploads)
+    assert created.status_code == 201, created.text
+    version = created.json()
+    assert version["name"] == "user-axpb" and version["recording"] == RECORDING
+    again = upload(http, manifest, uploads)  # the same content: the same version, nothing new stored
+    assert again.status_code == 200 and again.json()["version"] == version["version"]
+
+    listed = {k["name"]: k for k in http.get("/v1/kernels").json()}
+    assert listed["user-axpb"]["origin"] == "upload"
+    assert listed["user-axpb"]["recorded_gpu_models"] == [RTX3090]
+
+    body = {"kernel": "user-axpb", "kernel_version": version["version"], "gpu_model": RTX3090,
+            "budget_trials": 30, "parallelism": 4, "seed": 5}  # fmt: skip
+    job = http.post("/v1/jobs", json=body)
+    assert job.status_code == 201, job.text
+    job_id = job.json()["id"]
+    done = wait_for(
+        lambda: (j := http.get(f"/v1/jobs/{job_id}").json())["state"] in ("complete", "failed") and j, 120, "the job"
+    )
+    assert done["state"] == "complete", done["status_message"]
+    assert done["kernel_version"] == version["version"]
+    trials = http.get(f"/v1/jobs/{job_id}/trials", params={"limit": 100}).json()["items"]
+    assert len(trials) == 30 and all(t["state"] == "complete" for t in trials)
+    recorded = recorded_times(manifest)
+    for trial in trials:
+        assert trial["provenance"]["backend"] == "replay"
+        assert trial["provenance"]["recording"] == RECORDING
+        assert trial["provenance"]["kernel_version"] == version["version"]
+        assert trial["time_ms"] == pytest.approx(recorded[trial["config_key"]])
+    fastest = min(trials, key=lambda t: t["time_ms"])
+    best = http.get("/v1/best", params={"kernel": "user-axpb", "gpu": RTX3090}).json()
+    assert best["match"] == "exact" and best["time_ms"] == pytest.approx(fastest["time_ms"])
+    assert best["config"] == fastest["config"]
+
+
+def test_cli_adds_lists_shows_and_versions_a_kernel(
+    byok_farm: Farm, database_url: str, tmp_path: Path, kernel_cache: Path
+) -> None:
+    token = make_token(database_url, "kernels", name="byok-cli")
+    folder = tmp_path / "my-kernel"
+    folder.mkdir()
+    for name in (USER_MANIFEST.name, *USER_FILES):
+        shutil.copy(USER_KERNEL / name, folder / name)
+    text = (folder / USER_MANIFEST.name).read_text().replace('name = "user-axpb"', 'name = "cli-axpb"')
+    (folder / USER_MANIFEST.name).write_text(text)
+    env = {**os.environ, "KERNELFARM_API_URL": byok_farm.api_url, "KERNELFARM_API_TOKEN": token}
+
+    def kernelfarm(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-P", "-m", "kernelfarm", *args], env=env, capture_output=True, text=True,
+                              timeout=120, cwd=byok_farm.workdir)  # fmt: skip
+
+    added = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
+    assert added.returncode == 0, added.stderr + added.stdout
+    assert "cli-axpb uploaded as version 1" in added.stdout
+    (folder / "axpb_common.h").write_text((folder / "axpb_common.h").read_text() + "// a header edit\n")
+    second = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
+    assert "cli-axpb uploaded as version 2" in second.stdout  # the hash covers the included header
+    versions = kernelfarm("kernel", "versions", "cli-axpb")
+    assert versions.returncode == 0 and versions.stdout.count("axpb.cu") == 2
+    shown = kernelfarm("kernel", "show", "cli-axpb", "--version", "1")
+    assert "cli-axpb" in shown.stdout and "block_size_x" in shown.stdout
+    listed = kernelfarm("kernel", "list")
+    assert "cli-axpb" in listed.stdout and "upload" in listed.stdout
+
+    (folder / "axpb.toml").write_text(text.replace('"block_size_x * block_size_y >= 32"', '"block_size_q >= 32"'))
+    bad = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
+    assert bad.returncode == 1 and "manifest.restrictions.0" in bad.stdout and "Traceback" not in bad.stderr
+    (folder / "axpb_naive.cu").unlink()
+    missing = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
+    assert missing.returncode == 1 and "axpb_naive.cu" in missing.stdout

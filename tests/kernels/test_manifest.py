@@ -1,0 +1,209 @@
+"""Kernel manifests (kernels/manifest/): the format, its checks, and the KernelSpec it becomes.
+
+Every bad-manifest case is refused with an InvalidManifest naming the field and why (the HTTP test,
+tests/e2e/test_byok_http.py, sends the same cases to POST /v1/kernels)."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kernelfarm.kernels.manifest.build import build_spec
+from kernelfarm.kernels.manifest.bundle import InvalidManifest, check_bundle, parse_manifest_text
+from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
+from kernelfarm.kernels.manifest.model import manifest_json_schema, shipped_schema
+from kernelfarm.worker.cuda.compiler import CompileJob
+from tests.kernels.manifests import example_bundle, user_bundle, user_manifest, user_spec, user_uploads
+
+Mutation = Callable[[dict[str, Any], dict[str, bytes]], None]
+
+
+def _set(path: str, value: Any) -> Mutation:
+    def mutate(manifest: dict[str, Any], uploads: dict[str, bytes]) -> None:
+        *parents, last = path.split(".")
+        node: Any = manifest
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+def _drop_file(name: str) -> Mutation:
+    return lambda manifest, uploads: uploads.pop(name)
+
+
+def _add_file(name: str, data: bytes) -> Mutation:
+    return lambda manifest, uploads: uploads.__setitem__(name, data)
+
+
+# (case, mutation, the field the error must name, a word of the reason)
+BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
+    ("unknown format", _set("format", "kernelfarm.kernel/9"), "manifest.format", "kernelfarm.kernel/1"),
+    ("unknown field", _set("speed", "fast"), "manifest.speed", "not permitted"),
+    ("bad name", _set("name", "Bad Name!"), "manifest.name", "pattern"),
+    ("no tune params", _set("tune_params", {}), "manifest.tune_params", "at least 1"),
+    ("repeated value", _set("tune_params.tile_size_x", [1, 1]), "manifest.tune_params", "twice"),
+    ("restriction on unknown name", _set("restrictions.0", "block_size_z * 2 > 1"), "manifest.restrictions.0",
+     "block_size_z"),
+    ("restriction does not parse", _set("restrictions.1", "block_size_x *"), "manifest.restrictions.1", "parse"),
+    ("restriction calls a function", _set("restrictions.0", "__import__('os')"), "manifest.restrictions.0",
+     "called"),
+    ("empty space", _set("restrictions", ["block_size_x > 4096"]), "manifest.restrictions", "no config"),
+    ("grid divisor on unknown name", _set("launch.grid_div_x", ["block_size_x", "tile_x"]),
+     "manifest.launch.grid_div_x.1", "tile_x"),
+    ("problem size on a tune-only name", _set("launch.problem_size", ["N", "rows"]),
+     "manifest.launch.problem_size.1", "rows"),
+    ("shape uses a tune parameter", _set("arguments.0.shape", ["M", "block_size_x"]), "manifest.arguments.0.shape.1",
+     "block_size_x"),
+    ("buffer without shape", _set("arguments.1", {"name": "x"}), "manifest.arguments.1", "shape"),
+    ("scalar without value", _set("arguments.3", {"name": "alpha", "kind": "scalar"}), "manifest.arguments.3",
+     "value"),
+    ("unknown dtype", _set("arguments.0.dtype", "float128"), "manifest.arguments.0.dtype", "float32"),
+    ("output is not a buffer", _set("outputs", ["alpha"]), "manifest.outputs.0", "not a buffer"),
+    ("problem default out of bounds", _set("problem.M", {"default": 0, "minimum": 1}), "manifest.problem.M",
+     "outside"),
+    ("clashing names", _set("problem.tile_size_x", {"default": 1}), "manifest.tune_params", "problem parameters"),
+    ("two references", _set("reference.builtin", "matmul"), "manifest.reference", "exactly one"),
+    ("reference entry missing", _set("reference.entry", None), "manifest.reference", "entry"),
+    ("compiler option reads host files", _set("source.compiler_options", ["--include-path=/etc"]),
+     "manifest.source.compiler_options", "not allowed"),
+    ("entry not in the source", _set("source.entry", {"name": "missing_kernel"}), "manifest.source.entry.name",
+     "no function"),
+    ("source not uploaded", _drop_file("axpb_common.h"), "manifest.source.files.1", "not uploaded"),
+    ("reference source not uploaded", _drop_file("axpb_naive.cu"), "manifest.reference.source", "not uploaded"),
+    ("stray file", _add_file("notes.txt", b"hello"), "files", "not named"),
+    ("source too large", _add_file("axpb.cu", b"//" + b"x" * (600 << 10)), "files.axpb.cu", "limit"),
+    ("source not text", _add_file("axpb.cu", b"\xff\xfe\x00"), "files.axpb.cu", "UTF-8"),
+    ("include of a file not uploaded", _add_file("axpb_common.h", b'#include "secret.h"\n'), "files.axpb_common.h",
+     "secret.h"),
+    ("recording of other parameters",
+     lambda m, u: (m.__setitem__("recording", {"file": "cache.json"}),
+                   u.__setitem__("cache.json", json.dumps({"device_name": "X", "tune_params_keys": ["a"],
+                                                           "cache": {}}).encode())),
+     "manifest.recording.file", "records parameters"),
+    ("recording not a cache file",
+     lambda m, u: (m.__setitem__("recording", {"file": "cache.json"}), u.__setitem__("cache.json", b"[1, 2]")),
+     "manifest.recording.file", "Kernel Tuner cache"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "mutate", "field", "reason"), BAD_MANIFESTS, ids=[c[0] for c in BAD_MANIFESTS])
+def test_a_bad_manifest_is_refused_naming_the_field(case: str, mutate: Mutation, field: str, reason: str) -> None:
+    manifest, uploads = copy.deepcopy(user_manifest()), user_uploads()
+    mutate(manifest, uploads)
+    with pytest.raises(InvalidManifest) as refused:
+        check_bundle(manifest, uploads)
+    message = str(refused.value)
+    assert message.startswith(field), message
+    assert reason.lower() in message.lower(), message
+
+
+def test_unparseable_manifests_are_refused() -> None:
+    with pytest.raises(InvalidManifest, match="not valid TOML"):
+        parse_manifest_text(b"name = ", "m.toml")
+    with pytest.raises(InvalidManifest, match="not valid JSON"):
+        parse_manifest_text(b"{", "m.json")
+    with pytest.raises(InvalidManifest, match="larger than"):
+        parse_manifest_text(b" " * (65 << 10), "m.json")
+
+
+def test_the_shipped_json_schema_is_the_models_schema() -> None:
+    assert shipped_schema() == json.loads(json.dumps(manifest_json_schema()))
+
+
+def test_the_user_kernel_becomes_a_spec_read_as_kernel_tuner_reads_it() -> None:
+    spec = user_spec()
+    problem = spec.normalize_problem(None)
+    assert problem == {"M": 2048, "N": 4096}
+    impl = spec.impl("cuda", ManifestCudaKernel)
+    config = {"block_size_x": 32, "block_size_y": 4, "tile_size_x": 2, "tile_size_y": 8}
+    assert spec.space.contains(config, problem)
+    launch = impl.launch(config, problem)
+    # grid = ceil(problem_size / prod(grid_div)), block from block_size_names
+    assert launch.grid == (4096 // 64, 2048 // 32, 1) and launch.block == (32, 4, 1)
+    assert impl.defines(config, problem) == config  # every tune parameter is a -D, as in Kernel Tuner
+    assert impl.source.text.startswith('extern "C" {')  # "auto" linkage: wrapped as Kernel Tuner does
+    assert dict(impl.source.headers)["axpb_common.h"] == user_uploads()["axpb_common.h"].decode()
+    assert impl.name_expression(config, problem) is None
+    assert impl.flops(problem) == 2 * 2048 * 4096
+    assert not spec.space.contains({**config, "tile_size_x": 4, "block_size_x": 256}, {"M": 2048, "N": 1000})
+
+
+def test_a_cpp_entry_is_looked_up_through_a_name_expression() -> None:
+    manifest, uploads = user_manifest(), user_uploads()
+    source = uploads["axpb.cu"].decode().replace("__global__ void axpb(", "template <int U>\n__global__ void axpb(")
+    uploads["axpb.cu"] = source.encode()
+    manifest["source"]["entry"] = {"name": "axpb", "linkage": "c++", "name_expression": "axpb<{tile_size_x}>"}
+    spec = build_spec(check_bundle(manifest, uploads), 1)
+    impl = spec.impl("cuda", ManifestCudaKernel)
+    config = {"block_size_x": 32, "block_size_y": 4, "tile_size_x": 2, "tile_size_y": 8}
+    assert impl.name_expression(config, spec.normalize_problem(None)) == "axpb<2>"
+    job = CompileJob.for_config(spec, config, spec.normalize_problem(None), "sm_90")
+    assert job.name_expressions == ("axpb<2>",)
+    assert not impl.source.text.startswith('extern "C"')
+
+
+def test_content_hash_covers_manifest_sources_and_headers() -> None:
+    base = user_bundle().content_hash
+    assert user_bundle().content_hash == base  # stable
+    uploads = user_uploads()
+    uploads["axpb_common.h"] += b"// edited\n"
+    assert check_bundle(user_manifest(), uploads).content_hash != base
+    manifest = user_manifest()
+    manifest["tolerance"] = 1e-5
+    assert check_bundle(manifest, user_uploads()).content_hash != base
+    # the same manifest as TOML or JSON is the same content
+    as_json = parse_manifest_text(json.dumps(user_manifest()).encode(), "m.json")
+    assert check_bundle(as_json, user_uploads()).content_hash == base
+    assert user_spec().source_hash != build_spec(check_bundle(manifest, user_uploads()), 1).source_hash
+
+
+def test_a_recording_gives_a_replay_implementation(tmp_path: Any) -> None:
+    manifest, uploads = user_manifest(), user_uploads()
+    manifest["recording"] = {"file": "cache.json.gz"}
+    cache = {
+        "device_name": "NVIDIA GeForce RTX 3090",
+        "kernel_name": "axpb",
+        "problem_size": [4096, 2048],
+        "tune_params_keys": list(manifest["tune_params"]),
+        "tune_params": manifest["tune_params"],
+        "cache": {"32,4,2,8": {"block_size_x": 32, "block_size_y": 4, "tile_size_x": 2, "tile_size_y": 8,
+                                "time": 0.5, "times": [0.5, 0.5]}},
+    }  # fmt: skip
+    uploads["cache.json.gz"] = gzip.compress(json.dumps(cache).encode())
+    spec = build_spec(check_bundle(manifest, uploads), 3, tmp_path / "bundle")
+    assert spec.version == 3
+    assert spec.recordings is not None
+    assert spec.recordings.gpu_models == frozenset({"nvidia-geforce-rtx-3090"})
+    assert spec.recordings.covers({"M": 2048, "N": 4096})
+    assert (tmp_path / "bundle" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["matmul", "convolution"])
+def test_kernel_tuner_examples_are_valid_manifests(name: str) -> None:
+    bundle, real_source = example_bundle(name)
+    spec = build_spec(bundle, 1)
+    problem = spec.normalize_problem(None)
+    valid = spec.space.valid_configs(problem)
+    # the space Kernel Tuner tunes for these examples: its restrictions and at most 1024 threads per block
+    assert len(valid) == {"matmul": 40, "convolution": 342}[name]
+    impl = spec.impl("cuda", ManifestCudaKernel)
+    for config in valid:
+        launch = impl.launch(config, problem)
+        assert launch.threads <= 1024
+        size = (512, 512) if name == "matmul" else (4096, 4096)
+        tile = (config["block_size_x"] * config["tile_size_x"], config["block_size_y"] * config["tile_size_y"])
+        covered = (launch.grid[0] * tile[0], launch.grid[1] * tile[1])
+        # Kernel Tuner's grid: ceil(problem_size / divisors) blocks, every element and less than a tile more
+        assert all(size[d] <= covered[d] < size[d] + tile[d] for d in range(2)), (config, launch)
+    if name == "convolution":
+        assert impl.constant_memory() == {"d_filter": "filter"}
