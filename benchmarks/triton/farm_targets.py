@@ -170,8 +170,10 @@ def main() -> None:
         for size in sizes:
             cublas = report["baselines_before_ms"][f"cublas_{size}"]
             thresholds = {f"{pct}% of cuBLAS": cublas / (pct / 100) for pct in (90, 95, 95.6, 100, 105, 111)}
-            body = base | {"kernel": "matmul_triton",
-                           "problem": {"M": size, "N": size, "K": size, "dtype": "bfloat16", "b_layout": "kn"}}
+            body = base | {
+                "kernel": "matmul_triton",
+                "problem": {"M": size, "N": size, "K": size, "dtype": "bfloat16", "b_layout": "kn"},
+            }
             result = run_job(client, body, farm_cache, thresholds)
             result["fraction_of_cublas"] = cublas / result["best_ms"] if result["best_ms"] else None
             result["tflops"] = 2 * size**3 / (result["best_ms"] * 1e-3) / 1e12 if result["best_ms"] else None
@@ -189,8 +191,11 @@ def main() -> None:
             logger.info("fused: %s", {k: v for k, v in result.items() if k != "curve"})
             args.out.write_text(json.dumps(report, indent=2, default=str))
         if args.lm_head:
-            body = base | {"kernel": "matmul_triton", "budget_trials": args.lm_head_budget,
-                           "problem": {"M": 4096, "N": 50257, "K": 768, "dtype": "bfloat16", "b_layout": "nk"}}
+            body = base | {
+                "kernel": "matmul_triton",
+                "budget_trials": args.lm_head_budget,
+                "problem": {"M": 4096, "N": 50257, "K": 768, "dtype": "bfloat16", "b_layout": "nk"},
+            }
             head = report["baselines_before_ms"]["cublas_lm_head"]
             result = run_job(client, body, farm_cache, {"1.0x cuBLAS": head})
             result["tflops"] = 2 * 4096 * 50257 * 768 / (result["best_ms"] * 1e-3) / 1e12 if result["best_ms"] else None
@@ -212,9 +217,11 @@ def print_table(report: dict[str, Any]) -> None:
         reached = {k: (round(v, 1) if v is not None else None) for k, v in job["reached_at_s"].items()}
         extra = {k: round(job[k], 3) for k in ("fraction_of_cublas", "tflops", "speedup_vs_unfused",
                                                "speedup_vs_addmm_gelu") if job.get(k) is not None}  # fmt: skip
-        print(f"{name}: best {job['best_ms']:.4f} ms at {job['best_found_at_s']:.1f} s (trial "
-              f"{job['best_found_at_trial']}), {job['verified']}/{job['trials']} verified, failures {job['failures']}, "
-              f"job {job['job_wall_s']:.1f} s; {extra}; reached (s): {reached}; best config {job['best_config']}")
+        print(
+            f"{name}: best {job['best_ms']:.4f} ms at {job['best_found_at_s']:.1f} s (trial "
+            f"{job['best_found_at_trial']}), {job['verified']}/{job['trials']} verified, failures {job['failures']}, "
+            f"job {job['job_wall_s']:.1f} s; {extra}; reached (s): {reached}; best config {job['best_config']}"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,6 @@ SPEC = KernelSpec(
     space=ROW_SPACE,
     problem_params=PROBLEM_PARAMS,
     default_problem=DEFAULT_PROBLEM,
-    impls={
-        "triton": TritonLayerNorm("kernelfarm.kernels.triton_jit.rows", "kf_triton_layernorm", CUDA_LAYERNORM)
-    },
+    impls={"triton": TritonLayerNorm("kernelfarm.kernels.triton_jit.rows", "kf_triton_layernorm", CUDA_LAYERNORM)},
     test_problems=({"M": 1000, "N": 4000, "dtype": "float32"}, {"M": 999, "N": 768, "dtype": "bfloat16"}),
 )

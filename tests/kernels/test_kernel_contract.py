@@ -42,7 +42,12 @@ KERNELS = sorted(all_kernels())
 CUDA_KERNELS = [name for name in KERNELS if "cuda" in all_kernels()[name].backends]
 REPLAY_KERNELS = [name for name in KERNELS if "replay" in all_kernels()[name].backends]
 TRITON_KERNELS = [name for name in KERNELS if "triton" in all_kernels()[name].backends]
-TRITON_OPTIONS = {"num_warps": (1, 2, 4, 8, 16, 32), "num_stages": range(1, 8), "num_ctas": (1, 2, 4), "maxnreg": range(24, 256)}
+TRITON_OPTIONS = {
+    "num_warps": (1, 2, 4, 8, 16, 32),
+    "num_stages": range(1, 8),
+    "num_ctas": (1, 2, 4),
+    "maxnreg": range(24, 256),
+}
 
 # CUDA's limits (compute capability 7.0 and later) and the H100/H200's opt-in shared memory per block.
 MAX_THREADS_PER_BLOCK = 1024

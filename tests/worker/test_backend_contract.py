@@ -98,7 +98,9 @@ def triton_case(tmp: Path) -> Case:
     problem = spec.normalize_problem({"M": 1000, "N": 1000, "dtype": "float32"})
     configs = spec.space.valid_configs(problem)
     valid, invalid = _requests("softmax_triton", problem, [configs[0], configs[-1]])
-    options = TritonBackendOptions(cache_dir=tmp, timeout_s=60.0, policy=TimingPolicy(max_time_s=0.3), compile_workers=4)
+    options = TritonBackendOptions(
+        cache_dir=tmp, timeout_s=60.0, policy=TimingPolicy(max_time_s=0.3), compile_workers=4
+    )
     return Case(lambda: TritonBackend(options), valid, invalid)
 
 

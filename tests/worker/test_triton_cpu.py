@@ -21,7 +21,8 @@ MATMUL = get_kernel("matmul_triton")
 TILED = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": 0}
 TMA = TILED | {"TMA": 1}
 MATMUL_ARGS = ["a_ptr", "b_ptr", "c_ptr", "bias_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk",
-               "stride_bn", "stride_cm", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EPILOGUE"]  # fmt: skip
+               "stride_bn", "stride_cm", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
+               "EPILOGUE"]  # fmt: skip
 
 
 def matmul_job(config: dict, problem: dict, arch: int = 90) -> TritonCompileJob:
