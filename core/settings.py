@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     visibility_timeout: int = 900
 
     # Worker process (set by `kernelfarm worker`; one process per GPU).
-    worker_backend: str = "replay"  # "cuda", "replay" or "fake" (worker.backend_factory.BACKEND_NAMES)
+    worker_backend: str = "replay"  # "cuda", "triton", "replay" or "fake" (worker.backend_factory.BACKEND_NAMES)
     worker_landscapes: str = ""  # replay: os.pathsep-separated Kernel Tuner cache files
     worker_sleep_ms: float = 0.0  # replay: fixed time each trial takes
     worker_time_scale: float = 0.0  # replay: plus this factor times the recorded kernel time
@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     # Run kernels whose uploaded manifest carries Python (host code execution). Off unless the
     # worker is started with --allow-uploaded-python; docs/SECURITY.md, "Kernel trust".
     worker_allow_uploaded_python: bool = False
+    # triton: Triton's kernel and launcher cache and the GPU's measured ceilings, shared by a host's
+    # workers (KERNELFARM_TRITON_CACHE; default: <temp dir>/kernelfarm-triton).
+    triton_cache: Path | None = None
     # cuda: log level of the measuring child, the process that owns the GPU (KERNELFARM_CHILD_LOG).
     child_log: str = "WARNING"
 

@@ -1,6 +1,6 @@
 """The catalogue of tunable kernels, validated at load.
 
-CUDA kernels live in ``kernels/<name>/spec.py`` and expose ``SPEC``; recorded kernels come from
+CUDA and Triton kernels live in ``kernels/<name>/spec.py`` and expose ``SPEC``; recorded kernels come from
 ``kernels/recorded/``; plugin kernels from installed packages' ``kernelfarm.kernels`` entry points
 (kernels/plugins.py). Uploaded kernels (manifests stored in the database, kernels/uploaded.py) are
 not part of the catalogue: :func:`get_kernel` finds them by name and version.
@@ -28,11 +28,12 @@ from kernelfarm.kernels.plugins import plugin_specs
 from kernelfarm.kernels.recorded import recorded_specs
 from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.triton_kernel import TritonKernel
 
 logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
 # The implementation type each known backend runs; a backend added later registers its own here.
-IMPLEMENTATION_TYPES: dict[str, type] = {"cuda": CudaKernel, "replay": Recordings}
+IMPLEMENTATION_TYPES: dict[str, type] = {"cuda": CudaKernel, "replay": Recordings, "triton": TritonKernel}
 
 
 class RegistryError(Exception):
