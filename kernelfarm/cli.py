@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from kernelfarm.commands import admin, demo, jobs, serve, stack_cmds, strategy_benchmark
+from kernelfarm.commands import admin, ci, demo, export, jobs, serve, stack_cmds, strategy_benchmark
 
 app = typer.Typer(help="kernelfarm: distributed GPU kernel auto-tuning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)  # fmt: skip
@@ -26,6 +26,8 @@ app.command()(jobs.cancel)
 app.command()(jobs.workers)
 app.command()(jobs.kernels)
 app.command()(demo.demo)
+app.command()(export.export)
+app.add_typer(ci.ci_app, name="ci")
 app.command("bench-strategies")(strategy_benchmark.benchmark_strategies)
 
 

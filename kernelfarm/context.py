@@ -10,6 +10,7 @@ import typer
 
 from kernelfarm.client import Client
 from kernelfarm.core.settings import Settings, get_settings
+from kernelfarm.sdk.client import Client as SdkClient
 from kernelfarm.stack import StackState
 
 
@@ -30,12 +31,20 @@ class CliContext:
         raise typer.BadParameter("no database: set DATABASE_URL or start the embedded stack with `kernelfarm up`")
 
     def client(self) -> Client:
+        return Client(*self.endpoint())
+
+    def sdk_client(self) -> SdkClient:
+        """The typed client (kernelfarm.Client) of the same API."""
+        return SdkClient(*self.endpoint())
+
+    def endpoint(self) -> tuple[str, str | None]:
+        """The API's URL and token."""
         stack = self.stack
         # An explicitly configured API wins over the local stack's.
         explicit = "api_url" in self.settings.model_fields_set
         url = self.settings.api_url if explicit or stack is None else stack.api_url
         token = self.settings.api_token or (stack.token if stack else None)
-        return Client(url, token)
+        return url, token
 
 
 def cli_context(state_dir: Path | None = None) -> CliContext:
