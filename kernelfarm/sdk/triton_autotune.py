@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 class Choice:
     """What the first call of a key decided; ``config`` None means Triton's own autotuning."""
 
-    source: str  # export | farm | autotune
+    source: str  # export (pinned file) | lookup:farm | lookup:cache | lookup:export | autotune
     config: dict[str, Any] | None
     shape_key: str | None = None  # the recorded shape the config is for
 
@@ -159,7 +159,7 @@ class FarmAutotuner:
             except LookupMiss:
                 pass
             else:
-                return Choice("farm", triton_format.triton_config(found.config),
+                return Choice(f"lookup:{found.source}", triton_format.triton_config(found.config),
                               ",".join(f"{k}={v}" for k, v in found.problem.items()))  # fmt: skip
         self._submit(shape)
         return Choice("autotune", None)
