@@ -22,7 +22,7 @@ INVALIDITY = {
 
 
 def write(export: TrialsExport) -> str:
-    results = [_result(t) for t in export.trials if t.state in ("complete", "failed")]
+    results = [_result(export, t) for t in export.trials if t.state in ("complete", "failed")]
     document = {
         "schema_version": T4_VERSION,
         "metadata": {"timeunit": "milliseconds", "kernel": export.kernel, "device": export.gpu_name or export.gpu_model,
@@ -32,13 +32,13 @@ def write(export: TrialsExport) -> str:
     return json.dumps(document, indent=1) + "\n"
 
 
-def _result(trial: TrialRow) -> dict[str, Any]:
+def _result(export: TrialsExport, trial: TrialRow) -> dict[str, Any]:
     complete = trial.state == "complete" and trial.time_ms is not None
     times: dict[str, Any] = {"runtimes": list(trial.times_ms or [])}
     if trial.compile_seconds is not None:
         times["compilation_time"] = trial.compile_seconds * 1000.0
     result: dict[str, Any] = {
-        "configuration": dict(trial.config),
+        "configuration": {name: trial.config[name] for name in export.parameters if name in trial.config},
         "objectives": ["time"],
         "times": times,
         "invalidity": "correct" if complete else INVALIDITY.get(trial.failure_kind or "", "runtime"),
