@@ -20,7 +20,9 @@ from kernelfarm.kernels.registry import get_kernel
 router = APIRouter(prefix="/v1", tags=["exports"])
 
 GpuFilter = Annotated[list[str], Query(max_length=64, description="GPU model slug or device name (repeatable)")]
-ProblemFilter = Annotated[list[str], Query(max_length=32, description="name=value (repeatable): problems that have them")]
+ProblemFilter = Annotated[
+    list[str], Query(max_length=32, description="name=value (repeatable): problems that have them")
+]
 
 
 @router.get("/best/export")

@@ -28,8 +28,13 @@ IdempotencyKey = Annotated[
 
 @router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED)
 def create_job(
-    body: JobCreate, principal: SubmitToken, session: SessionDep, settings: SettingsDep, celery: CeleryDep,
-    response: Response, idempotency_key: IdempotencyKey = None,
+    body: JobCreate,
+    principal: SubmitToken,
+    session: SessionDep,
+    settings: SettingsDep,
+    celery: CeleryDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
     """With an ``Idempotency-Key`` header, a retry (same key, same token owner, same body) returns the
     job the first request created (200) instead of creating a second one."""

@@ -61,7 +61,7 @@ def write(export: BestExport) -> str:
     ]
     for index, (model, entries) in enumerate(sorted(by_model.items())):
         lines.append(f"{'#if' if index == 0 else '#elif'} defined({target_macro(model)})")
-        own_default = entries.get(default_key) or next(iter(entries.values()))
+        own_default = (entries.get(default_key) if default_key else None) or next(iter(entries.values()))
         lines += _block(export, kernel, problems, own_default, entries)
     lines.append("#else" if by_model else "#if 1")
     common = _most_common_config(export)
@@ -69,7 +69,9 @@ def write(export: BestExport) -> str:
     lines += [f"#define {macro_name(kernel, p)} {c_literal(v)}" for p, v in _ordered(export, common)]
     if len(problems) > 1:
         for key in problems:
-            lines += [f"#define {macro_name(kernel, problem_tag(key), p)} {c_literal(v)}" for p, v in _ordered(export, common)]
+            lines += [
+                f"#define {macro_name(kernel, problem_tag(key), p)} {c_literal(v)}" for p, v in _ordered(export, common)
+            ]
     lines += ["#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
 
@@ -77,14 +79,20 @@ def write(export: BestExport) -> str:
 def _block(
     export: BestExport, kernel: str, problems: list[str], own_default: BestEntry, entries: dict[str, BestEntry]
 ) -> list[str]:
-    lines = [f"/* {own_default.gpu_name or own_default.gpu_model}: {own_default.time_ms:.6g} ms for {own_default.problem_key} */"]
+    lines = [
+        f"/* {own_default.gpu_name or own_default.gpu_model}: "
+        f"{own_default.time_ms:.6g} ms for {own_default.problem_key} */"
+    ]
     lines += [f"#define {macro_name(kernel, p)} {c_literal(v)}" for p, v in _ordered(export, own_default.config)]
     if len(problems) > 1:
         for key in problems:
             entry = entries.get(key, own_default)
             note = f"{entry.time_ms:.6g} ms" if key in entries else "not measured: this GPU model's default"
             lines.append(f"/* {key}: {note} */")
-            lines += [f"#define {macro_name(kernel, problem_tag(key), p)} {c_literal(v)}" for p, v in _ordered(export, entry.config)]
+            lines += [
+                f"#define {macro_name(kernel, problem_tag(key), p)} {c_literal(v)}"
+                for p, v in _ordered(export, entry.config)
+            ]
     return lines
 
 
@@ -94,7 +102,9 @@ def _ordered(export: BestExport, config: dict[str, Any]) -> list[tuple[str, Any]
 
 
 def _default_problem_key(export: BestExport, problems: list[str]) -> str | None:
-    wanted = ",".join(f"{name}={export.default_problem[name]}" for name in export.problem_params if name in export.default_problem)
+    wanted = ",".join(
+        f"{name}={export.default_problem[name]}" for name in export.problem_params if name in export.default_problem
+    )
     return wanted if wanted in problems else (problems[0] if problems else None)
 
 

@@ -17,5 +17,7 @@ def read(text: str) -> BestExport:
     except ValueError as exc:
         raise InvalidInput(f"not a {SCHEMA_NAME} file: {exc}") from None
     if export.schema_version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        raise InvalidInput(f"{SCHEMA_NAME} version {export.schema_version} is not readable (this reads {SCHEMA_VERSION})")
+        raise InvalidInput(
+            f"{SCHEMA_NAME} version {export.schema_version} is not readable (this reads {SCHEMA_VERSION})"
+        )
     return export

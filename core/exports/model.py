@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = "1.0"
-SCHEMA_NAME = "kernelfarm.best-export"
+SCHEMA_NAME: Literal["kernelfarm.best-export"] = "kernelfarm.best-export"
 
 
 class Toolchain(BaseModel):

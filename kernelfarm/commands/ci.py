@@ -10,6 +10,7 @@ Both write a markdown summary and JUnit XML when asked.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -17,9 +18,10 @@ from rich.console import Console
 
 from kernelfarm.client import ApiError
 from kernelfarm.context import cli_context
-from kernelfarm.gate.config import ConfigError, load_config
+from kernelfarm.gate.config import ConfigError, GateConfig, load_config
 from kernelfarm.gate.report import junit, markdown
 from kernelfarm.gate.verdicts import Verdict, run_gate, run_recheck
+from kernelfarm.sdk.client import Client
 
 console = Console()
 ci_app = typer.Typer(help="Gate CI pipelines on kernel performance (docs/CI.md).", no_args_is_help=True)
@@ -32,7 +34,9 @@ Poll = typer.Option(1.0, "--poll", help="seconds between job status reads")
 
 
 @ci_app.command()
-def gate(config: Path, run_id: str = RunId, summary: Path = Summary, junit_xml: Path = Junit, poll: float = Poll) -> None:
+def gate(
+    config: Path, run_id: str = RunId, summary: Path = Summary, junit_xml: Path = Junit, poll: float = Poll
+) -> None:
     """Fail (exit 1) when a candidate is slower than the pinned baseline re-measured in this run."""
     _run("kernelfarm ci gate", config, run_id, summary, junit_xml, lambda c, cfg, rid: run_gate(c, cfg, rid, poll))
 
@@ -47,7 +51,12 @@ def recheck(
          lambda c, cfg, rid: run_recheck(c, cfg, rid, force=force, poll=poll))  # fmt: skip
 
 
-def _run(title: str, config_path: Path, run_id: str | None, summary: Path | None, junit_xml: Path | None, check) -> None:  # type: ignore[no-untyped-def]
+Check = Callable[[Client, GateConfig, str], list[Verdict]]
+
+
+def _run(
+    title: str, config_path: Path, run_id: str | None, summary: Path | None, junit_xml: Path | None, check: Check
+) -> None:
     try:
         config = load_config(config_path)
     except ConfigError as exc:
@@ -55,7 +64,7 @@ def _run(title: str, config_path: Path, run_id: str | None, summary: Path | None
         raise typer.Exit(2) from None
     run_id = run_id or uuid.uuid4().hex
     try:
-        verdicts: list[Verdict] = check(cli_context().sdk_client(), config, run_id)
+        verdicts = check(cli_context().sdk_client(), config, run_id)
     except ConfigError as exc:
         console.print(f"[red]error[/]: {exc}")
         raise typer.Exit(2) from None

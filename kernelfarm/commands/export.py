@@ -27,7 +27,9 @@ def export(
     """Export best configs (json, header, triton: every GPU model and problem recorded, or those
     filtered) or a job's trials (kernel_tuner, t4, csv: --job)."""
     if format not in BEST_FORMATS + TRIAL_FORMATS:
-        raise typer.BadParameter(f"format must be one of {', '.join(BEST_FORMATS + TRIAL_FORMATS)}", param_hint="--format")
+        raise typer.BadParameter(
+            f"format must be one of {', '.join(BEST_FORMATS + TRIAL_FORMATS)}", param_hint="--format"
+        )
     if format in TRIAL_FORMATS and not job:
         raise typer.BadParameter(f"the {format} format exports a job's trials: give --job", param_hint="--job")
     client = cli_context().sdk_client()
@@ -35,7 +37,9 @@ def export(
         if format in TRIAL_FORMATS:
             written: str | dict[str, str] = client.export_trials(job, format)  # type: ignore[arg-type]
         elif format == "json":
-            written = json_format.write(client.export(kernel, "json", gpu=gpu, problem=parse_pairs(problem, "--problem")))
+            written = json_format.write(
+                client.export(kernel, "json", gpu=gpu, problem=parse_pairs(problem, "--problem"))
+            )
         else:
             written = client.export(kernel, format, gpu=gpu, problem=parse_pairs(problem, "--problem"))  # type: ignore[call-overload]
     except ApiError as exc:

@@ -1,16 +1,16 @@
 """The CI gate's config file (TOML or JSON): which kernels and problems to check, and how.
 
-    baseline = "kernelfarm-baseline.json"   # a `kernelfarm export --format json` file, pinned in the repo
-    threshold = 0.05                        # a candidate slower than the baseline by more than 5 % fails
-    timeout = 1800                          # seconds for all measurements together
+baseline = "kernelfarm-baseline.json"   # a `kernelfarm export --format json` file, pinned in the repo
+threshold = 0.05                        # a candidate slower than the baseline by more than 5 % fails
+timeout = 1800                          # seconds for all measurements together
 
-    [[entry]]
-    kernel = "matmul_fp32"
-    gpu = "nvidia-h100-80gb-hbm3"
-    problem = { M = 4096, N = 4096, K = 4096 }
-    mode = "tune"                           # tune anew (budget below) or "pinned": re-measure `candidate`'s config
-    budget_trials = 60
-    seed = 1
+[[entry]]
+kernel = "matmul_fp32"
+gpu = "nvidia-h100-80gb-hbm3"
+problem = { M = 4096, N = 4096, K = 4096 }
+mode = "tune"                           # tune anew (budget below) or "pinned": re-measure `candidate`'s config
+budget_trials = 60
+seed = 1
 """
 
 from __future__ import annotations

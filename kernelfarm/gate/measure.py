@@ -38,7 +38,9 @@ def pinned_entry(export: BestExport, entry: GateEntry, what: str) -> BestEntry:
         raise EntryError(f"the {what} export has no config for {model} and problem {entry.problem or 'any'}")
     if len(found) > 1:
         keys = ", ".join(e.problem_key for e in found)
-        raise EntryError(f"the {what} export has several problems matching {entry.problem}: {keys}; name the problem fully")
+        raise EntryError(
+            f"the {what} export has several problems matching {entry.problem}: {keys}; name the problem fully"
+        )
     return found[0]
 
 

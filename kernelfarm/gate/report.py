@@ -23,14 +23,16 @@ def markdown(title: str, verdicts: list[Verdict], run_id: str) -> str:
         f"Run `{run_id}`. Baseline and candidate measured in this run on the same GPU model; "
         "the pinned time is the baseline's recorded number, for reference.",
         "",
-        "| entry | status | baseline config | pinned ms | baseline now ms | candidate config | candidate ms | change | note |",
+        "| entry | status | baseline config | pinned ms | baseline now ms | candidate config | candidate ms "
+        "| change | note |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
         change = "" if v.change is None else f"{v.change:+.1%}"
         note = v.message + ("" if not v.toolchain_changes else " — toolchain: " + ", ".join(
             f"{k} {a} → {b}" for k, (a, b) in v.toolchain_changes.items()))  # fmt: skip
-        lines.append(f"| {v.name} | {ICONS.get(v.status, v.status)} | `{v.baseline_config or ''}` | {_ms(v.baseline_pinned_ms)} "
+        status = ICONS.get(v.status, v.status)
+        lines.append(f"| {v.name} | {status} | `{v.baseline_config or ''}` | {_ms(v.baseline_pinned_ms)} "
                      f"| {_ms(v.baseline_now_ms)} | `{v.candidate_config or ''}` | {_ms(v.candidate_ms)} | {change} "
                      f"| {note.replace('|', '/')} |")  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -40,7 +42,9 @@ def junit(suite: str, verdicts: list[Verdict]) -> str:
     root = ET.Element("testsuites")
     failures = sum(FAILING.get(v.status) == "failure" for v in verdicts)
     errors = sum(FAILING.get(v.status) == "error" for v in verdicts)
-    node = ET.SubElement(root, "testsuite", name=suite, tests=str(len(verdicts)), failures=str(failures), errors=str(errors))
+    node = ET.SubElement(
+        root, "testsuite", name=suite, tests=str(len(verdicts)), failures=str(failures), errors=str(errors)
+    )
     for v in verdicts:
         case = ET.SubElement(node, "testcase", classname=f"{suite}.{v.kernel}", name=v.name)
         kind = FAILING.get(v.status)

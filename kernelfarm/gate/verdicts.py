@@ -107,7 +107,9 @@ def _unfinished_or_failed(job: Job, role: str) -> str | None:
     return None
 
 
-def run_recheck(client: Client, config: GateConfig, run_id: str, force: bool = False, poll: float = 1.0) -> list[Verdict]:
+def run_recheck(
+    client: Client, config: GateConfig, run_id: str, force: bool = False, poll: float = 1.0
+) -> list[Verdict]:
     """Re-measure every entry's pinned config; where the toolchain it runs on now (driver, CUDA,
     NVRTC, Triton versions, from the re-measurement's provenance) differs from the pinned one's, or
     with ``force``, tune again and flag the entry when another config is now faster than the pinned
@@ -187,5 +189,3 @@ def _toolchain_now(client: Client, job: Job) -> Toolchain:
 
 def _toolchain_changes(pinned: Toolchain, now: Toolchain) -> dict[str, tuple[Any, Any]]:
     return {f: (getattr(pinned, f), getattr(now, f)) for f in TOOLCHAIN_FIELDS if getattr(pinned, f) != getattr(now, f)}
-
-

@@ -158,14 +158,32 @@ class Client:
         return BestConfig.model_validate(self._json("GET", "/v1/best", params=params))
 
     @overload
-    def export(self, kernel: str, format: Literal["json"] = "json", *, gpu: list[str] | None = None,
-               problem: Mapping[str, Any] | None = None) -> BestExport: ...
+    def export(
+        self,
+        kernel: str,
+        format: Literal["json"] = "json",
+        *,
+        gpu: list[str] | None = None,
+        problem: Mapping[str, Any] | None = None,
+    ) -> BestExport: ...
     @overload
-    def export(self, kernel: str, format: Literal["header"], *, gpu: list[str] | None = None,
-               problem: Mapping[str, Any] | None = None) -> str: ...
+    def export(
+        self,
+        kernel: str,
+        format: Literal["header"],
+        *,
+        gpu: list[str] | None = None,
+        problem: Mapping[str, Any] | None = None,
+    ) -> str: ...
     @overload
-    def export(self, kernel: str, format: Literal["triton"], *, gpu: list[str] | None = None,
-               problem: Mapping[str, Any] | None = None) -> dict[str, str]: ...
+    def export(
+        self,
+        kernel: str,
+        format: Literal["triton"],
+        *,
+        gpu: list[str] | None = None,
+        problem: Mapping[str, Any] | None = None,
+    ) -> dict[str, str]: ...
     def export(self, kernel: str, format: str = "json", *, gpu: list[str] | None = None,
                problem: Mapping[str, Any] | None = None) -> BestExport | str | dict[str, str]:  # fmt: skip
         """A kernel's best configs for every recorded GPU model and problem (or those filtered):

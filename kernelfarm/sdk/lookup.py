@@ -158,7 +158,9 @@ def find_in_export(
     if found is not None:
         return found[0], "exact" if found[1] == 0 else "nearest_problem"
     if compute_capability:
-        siblings = [e for e in export.entries if e.gpu_model != gpu_model and e.compute_capability == compute_capability]
+        siblings = [
+            e for e in export.entries if e.gpu_model != gpu_model and e.compute_capability == compute_capability
+        ]
         found = _nearest(siblings, wanted)
         if found is not None:
             return found[0], "same_architecture"

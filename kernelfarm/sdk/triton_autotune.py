@@ -50,7 +50,7 @@ class Choice:
 def _triton_autotune() -> Callable[..., Any]:
     import triton
 
-    return triton.autotune  # type: ignore[no-any-return]
+    return triton.autotune
 
 
 def autotune(
@@ -79,7 +79,8 @@ def autotune(
     """
 
     def decorator(fn: Any) -> FarmAutotuner:
-        return FarmAutotuner(fn, list(configs), list(key), kernel=kernel, pinned=_load_export(export, kernel, device_name),
+        pinned = _load_export(export, kernel, device_name)
+        return FarmAutotuner(fn, list(configs), list(key), kernel=kernel, pinned=pinned,
                              lookup=lookup, submit_to=submit_to, submit_options=dict(submit_options or {}),
                              autotune_factory=autotune_factory or _triton_autotune(),
                              autotune_kwargs=autotune_kwargs)  # fmt: skip
@@ -195,7 +196,9 @@ class FarmAutotuner:
 
     def fallback(self) -> Any:
         if self._fallback is None:
-            self._fallback = self._autotune_factory(configs=self.configs, key=self.key, **self._autotune_kwargs)(self.fn)
+            self._fallback = self._autotune_factory(configs=self.configs, key=self.key, **self._autotune_kwargs)(
+                self.fn
+            )
         return self._fallback
 
 

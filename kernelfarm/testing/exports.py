@@ -23,18 +23,19 @@ def entry(gpu_model: str, problem: dict[str, Any], config: dict[str, Any], time_
 def sample_export() -> BestExport:
     """matmul-like kernel: H100 measured on two problems, A100 on one, an L4 on one."""
     small, large = {"M": 1024, "N": 1024, "K": 1024}, {"M": 4096, "N": 4096, "K": 4096}
+    h100, a100, l4 = "nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb", "nvidia-l4"
+
+    def cfg(m: int, n: int, warps: int, stages: int) -> dict[str, int]:
+        return {"block_size_m": m, "block_size_n": n, "num_warps": warps, "num_stages": stages}
+
     return BestExport(
         kernel="matmul_demo", kernel_version=2, source_hash="ab" * 32,
         parameters=["block_size_m", "block_size_n", "num_warps", "num_stages"], problem_params=["M", "N", "K"],
         default_problem=large, generated_at=datetime(2026, 11, 24, tzinfo=UTC),
         entries=[
-            entry("nvidia-h100-80gb-hbm3", large, {"block_size_m": 128, "block_size_n": 256, "num_warps": 8, "num_stages": 3},
-                  0.5, "9.0", "NVIDIA H100 80GB HBM3"),
-            entry("nvidia-h100-80gb-hbm3", small, {"block_size_m": 64, "block_size_n": 64, "num_warps": 4, "num_stages": 4},
-                  0.05, "9.0", "NVIDIA H100 80GB HBM3"),
-            entry("nvidia-a100-sxm4-80gb", large, {"block_size_m": 128, "block_size_n": 128, "num_warps": 4, "num_stages": 3},
-                  1.1, "8.0", "NVIDIA A100-SXM4-80GB"),
-            entry("nvidia-l4", large, {"block_size_m": 128, "block_size_n": 128, "num_warps": 4, "num_stages": 3},
-                  3.0, "8.9", "NVIDIA L4"),
+            entry(h100, large, cfg(128, 256, 8, 3), 0.5, "9.0", "NVIDIA H100 80GB HBM3"),
+            entry(h100, small, cfg(64, 64, 4, 4), 0.05, "9.0", "NVIDIA H100 80GB HBM3"),
+            entry(a100, large, cfg(128, 128, 4, 3), 1.1, "8.0", "NVIDIA A100-SXM4-80GB"),
+            entry(l4, large, cfg(128, 128, 4, 3), 3.0, "8.9", "NVIDIA L4"),
         ],
     )  # fmt: skip

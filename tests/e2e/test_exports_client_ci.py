@@ -117,7 +117,9 @@ def test_idempotency_key_under_concurrent_requests(farm: Farm, admin_token: str,
 def test_client_wait_follow_timeout_and_cancel(client: Client) -> None:
     seen: list[int] = []
     job = client.submit(CONV, RTX3090, CONV_PROBLEM, budget_trials=12, parallelism=2, seed=5, profile="none")
-    done = client.wait(job.id, timeout=120, poll=0.1, progress=lambda j: seen.append(j.progress.complete + j.progress.failed))
+    done = client.wait(
+        job.id, timeout=120, poll=0.1, progress=lambda j: seen.append(j.progress.complete + j.progress.failed)
+    )
     assert done.state == "complete" and seen == sorted(seen) and seen[-1] == 12
     assert [j.state for j in client.follow(job.id)][-1] == "complete"
     assert len(client.trials(job.id)) == 12
@@ -161,7 +163,9 @@ def test_client_docs_example_runs(farm: Farm, admin_token: str, tmp_path: Path) 
 
 
 # ---------------------------------------------------------------------------------------------- lookup
-def test_lookup_asks_the_farm_caches_the_answer_and_works_offline(client: Client, conv_job: Job, tmp_path: Path) -> None:
+def test_lookup_asks_the_farm_caches_the_answer_and_works_offline(
+    client: Client, conv_job: Job, tmp_path: Path
+) -> None:
     best = client.best(CONV, RTX3090, CONV_PROBLEM)
     cache = tmp_path / "best-configs.json"
     online = BestConfigLookup(CONV, client=client, gpu=RTX3090, cache_file=cache)
@@ -172,7 +176,9 @@ def test_lookup_asks_the_farm_caches_the_answer_and_works_offline(client: Client
     export_file = tmp_path / "conv.json"
     export_file.write_text(json_format.write(client.export(CONV)))
     dead = Client("http://127.0.0.1:9", "t", retries=0, timeout=2)  # nothing listens on the discard port
-    unreachable = BestConfigLookup(CONV, client=dead, export=export_file, gpu="NVIDIA GeForce RTX 3090", cache_file=None)
+    unreachable = BestConfigLookup(
+        CONV, client=dead, export=export_file, gpu="NVIDIA GeForce RTX 3090", cache_file=None
+    )
     found = unreachable.config(CONV_PROBLEM)
     assert (found.source, found.config, found.time_ms) == ("export", best.config, best.time_ms)
 
@@ -183,7 +189,12 @@ def test_json_export_is_what_best_answers(client: Client, conv_job: Job) -> None
     assert isinstance(export, BestExport) and json_format.read(json_format.write(export)) == export
     [entry] = export.entries
     best = client.best(CONV, RTX3090, CONV_PROBLEM)
-    assert (entry.config, entry.time_ms, entry.trial_id, entry.problem) == (best.config, best.time_ms, best.trial_id, CONV_PROBLEM)
+    assert (entry.config, entry.time_ms, entry.trial_id, entry.problem) == (
+        best.config,
+        best.time_ms,
+        best.trial_id,
+        CONV_PROBLEM,
+    )
     assert entry.toolchain.backend == "replay" and entry.gpu_name == "NVIDIA GeForce RTX 3090"
     assert export.source_hash and export.parameters[0] == "block_size_x"
     with pytest.raises(ApiError) as error:
@@ -213,7 +224,9 @@ def test_header_and_triton_exports_of_two_problems(client: Client, h100_worker: 
         binary = tmp_path / f"main-{compiler}"
         subprocess.run([compiler, f"-D{header.target_macro(H100)}", "-Wall", "-Werror", "-o", str(binary),
                         str(tmp_path / source)], check=True)  # fmt: skip
-        values = [int(v) for v in subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout.split()]
+        values = [
+            int(v) for v in subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout.split()
+        ]
         big = by_problem["M=4096,N=4096,K=4096"]
         assert values == [by_problem["M=2048,N=2048,K=2048"]["BM"], big["BM"], big["BM"], big["GROUP_M"]]
 
@@ -288,7 +301,10 @@ def test_export_from_the_cli(farm: Farm, admin_token: str, conv_job: Job, tmp_pa
     assert made.returncode == 0, made.stderr
     assert header.target_macro(RTX3090) in made.stdout and "CONVOLUTION_KERNEL_BLOCK_SIZE_X" in made.stdout
     made = cli(farm, admin_token, tmp_path, "export", CONV, "--format", "triton", "--out", "triton")
-    assert made.returncode == 0 and (tmp_path / "triton" / "convolution_kernel,device_name=NVIDIA_GeForce_RTX_3090.json").exists()
+    assert (
+        made.returncode == 0
+        and (tmp_path / "triton" / "convolution_kernel,device_name=NVIDIA_GeForce_RTX_3090.json").exists()
+    )
     made = cli(farm, admin_token, tmp_path, "export", CONV, "--format", "csv", "--job", str(conv_job.id), "-o", "t.csv")
     assert made.returncode == 0 and (tmp_path / "t.csv").read_text().startswith("seq,config_key")
     refused = cli(farm, admin_token, tmp_path, "export", CONV, "--format", "kernel_tuner")
@@ -310,7 +326,8 @@ def write_baseline(client: Client, conv_job: Job, path: Path, **changes: Any) ->
 
 def gate_config(path: Path, space: dict[str, Any] | None = None, budget: int = TUNING["budget_trials"]) -> Path:
     config = {"baseline": "baseline.json", "threshold": 0.05, "timeout": 240,
-              "entry": [{"kernel": CONV, "gpu": RTX3090, "problem": CONV_PROBLEM, "mode": "tune", "budget_trials": budget,
+              "entry": [{"kernel": CONV, "gpu": RTX3090, "problem": CONV_PROBLEM, "mode": "tune",
+                         "budget_trials": budget,
                          "parallelism": 1, "seed": TUNING["seed"], **({"space": space} if space else {})}]}  # fmt: skip
     path.write_text(json.dumps(config))
     return path
@@ -335,7 +352,19 @@ def test_ci_gate_passes_fails_on_a_regression_and_reuses_its_jobs(
     # config re-measured in this run, so an old or foreign number cannot fail it.
     write_baseline(client, conv_job, tmp_path / "baseline.json", time_ms=conv_job.best.time_ms / 10)  # type: ignore[union-attr]
     config = gate_config(tmp_path / "gate.json")
-    args = ["ci", "gate", "gate.json", "--run-id", "run-1", "--summary", "summary.md", "--junit", "junit.xml", "--poll", "0.2"]
+    args = [
+        "ci",
+        "gate",
+        "gate.json",
+        "--run-id",
+        "run-1",
+        "--summary",
+        "summary.md",
+        "--junit",
+        "junit.xml",
+        "--poll",
+        "0.2",
+    ]
     passed = cli(farm, admin_token, tmp_path, *args)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert junit_counts(tmp_path / "junit.xml") == (1, 0, 0)
@@ -363,7 +392,9 @@ def test_ci_gate_errors_are_reported_not_tracebacks(farm: Farm, admin_token: str
     (tmp_path / "bad.toml").write_text("baseline = 'missing.json'\n[[entry]]\nkernel = 'x'\ngpu = 'y'\n")
     bad = cli(farm, admin_token, tmp_path, "ci", "gate", "bad.toml")
     assert bad.returncode == 2 and "needs budget_trials" in bad.stdout and "Traceback" not in bad.stdout + bad.stderr
-    (tmp_path / "nobase.toml").write_text("baseline = 'missing.json'\n[[entry]]\nkernel = 'x'\ngpu = 'y'\nbudget_trials = 2\n")
+    (tmp_path / "nobase.toml").write_text(
+        "baseline = 'missing.json'\n[[entry]]\nkernel = 'x'\ngpu = 'y'\nbudget_trials = 2\n"
+    )
     missing = cli(farm, admin_token, tmp_path, "ci", "gate", "nobase.toml")
     assert missing.returncode == 2 and "cannot read the export" in missing.stdout
 

@@ -20,7 +20,8 @@ PROGRAM = """
 #include <stdio.h>
 #include "matmul_demo.h"
 int main(void) {
-    printf("%d %d %d %d\\n", MATMUL_DEMO_BLOCK_SIZE_M, MATMUL_DEMO_BLOCK_SIZE_N, MATMUL_DEMO_NUM_WARPS, MATMUL_DEMO_NUM_STAGES);
+    printf("%d %d %d %d\\n", MATMUL_DEMO_BLOCK_SIZE_M, MATMUL_DEMO_BLOCK_SIZE_N,
+           MATMUL_DEMO_NUM_WARPS, MATMUL_DEMO_NUM_STAGES);
     printf("%d %d\\n", MATMUL_DEMO_M1024_N1024_K1024_BLOCK_SIZE_M, MATMUL_DEMO_M4096_N4096_K4096_BLOCK_SIZE_M);
     return 0;
 }
@@ -33,14 +34,16 @@ def test_json_round_trips() -> None:
 
 
 def test_json_refuses_other_files_with_a_reason() -> None:
-    with pytest.raises(InvalidInput, match="not a kernelfarm.best-export"):
+    with pytest.raises(InvalidInput, match=r"not a kernelfarm\.best-export"):
         json_format.read('{"kernel": "x"}')
     newer = sample_export().model_copy(update={"schema_version": "2.0"})
-    with pytest.raises(InvalidInput, match="version 2.0 is not readable"):
+    with pytest.raises(InvalidInput, match=r"version 2\.0 is not readable"):
         json_format.read(newer.model_dump_json())
 
 
-def compile_and_run(compiler: str, source_suffix: str, folder: Path, export: BestExport, *defines: str) -> list[list[int]]:
+def compile_and_run(
+    compiler: str, source_suffix: str, folder: Path, export: BestExport, *defines: str
+) -> list[list[int]]:
     (folder / "matmul_demo.h").write_text(header.write(export))
     source = folder / f"main{source_suffix}"
     source.write_text(PROGRAM)

@@ -32,10 +32,18 @@ def test_exact_then_nearest_problem_on_the_same_gpu_model(export_file: Path) -> 
 
 def test_same_architecture_then_a_miss_that_says_what_was_asked(export_file: Path) -> None:
     # An H800 is not in the export; its compute capability (9.0) is the H100's.
-    h800 = BestConfigLookup("matmul_demo", export=export_file, gpu="NVIDIA H800", compute_capability="9.0", cache_file=None)
+    h800 = BestConfigLookup(
+        "matmul_demo", export=export_file, gpu="NVIDIA H800", compute_capability="9.0", cache_file=None
+    )
     found = h800.config({"M": 4096, "N": 4096, "K": 4096})
-    assert (found.match, found.gpu_model, found.config["block_size_n"]) == ("same_architecture", "nvidia-h100-80gb-hbm3", 256)
-    unknown = BestConfigLookup("matmul_demo", export=export_file, gpu="NVIDIA B200", compute_capability="10.0", cache_file=None)
+    assert (found.match, found.gpu_model, found.config["block_size_n"]) == (
+        "same_architecture",
+        "nvidia-h100-80gb-hbm3",
+        256,
+    )
+    unknown = BestConfigLookup(
+        "matmul_demo", export=export_file, gpu="NVIDIA B200", compute_capability="10.0", cache_file=None
+    )
     with pytest.raises(LookupMiss, match="nvidia-b200"):
         unknown.config()
 

@@ -5,7 +5,7 @@ kernel runs in tests/gpu/test_triton_dropin_gpu.py."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kernelfarm.core.exports import json_format, triton
 from kernelfarm.sdk.lookup import BestConfigLookup
@@ -18,7 +18,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 class JitStandIn:
     """What the drop-in uses of a JITFunction: its argument names and ``fn[grid](...)``."""
 
-    arg_names = ["a_ptr", "c_ptr", "M", "N", "K", "BLOCK_SIZE_M", "BLOCK_SIZE_N"]
+    arg_names: ClassVar[list[str]] = ["a_ptr", "c_ptr", "M", "N", "K", "BLOCK_SIZE_M", "BLOCK_SIZE_N"]
 
     def __init__(self) -> None:
         self.launches: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
