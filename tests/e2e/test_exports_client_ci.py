@@ -422,3 +422,32 @@ def test_ci_recheck_flags_a_changed_best_when_the_toolchain_changed(
     write_baseline(client, conv_job, tmp_path / "baseline.json")
     unchanged = cli(farm, admin_token, tmp_path, "ci", "recheck", "recheck.json", "--run-id", "re-2", "--poll", "0.2")
     assert unchanged.returncode == 0 and "toolchain unchanged" in unchanged.stdout
+
+
+# ---------------------------------------------------------------------------------------------- Triton drop-in
+def test_dropin_submits_one_tuning_job_for_a_shape_nobody_measured(client: Client, h100_worker: None) -> None:
+    """The farm has nothing for softmax on the H100: the drop-in falls back to Triton's tuning (a
+    stand-in here: no GPU) and submits a tuning job for the shape, once, also from a second process."""
+    from kernelfarm.sdk.triton_autotune import autotune
+    from tests.sdk.test_triton_dropin import AutotuneStandIn
+
+    class SoftmaxStandIn:
+        arg_names = ("x_ptr", "y_ptr", "M", "N", "dtype")
+
+        def __getitem__(self, grid: Any) -> Any:
+            raise AssertionError("no config was known: Triton's autotuner must run the kernel")
+
+    shape = {"M": 8192, "N": 4096, "dtype": "bfloat16"}
+    kernels = []
+    for _ in range(2):  # two processes of an inference server, each with its own drop-in
+        lookup = BestConfigLookup("softmax", client=client, gpu="NVIDIA H100 80GB HBM3", cache_file=None)
+        tuner = AutotuneStandIn()
+        decorate = autotune(configs=["c"], key=["M", "N", "dtype"], kernel="softmax", lookup=lookup, submit_to=client,
+                            submit_options={"budget_trials": 4, "profile": "none"}, autotune_factory=tuner)  # fmt: skip
+        kernel = decorate(SoftmaxStandIn())
+        kernel["grid"]("x", "y", 8192, 4096, "bfloat16")
+        assert tuner.calls and kernel.choices[(8192, 4096, "bfloat16")].source == "autotune"
+        kernels.append(kernel)
+    jobs = client.http.get("/v1/jobs", params={"kernel": "softmax", "gpu_model": H100}).json()["items"]
+    assert len(jobs) == 1 and jobs[0]["problem"] == shape and jobs[0]["budget_trials"] == 4
+    client.cancel(jobs[0]["id"])
