@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import ERROR_RESPONSES, install_error_handlers
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit, SecurityHeaders
-from kernelfarm.api.routes import best, health, jobs, kernels, tokens, workers
+from kernelfarm.api.routes import best, exports, health, jobs, kernels, tokens, workers
 from kernelfarm.api.routes.kernels import KERNEL_UPLOAD_PATH
 from kernelfarm.api.token_cache import TokenCache, read_revocation_stamp
 from kernelfarm.core.celery_app import make_celery
@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(SecurityHeaders)
     app.include_router(health.router)
-    for module in (jobs, kernels, workers, best, tokens):
+    for module in (jobs, kernels, workers, best, tokens, exports):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     return app
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
+import uuid
 
 from celery import Celery
 from sqlalchemy.orm import Session
@@ -15,6 +17,7 @@ from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.models import Job, Kernel
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.states import TrialState
+from kernelfarm.core.store import idempotency
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.core.store.workers import all_workers
@@ -108,6 +111,29 @@ def _check_some_backend_runs_it(session: Session, spec: KernelSpec, gpu_model: s
             f"{sorted(backends)}, the kernel has implementations for {sorted(spec.backends)}"
             + (f" and recordings for {sorted(spec.recordings.gpu_models)}" if spec.recordings else "")
         )
+
+
+def create_job_once(
+    session: Session, request: JobCreate, owner: str, settings: Settings, idempotency_key: str | None
+) -> tuple[Job, bool]:
+    """:func:`create_job`, except that a request carrying an ``Idempotency-Key`` this owner used
+    before gets that job back (``created`` False), also while the first request is still running.
+
+    Raises:
+        Conflict: the key was used for a different request body.
+    """
+    if idempotency_key is None:
+        return create_job(session, request, owner, settings), True
+    digest = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+    existing = idempotency.job_for_key(session, owner, idempotency_key, digest)
+    if existing is not None:
+        return job_store.get_job(session, existing), False
+    job = create_job(session, request, owner, settings)
+    winner: uuid.UUID = idempotency.claim_key(session, owner, idempotency_key, job.id, digest)
+    if winner != job.id:  # a concurrent request with the same key committed first: its job is the answer
+        session.rollback()
+        return job_store.get_job(session, winner), False
+    return job, True
 
 
 def request_step(celery: Celery, job_id: str) -> None:

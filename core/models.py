@@ -191,3 +191,15 @@ class BestVersion(Base):
 
     scope: Mapped[str] = mapped_column(String(128), primary_key=True)
     version: Mapped[int] = mapped_column(BigInteger)
+
+
+class JobIdempotencyKey(Base):
+    """The job a client's ``Idempotency-Key`` created (migrations/versions/0007_job_idempotency_keys.py)."""
+
+    __tablename__ = "job_idempotency_keys"
+
+    owner: Mapped[str] = mapped_column(String(128), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from kernelfarm.client import ApiError
-from kernelfarm.commands import admin, demo, jobs, kernel_cmds, serve, stack_cmds, strategy_benchmark
+from kernelfarm.commands import admin, ci, demo, export, jobs, kernel_cmds, serve, stack_cmds, strategy_benchmark
 from kernelfarm.context import CliError
 from kernelfarm.stack import StackError
 
@@ -32,6 +32,8 @@ app.command()(jobs.cancel)
 app.command()(jobs.workers)
 app.command()(jobs.kernels)
 app.command()(demo.demo)
+app.command()(export.export)
+app.add_typer(ci.ci_app, name="ci")
 app.command("bench-strategies")(strategy_benchmark.benchmark_strategies)
 
 

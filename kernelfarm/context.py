@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kernelfarm.client import Client
 from kernelfarm.core.settings import Settings, get_settings
+from kernelfarm.sdk.client import Client as SdkClient
 from kernelfarm.stack import StackState
 
 NOT_RUNNING = "the kernelfarm stack is not running (state dir {}): run `kernelfarm up`"
@@ -35,6 +36,16 @@ class CliContext:
         raise CliError(NOT_RUNNING.format(self.state_dir) + ", or set DATABASE_URL")
 
     def client(self) -> Client:
+        url, token = self.endpoint()
+        hint = "" if "api_url" in self.settings.model_fields_set else " (is the stack running? run `kernelfarm up`)"
+        return Client(url, token, unreachable_hint=hint)
+
+    def sdk_client(self) -> SdkClient:
+        """The typed client (kernelfarm.Client) of the same API."""
+        return SdkClient(*self.endpoint())
+
+    def endpoint(self) -> tuple[str, str | None]:
+        """The API's URL and token."""
         stack = self.stack
         # An explicitly configured API wins over the local stack's.
         explicit = "api_url" in self.settings.model_fields_set
@@ -42,8 +53,7 @@ class CliContext:
             raise CliError(NOT_RUNNING.format(self.state_dir) + ", or set KERNELFARM_API_URL")
         url = self.settings.api_url if explicit or stack is None else stack.api_url
         token = self.settings.api_token or (stack.token if stack else None)
-        hint = "" if explicit else " (is the stack running? run `kernelfarm up`)"
-        return Client(url, token, unreachable_hint=hint)
+        return url, token
 
 
 def cli_context(state_dir: Path | None = None) -> CliContext:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Header, Query, Response, status
 
 from kernelfarm.api import jobs_service
 from kernelfarm.api.deps import CeleryDep, ReadToken, SessionDep, SettingsDep, SubmitToken
@@ -31,17 +31,33 @@ _JOB_LINKS = {
 }  # fmt: skip
 
 
+IdempotencyKey = Annotated[
+    str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$")
+]
+
+
 @router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED,
              responses={201: {"description": "the job, queued", "links": _JOB_LINKS}})  # fmt: skip
 def create_job(
-    body: JobCreate, principal: SubmitToken, session: SessionDep, settings: SettingsDep, celery: CeleryDep
+    body: JobCreate,
+    principal: SubmitToken,
+    session: SessionDep,
+    settings: SettingsDep,
+    celery: CeleryDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
+    """With an ``Idempotency-Key`` header, a retry (same key, same token owner, same body) returns the
+    job the first request created (200) instead of creating a second one."""
     try:
-        job = jobs_service.create_job(session, body, principal.name, settings)
+        job, created = jobs_service.create_job_once(session, body, principal.name, settings, idempotency_key)
     except NotFound as exc:  # an unknown kernel is a bad field of the body, not a missing URL
         raise InvalidInput(str(exc)) from None
     public = jobs_service.to_public(session, job)
     session.commit()  # the row must exist before the coordinator hears of it
+    if not created:
+        response.status_code = status.HTTP_200_OK
+        return public
     jobs_service.request_step(celery, str(job.id))
     return public
 

@@ -1,0 +1,1 @@
+"""The CI gate behind ``kernelfarm ci`` (docs/CI.md): config file, measuring, verdicts, reports."""

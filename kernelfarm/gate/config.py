@@ -1,0 +1,95 @@
+"""The CI gate's config file (TOML or JSON): which kernels and problems to check, and how.
+
+baseline = "kernelfarm-baseline.json"   # a `kernelfarm export --format json` file, pinned in the repo
+threshold = 0.05                        # a candidate slower than the baseline by more than 5 % fails
+timeout = 1800                          # seconds for all measurements together
+
+[[entry]]
+kernel = "matmul_fp32"
+gpu = "nvidia-h100-80gb-hbm3"
+problem = { M = 4096, N = 4096, K = 4096 }
+mode = "tune"                           # tune anew (budget below) or "pinned": re-measure `candidate`'s config
+budget_trials = 60
+seed = 1
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kernelfarm.core.errors import KernelfarmError
+from kernelfarm.core.exports import json_format
+from kernelfarm.core.exports.model import BestExport
+
+
+class GateEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kernel: str
+    gpu: str
+    problem: dict[str, int | str] = Field(default_factory=dict)
+    mode: Literal["tune", "pinned"] = "tune"
+    budget_trials: int | None = Field(default=None, ge=1)
+    budget_seconds: float | None = Field(default=None, gt=0)
+    parallelism: int = Field(default=4, ge=1)
+    strategy: str | None = None
+    seed: int | None = Field(default=None, ge=0)
+    space: dict[str, Any] | None = None
+    threshold: float | None = Field(default=None, ge=0, description="overrides the file's threshold")
+
+    @model_validator(mode="after")
+    def _tune_needs_a_budget(self) -> GateEntry:
+        if self.mode == "tune" and self.budget_trials is None and self.budget_seconds is None:
+            raise ValueError(f"entry {self.kernel}/{self.gpu}: mode 'tune' needs budget_trials or budget_seconds")
+        return self
+
+    @property
+    def name(self) -> str:
+        problem = ",".join(f"{k}={v}" for k, v in self.problem.items()) or "default problem"
+        return f"{self.kernel} [{problem}] on {self.gpu}"
+
+
+class GateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    baseline: Path
+    candidate: Path | None = Field(default=None, description="export whose configs 'pinned' entries re-measure")
+    threshold: float = Field(default=0.05, ge=0)
+    timeout: float = Field(default=1800, gt=0)
+    entry: list[GateEntry] = Field(min_length=1)
+
+
+class ConfigError(ValueError):
+    """The config file or a file it names cannot be used; the message says why."""
+
+
+def load_config(path: Path) -> GateConfig:
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        config = GateConfig.model_validate(data)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    # Files the config names are relative to the config file, as a pipeline checks them in together.
+    updates: dict[str, Path] = {"baseline": path.parent / config.baseline}
+    if config.candidate is not None:
+        updates["candidate"] = path.parent / config.candidate
+    if any(e.mode == "pinned" for e in config.entry) and config.candidate is None:
+        raise ConfigError(f"{path}: 'pinned' entries re-measure the configs of `candidate`: name that export")
+    return config.model_copy(update=updates)
+
+
+def load_export(path: Path) -> BestExport:
+    try:
+        return json_format.read(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the export {path}: {exc.strerror}") from None
+    except KernelfarmError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

@@ -1,0 +1,79 @@
+"""Submitting the gate's jobs (each under an idempotency key) and waiting for them together."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kernelfarm.client import ApiError
+from kernelfarm.core.exports.model import BestEntry, BestExport
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.gate.config import GateEntry
+from kernelfarm.sdk.client import Client
+from kernelfarm.sdk.results import Job
+
+
+class EntryError(Exception):
+    """This entry cannot be checked (no baseline, the farm refused a job, ...); the message says why."""
+
+
+def idempotency_key(run_id: str, entry: GateEntry, role: str) -> str:
+    """The same run, entry and role give the same key: a retried or restarted CI step gets the jobs
+    it already submitted instead of new ones. The entry's content is part of it, so an edited entry
+    gets a fresh job rather than a conflict."""
+    digest = hashlib.sha256(entry.model_dump_json().encode()).hexdigest()[:16]
+    return f"kernelfarm-ci:{run_id}:{digest}:{role}"
+
+
+def pinned_entry(export: BestExport, entry: GateEntry, what: str) -> BestEntry:
+    """The export's entry for the gate entry's kernel, GPU model and problem."""
+    if export.kernel != entry.kernel:
+        raise EntryError(f"the {what} export is of kernel {export.kernel!r}, not {entry.kernel!r}")
+    model = model_slug(entry.gpu)
+    found = [e for e in export.entries if e.gpu_model == model
+             and all(str(e.problem.get(k)) == str(v) for k, v in entry.problem.items())]  # fmt: skip
+    if not found:
+        raise EntryError(f"the {what} export has no config for {model} and problem {entry.problem or 'any'}")
+    if len(found) > 1:
+        keys = ", ".join(e.problem_key for e in found)
+        raise EntryError(
+            f"the {what} export has several problems matching {entry.problem}: {keys}; name the problem fully"
+        )
+    return found[0]
+
+
+def submit_remeasure(client: Client, pinned: BestEntry, entry: GateEntry, key: str) -> Job:
+    """A one-trial job that measures exactly the pinned config now."""
+    return _submit(client, entry.kernel, pinned.gpu_model, pinned.problem, key, budget_trials=1, parallelism=1,
+                   space={"parameters": {name: [value] for name, value in pinned.config.items()}}, seed=0)  # fmt: skip
+
+
+def submit_tuning(client: Client, entry: GateEntry, problem: Mapping[str, Any], key: str) -> Job:
+    options: dict[str, Any] = {"budget_trials": entry.budget_trials, "budget_seconds": entry.budget_seconds,
+                               "parallelism": entry.parallelism, "strategy": entry.strategy, "seed": entry.seed,
+                               "space": entry.space}  # fmt: skip
+    return _submit(client, entry.kernel, model_slug(entry.gpu), problem, key, **options)
+
+
+def _submit(client: Client, kernel: str, gpu_model: str, problem: Mapping[str, Any], key: str, **options: Any) -> Job:
+    try:
+        return client.submit(kernel, gpu_model, problem, profile="none", idempotency_key=key, **options)
+    except ApiError as exc:
+        raise EntryError(f"the farm refused the job: {exc.detail if exc.status else exc}") from None
+
+
+def wait_all(client: Client, job_ids: list[str], deadline: float, poll: float = 1.0) -> dict[str, Job]:
+    """Every job as last seen: finished ones, and the rest as they were when the deadline passed."""
+    seen: dict[str, Job] = {}
+    pending = list(dict.fromkeys(job_ids))
+    while pending:
+        for job_id in list(pending):
+            seen[job_id] = client.job(job_id)
+            if seen[job_id].finished:
+                pending.remove(job_id)
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(poll)
+    return seen

@@ -1,0 +1,176 @@
+"""Runtime best-config lookup for inference code: the best config for (kernel, problem, this GPU).
+
+Where the answer comes from, in order:
+
+1. the local cache file (answers the farm gave, kept ``max_age`` seconds);
+2. the farm (``GET /v1/best``, with its fallback order), whose answer is then cached;
+3. a pinned export (the farm's ``json`` export), searched with the same fallback order as
+   ``/v1/best``: exact (GPU model and problem) → same GPU model, nearest problem (sum of
+   |log2 ratio| of the integer dimensions; other dimensions must match) → another GPU model of the
+   same compute capability, exact problem first, then nearest. This step needs no network: with
+   ``client=None`` the lookup is fully offline; with a client it is used when the farm cannot be
+   reached or has no answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelfarm.client import ApiError
+from kernelfarm.core.exports import json_format
+from kernelfarm.core.exports.model import BestEntry, BestExport
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.sdk.client import Client
+from kernelfarm.sdk.device import LocalGpu, this_gpu
+
+DEFAULT_CACHE_FILE = Path.home() / ".cache" / "kernelfarm" / "best-configs.json"
+
+
+class LookupMiss(LookupError):
+    """No config for this kernel, problem and GPU anywhere the lookup may look."""
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    config: dict[str, Any]
+    match: str  # exact | nearest_problem | same_architecture
+    gpu_model: str  # the GPU model the config was measured on
+    problem: dict[str, Any]  # the problem it was measured for
+    time_ms: float
+    source: str  # cache | farm | export
+
+
+class BestConfigLookup:
+    """Best configs of one kernel for this GPU (or ``gpu``: a model slug or device name).
+
+    Args:
+        client: the farm; None for offline use (then ``export`` is required).
+        export: a pinned ``json`` export (path or parsed), used offline or when the farm has no answer.
+        cache_file: where farm answers are kept; None: no cache file.
+        max_age: seconds a cached answer is used before the farm is asked again.
+        compute_capability: of ``gpu`` when given explicitly (for the same-architecture fallback).
+    """
+
+    def __init__(
+        self,
+        kernel: str,
+        *,
+        client: Client | None = None,
+        export: str | Path | BestExport | None = None,
+        gpu: str | None = None,
+        compute_capability: str | None = None,
+        cache_file: str | Path | None = DEFAULT_CACHE_FILE,
+        max_age: float = 24 * 3600.0,
+    ) -> None:
+        if client is None and export is None:
+            raise ValueError("give a client (the farm) and/or an export (offline)")
+        self.kernel, self.client, self.max_age = kernel, client, max_age
+        self.export = json_format.read(Path(export).read_text()) if isinstance(export, str | Path) else export
+        if self.export is not None and self.export.kernel != kernel:
+            raise ValueError(f"the export is of kernel {self.export.kernel!r}, not {kernel!r}")
+        device = LocalGpu(gpu, compute_capability) if gpu else this_gpu()
+        self.gpu_model, self.compute_capability = model_slug(device.name), device.compute_capability
+        self.cache_file = Path(cache_file) if cache_file is not None else None
+
+    def config(self, problem: Mapping[str, Any] | None = None) -> LookupResult:
+        """The best config for ``problem`` (the kernel's defaults fill what is left out).
+
+        Raises:
+            LookupMiss: neither the cache, the farm nor the export has one.
+        """
+        problem = dict(problem or {})
+        key = "|".join([self.kernel, self.gpu_model, ",".join(f"{k}={problem[k]}" for k in sorted(problem))])
+        cached = self._read_cache().get(key)
+        if cached is not None and time.time() - cached["fetched_at"] < self.max_age:
+            return LookupResult(**{**cached["result"], "source": "cache"})
+        farm_error: str | None = None
+        if self.client is not None:
+            try:
+                best = self.client.best(self.kernel, self.gpu_model, problem)
+            except ApiError as exc:
+                if exc.status not in (0, 404) and not (500 <= exc.status < 600):
+                    raise  # a bad request (unknown kernel, bad problem) is the caller's to fix
+                farm_error = str(exc.detail) if exc.status else str(exc)
+            else:
+                result = LookupResult(best.config, best.match, best.matched_gpu_model, best.matched_problem,
+                                      best.time_ms, "farm")  # fmt: skip
+                self._write_cache(key, result)
+                return result
+        if self.export is not None:
+            found = find_in_export(self.export, problem, self.gpu_model, self.compute_capability)
+            if found is not None:
+                entry, match = found
+                return LookupResult(entry.config, match, entry.gpu_model, entry.problem, entry.time_ms, "export")
+        raise LookupMiss(f"no config of {self.kernel} for {problem or 'the default problem'} on {self.gpu_model}"
+                         + (f" (farm: {farm_error})" if farm_error else ""))  # fmt: skip
+
+    def _read_cache(self) -> dict[str, Any]:
+        if self.cache_file is None or not self.cache_file.exists():
+            return {}
+        try:
+            entries: dict[str, Any] = json.loads(self.cache_file.read_text()).get("entries", {})
+        except (OSError, ValueError):
+            return {}  # a damaged cache is only a cache: ask the farm again
+        return entries
+
+    def _write_cache(self, key: str, result: LookupResult) -> None:
+        if self.cache_file is None:
+            return
+        entries = self._read_cache()
+        entries[key] = {"fetched_at": time.time(), "result": {k: v for k, v in asdict(result).items() if k != "source"}}
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        # Atomic replace: several processes of one inference server may write at once.
+        fd, tmp = tempfile.mkstemp(dir=self.cache_file.parent, prefix=".best-configs-")
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"version": 1, "entries": entries}, handle)
+        os.replace(tmp, self.cache_file)
+
+
+def problem_distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The farm's default distance: sum of |log2 ratio| of integer dimensions; infinite when another
+    dimension differs."""
+    total = 0.0
+    for name in set(a) | set(b):
+        x, y = a.get(name), b.get(name)
+        if isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0:
+            total += abs(math.log2(x / y))
+        elif str(x) != str(y):
+            return math.inf
+    return total
+
+
+def find_in_export(
+    export: BestExport, problem: Mapping[str, Any], gpu_model: str, compute_capability: str | None
+) -> tuple[BestEntry, str] | None:
+    """``/v1/best``'s fallback order over an export's entries; ``problem`` is completed with the
+    kernel's default problem."""
+    wanted = {**export.default_problem, **problem}
+    same_model = [e for e in export.entries if e.gpu_model == gpu_model]
+    found = _nearest(same_model, wanted)
+    if found is not None:
+        return found[0], "exact" if found[1] == 0 else "nearest_problem"
+    if compute_capability:
+        siblings = [
+            e for e in export.entries if e.gpu_model != gpu_model and e.compute_capability == compute_capability
+        ]
+        found = _nearest(siblings, wanted)
+        if found is not None:
+            return found[0], "same_architecture"
+    return None
+
+
+def _nearest(entries: list[BestEntry], problem: Mapping[str, Any]) -> tuple[BestEntry, float] | None:
+    scored = [(problem_distance(problem, e.problem), e.time_ms, e) for e in entries]
+    finite = [s for s in scored if math.isfinite(s[0])]
+    if not finite:
+        return None
+    distance, _, entry = min(finite, key=lambda s: (s[0], s[1]))
+    return entry, distance

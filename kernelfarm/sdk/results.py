@@ -1,0 +1,95 @@
+"""Typed results of :class:`kernelfarm.sdk.Client`. Unknown fields a newer farm sends are ignored."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+FINISHED_STATES = frozenset({"complete", "failed", "cancelled"})
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Progress(_Result):
+    total: int
+    queued: int
+    running: int
+    complete: int
+    failed: int
+    cancelled: int
+
+
+class BestSoFar(_Result):
+    trial_id: int
+    config: dict[str, Any]
+    config_key: str
+    time_ms: float
+
+
+class Job(_Result):
+    id: str
+    kernel: str
+    problem: dict[str, Any]
+    gpu_model: str
+    strategy: str
+    budget_trials: int | None
+    budget_seconds: float | None
+    state: str
+    status_message: str
+    owner: str
+    created_at: datetime
+    finished_at: datetime | None
+    progress: Progress
+    best: BestSoFar | None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+class Trial(_Result):
+    id: int
+    seq: int
+    config: dict[str, Any]
+    config_key: str
+    state: str
+    time_ms: float | None
+    time_p20_ms: float | None
+    time_p80_ms: float | None
+    verified: bool
+    failure_kind: str | None
+    provenance: dict[str, Any]
+
+
+class BestConfig(_Result):
+    """The answer of ``GET /v1/best``: ``match`` says which fallback level answered."""
+
+    kernel: str
+    gpu_model: str
+    problem: dict[str, Any]
+    match: str
+    matched_gpu_model: str
+    matched_problem: dict[str, Any]
+    config: dict[str, Any]
+    config_key: str
+    time_ms: float
+    time_p20_ms: float | None
+    time_p80_ms: float | None
+    trial_id: int
+    job_id: str
+    provenance: dict[str, Any]
+
+
+class Kernel(_Result):
+    name: str
+    version: int
+    source_hash: str
+    description: str
+    backends: list[str]
+    parameters: dict[str, list[Any]]
+    default_problem: dict[str, Any]
+    recorded_gpu_models: list[str]
