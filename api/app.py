@@ -11,9 +11,23 @@ from fastapi import FastAPI
 
 from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import install_error_handlers
+from kernelfarm.api.metrics import MetricsExposition, RequestMetrics
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit
-from kernelfarm.api.routes import best, health, jobs, kernels, workers
+from kernelfarm.api.routes import (
+    best,
+    fleet,
+    health,
+    jobs,
+    kernel_results,
+    kernels,
+    metrics,
+    strategies,
+    trial_columns,
+    workers,
+)
+from kernelfarm.api.routes.docs import install_docs
 from kernelfarm.api.token_cache import TokenCache
+from kernelfarm.api.ui.routes import install_ui
 from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.settings import Settings, get_settings
 from kernelfarm.kernels.registry import all_kernels
@@ -40,17 +54,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1",
         summary="Distributed GPU kernel auto-tuning: submit tuning jobs, query best configs per GPU model.",
         lifespan=lifespan,
+        docs_url=None,  # served from local assets by install_docs (FastAPI's load from a CDN)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.celery = make_celery(settings)
     app.state.token_cache = TokenCache(settings.token_cache_seconds)
     app.state.best_cache = BestCache(settings.best_cache_seconds, partial(read_best_versions, settings.database_url))
+    app.state.metrics = MetricsExposition(settings)
     install_error_handlers(app)
-    # Added last = outermost: the size check runs before a request waits for a slot.
+    # Added last = outermost: the size check runs before a request waits for a slot, and the latency
+    # recorded includes the wait.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
-    for module in (health, jobs, kernels, workers, best):
+    app.add_middleware(RequestMetrics)
+    for module in (health, jobs, trial_columns, kernels, kernel_results, workers, fleet, strategies, best, metrics):
         app.include_router(module.router)
+    install_docs(app)
+    install_ui(app)
     return app
 
 
