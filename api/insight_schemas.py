@@ -48,8 +48,9 @@ class TrialColumnsPublic(BaseModel):
     ``started_s``/``finished_s`` are seconds since the job was created."""
 
     job_id: uuid.UUID
+    kernel: str
     count: int
-    parameters: list[str]
+    parameters: list[str] = Field(description="the kernel's parameters, in its spec's order")
     id: list[int]
     seq: list[int]
     state: list[str]

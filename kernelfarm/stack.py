@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -108,8 +109,14 @@ def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:
                                 sleep_ms=plan.sleep_ms, time_scale=plan.time_scale)  # fmt: skip
 
 
-def _component_env(state: StackState) -> dict[str, str]:
-    return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url)
+METRICS_DIR = "metrics"
+
+
+def _component_env(state: StackState, state_dir: Path) -> dict[str, str]:
+    env = launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url)
+    # The API's /metrics sums what the API and the coordinator's pool processes leave here (core/metrics.py).
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(state_dir / METRICS_DIR)
+    return env
 
 
 def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port: int | None = None,
@@ -140,7 +147,9 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
     state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
     state.save(state_dir)
 
-    env = _component_env(state)
+    shutil.rmtree(state_dir / METRICS_DIR, ignore_errors=True)  # the last run's samples
+    (state_dir / METRICS_DIR).mkdir()
+    env = _component_env(state, state_dir)
     logs = state_dir / "logs"
     state.processes.append(spawn("api", launcher.api_argv(port), env, logs))
     schedule = state_dir / "celerybeat-schedule"
@@ -242,7 +251,8 @@ class Supervisor:
                              self.window_s, info.log)  # fmt: skip
                 continue
             logger.warning("%s (pid %d) exited on its own; restarting it", info.name, info.pid)
-            self.state.processes[index] = spawn(info.name, info.argv, _component_env(self.state), Path(info.log).parent)
+            self.state.processes[index] = spawn(info.name, info.argv, _component_env(self.state, self.state_dir),
+                                             Path(info.log).parent)  # fmt: skip
             self._restarts[info.name] = [*recent, now]
             restarted.append(info.name)
         if restarted:

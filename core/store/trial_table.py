@@ -94,6 +94,7 @@ def trial_columns(session: Session, job_id: uuid.UUID) -> dict[str, Any]:
             profile[name].append(ncu.get(name))
     return {
         "job_id": str(job.id),
+        "kernel": job.kernel_name,
         "count": len(rows),
         "parameters": parameters,
         **columns,

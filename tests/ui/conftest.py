@@ -39,7 +39,9 @@ def chromium() -> Iterator[Any]:
     path = chromium_path()
     if path is None:
         pytest.skip("no Chromium on this machine (apt-get install chromium; `make test` does it when run as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
+    )
     with sync_api.sync_playwright() as playwright:
         # --no-sandbox: Chromium refuses to start as root with its sandbox (CI runs as root).
         browser = playwright.chromium.launch(

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RTX3090, wait_for
+from tests.conftest import RTX3090
 from tests.ui.conftest import Dashboard
 
 
@@ -112,7 +112,7 @@ def test_every_page_loads_cleanly(dashboard: Dashboard, logged_in: Any) -> None:
         page = logged_in.new_page()
         watch = PageWatch(page)
         requested: list[str] = []
-        page.on("request", lambda r: requested.append(r.url))
+        page.on("request", lambda r, seen=requested: seen.append(r.url))
         page.goto(f"{dashboard.url}{path}")
         page.wait_for_selector(".swagger-ui .info, .api-info", timeout=30_000)
         page.wait_for_load_state("networkidle")
