@@ -11,10 +11,26 @@ from fastapi import FastAPI
 
 from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import ERROR_RESPONSES, install_error_handlers
+from kernelfarm.api.metrics import MetricsExposition, RequestMetrics
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit, SecurityHeaders
-from kernelfarm.api.routes import best, exports, health, jobs, kernels, tokens, workers
+from kernelfarm.api.routes import (
+    best,
+    exports,
+    fleet,
+    health,
+    jobs,
+    kernel_results,
+    kernels,
+    metrics,
+    strategies,
+    tokens,
+    trial_columns,
+    workers,
+)
+from kernelfarm.api.routes.docs import install_docs
 from kernelfarm.api.routes.kernels import KERNEL_UPLOAD_PATH
 from kernelfarm.api.token_cache import TokenCache, read_revocation_stamp
+from kernelfarm.api.ui.routes import install_ui
 from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.settings import Settings, get_settings
 from kernelfarm.kernels.registry import all_kernels
@@ -41,6 +57,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1",
         summary="Distributed GPU kernel auto-tuning: submit tuning jobs, query best configs per GPU model.",
         lifespan=lifespan,
+        docs_url=None,  # served from local assets by install_docs (FastAPI's load from a CDN)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.celery = make_celery(settings)
@@ -50,8 +68,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.token_revocation_check_seconds,
     )
     app.state.best_cache = BestCache(settings.best_cache_seconds, partial(read_best_versions, settings.database_url))
+    app.state.metrics = MetricsExposition(settings)
     install_error_handlers(app)
-    # Added last = outermost: the size check runs before a request waits for a slot.
+    # Added last = outermost: the size check runs before a request waits for a slot, and the latency
+    # recorded includes the wait.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)
     app.add_middleware(
         BodySizeLimit,
@@ -59,10 +79,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         read_timeout=settings.request_body_timeout_seconds,
         path_limits={KERNEL_UPLOAD_PATH: settings.max_kernel_upload_bytes},
     )
+    app.add_middleware(RequestMetrics)
     app.add_middleware(SecurityHeaders)
     app.include_router(health.router)
-    for module in (jobs, kernels, workers, best, tokens, exports):
+    app.include_router(metrics.router)
+    for module in (jobs, trial_columns, kernels, kernel_results, workers, fleet, strategies, best, tokens, exports):
         app.include_router(module.router, responses=ERROR_RESPONSES)
+    install_docs(app)
+    install_ui(app)
     return app
 
 

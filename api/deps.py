@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from kernelfarm.api.deadline import in_thread
+from kernelfarm.api.session import CSRF_HEADER, SAFE_METHODS, SESSION_COOKIE, csrf_ok
 from kernelfarm.api.token_cache import TokenCache
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Forbidden, Unauthorized
@@ -43,6 +44,9 @@ CeleryDep = Annotated[Celery, Depends(get_celery)]
 _bearer = HTTPBearer(auto_error=False, description="API token from `kernelfarm token create`")
 
 
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
 class Principal:
     """Who calls: the token's name (the owner of the jobs it submits) and its effective scopes."""
 
@@ -69,30 +73,46 @@ def _authenticate(database_url: str | None, token: str) -> tuple[str, tuple[str,
         return row.name, tuple(row.scopes)
 
 
+async def principal_for(request: Request, settings: Settings, token: str) -> Principal:
+    """The token's owner and scopes (cached per process, see api/token_cache.py)."""
+    cache: TokenCache = request.app.state.token_cache
+    deadline = settings.api_database_deadline_seconds
+    if cache.enabled and not cache.current():
+        await in_thread(deadline, cache.refresh)  # a revocation elsewhere drops cached tokens first
+    cached = cache.get(token)
+    if cached is None:
+        generation = cache.generation
+        name, granted = await in_thread(deadline, _authenticate, settings.database_url, token)
+        cache.put(token, name, granted, generation)
+    else:
+        name, granted = cached.name, cached.scopes
+    return Principal(name, effective_scopes(granted))
+
+
+def request_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The bearer token, else the dashboard's session cookie (api/session.py); a cookie-authenticated
+    request that changes something must carry the CSRF header."""
+    if credentials is not None and credentials.scheme.lower() == "bearer" and credentials.credentials:
+        return credentials.credentials
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if not cookie:
+        raise Unauthorized("missing bearer token")
+    if request.method not in SAFE_METHODS and not csrf_ok(cookie, request.headers.get(CSRF_HEADER)):
+        raise Forbidden("missing or wrong X-CSRF-Token header for a cookie-authenticated request")
+    return cookie
+
+
 def _require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
     # Async, so a cached token costs no threadpool hop and no database round-trip.
     async def dependency(
         request: Request,
         settings: SettingsDep,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        credentials: BearerCredentials,
     ) -> Principal:
-        if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
-            raise Unauthorized("missing bearer token")
-        cache: TokenCache = request.app.state.token_cache
-        deadline = settings.api_database_deadline_seconds
-        if cache.enabled and not cache.current():
-            await in_thread(deadline, cache.refresh)  # a revocation elsewhere drops cached tokens first
-        cached = cache.get(credentials.credentials)
-        if cached is None:
-            generation = cache.generation
-            name, granted = await in_thread(deadline, _authenticate, settings.database_url, credentials.credentials)
-            cache.put(credentials.credentials, name, granted, generation)
-        else:
-            name, granted = cached.name, cached.scopes
-        scopes = effective_scopes(granted)
-        if scope not in scopes:
-            raise Forbidden(f"token {name!r} lacks scope {scope.value!r}")
-        return Principal(name, scopes)
+        principal = await principal_for(request, settings, request_token(request, credentials))
+        if scope not in principal.scopes:
+            raise Forbidden(f"token {principal.name!r} lacks scope {scope.value!r}")
+        return principal
 
     return dependency
 

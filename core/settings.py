@@ -7,6 +7,7 @@ bare because that is what hosting platforms and docker-compose files usually set
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import threading
@@ -128,6 +129,20 @@ class Settings(BaseSettings):
     # API: database work of the async routes (/ready, /v1/best, token checks) is abandoned after this
     # long and answered 503 with Retry-After (a frozen server never trips a server-side timeout).
     api_database_deadline_seconds: float = 5.0
+    # Dashboard (/ui): the session cookie gets the Secure flag (set it when the API is served over HTTPS).
+    session_cookie_secure: bool = False
+
+    # Prometheus /metrics: scraped with any read-scope token, with this dedicated scrape token, or with no
+    # token at all from these client networks (comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8";
+    # empty: none). Figures read from the database are re-read at most every metrics_cache_seconds.
+    metrics_token: str | None = None
+    metrics_open_networks: str = ""
+    metrics_cache_seconds: float = 5.0
+    # Where processes of one host (API workers, coordinator) leave their metrics for /metrics to sum
+    # (prometheus-client's multiprocess mode; the variable is read by prometheus-client itself too).
+    prometheus_multiproc_dir: Path | None = Field(
+        default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR", "KERNELFARM_PROMETHEUS_MULTIPROC_DIR")
+    )
 
     # Request limits (bad input is refused, not stored).
     max_budget_trials: int = 100_000
@@ -146,6 +161,21 @@ class Settings(BaseSettings):
         if value <= 0:
             raise ValueError("lease_seconds must be positive")
         return value
+
+    @field_validator("metrics_open_networks")
+    @classmethod
+    def _networks_parse(cls, value: str) -> str:
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            try:
+                ipaddress.ip_network(part, strict=False)
+            except ValueError:
+                raise ValueError(f"metrics_open_networks: {part!r} is not a network like 10.0.0.0/8") from None
+        return value
+
+    def metrics_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        return [
+            ipaddress.ip_network(p.strip(), strict=False) for p in self.metrics_open_networks.split(",") if p.strip()
+        ]
 
     @field_validator("child_log")
     @classmethod

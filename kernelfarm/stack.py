@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import time
@@ -147,9 +148,16 @@ def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:
                                 sleep_ms=plan.sleep_ms, time_scale=plan.time_scale)  # fmt: skip
 
 
+METRICS_DIR = "metrics"
+
+
 def _component_env(state: StackState, state_dir: Path | None = None) -> dict[str, str]:
     overrides = {"KERNELFARM_STACK_HEALTH_FILE": str(state_dir / HEALTH_FILE)} if state_dir else None
-    return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url, overrides=overrides)
+    env = launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url, overrides=overrides)
+    if state_dir is not None:
+        # The API's /metrics sums what the API and the coordinator's pool processes leave here (core/metrics.py).
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(state_dir / METRICS_DIR)
+    return env
 
 
 def survivors(state_dir: Path) -> list[str]:
@@ -248,6 +256,8 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
     state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
     state.save(state_dir)
 
+    shutil.rmtree(state_dir / METRICS_DIR, ignore_errors=True)  # the last run's samples
+    (state_dir / METRICS_DIR).mkdir()
     env = _component_env(state, state_dir)
     logs = state_dir / "logs"
     state.processes.append(spawn("api", launcher.api_argv(port), env, logs))

@@ -7,6 +7,7 @@ housekeeping every ``reap_interval_seconds``).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -21,6 +22,7 @@ from kernelfarm.core.celery_app import (
     make_celery,
 )
 from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.metrics import COORDINATOR_STEP_SECONDS
 from kernelfarm.core.settings import get_settings
 from kernelfarm.kernels.registry import all_kernels
 from kernelfarm.tuner import coordinator
@@ -51,7 +53,13 @@ def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -
 
 @app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)
 def advance(job_id: str) -> dict[str, object]:
-    result = coordinator.advance(job_id, settings, dispatch_trial, dispatch_profiles)
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        result = coordinator.advance(job_id, settings, dispatch_trial, dispatch_profiles)
+        outcome = "ok"
+    finally:
+        COORDINATOR_STEP_SECONDS.labels(outcome).observe(time.perf_counter() - started)
     return {"dispatched": len(result.dispatched), "state": result.state}
 
 

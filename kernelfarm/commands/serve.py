@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,24 @@ def serve_api(host: str = "127.0.0.1", port: int = 8765, workers: int = 1) -> No
         return
     # What uvicorn.run does for workers > 1, but with a listening socket that says it is TCP.
     config = uvicorn.Config("kernelfarm.api.app:create_app", **options)
-    Multiprocess(config, sockets=[tcp_listener(config.bind_socket())]).run()
+    with shared_metrics_dir():
+        Multiprocess(config, sockets=[tcp_listener(config.bind_socket())]).run()
+
+
+@contextmanager
+def shared_metrics_dir() -> Iterator[None]:
+    """Several API processes answer /metrics from one set of figures: prometheus-client's multiprocess
+    mode, in PROMETHEUS_MULTIPROC_DIR. When the operator set none, a fresh one for this server's
+    lifetime (its workers inherit the variable; removed when they have stopped)."""
+    if get_settings().prometheus_multiproc_dir is not None:
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="kernelfarm-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    try:
+        yield
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def tcp_listener(bound: socket.socket) -> socket.socket:

@@ -84,6 +84,7 @@ def up(
 
 def _describe(state: StackState, plan: WorkerPlan) -> None:
     console.print(f"[green]up[/]: API {state.api_url}  database {state.database_url}  broker {state.redis_url}")
+    console.print(f"dashboard {state.api_url}/ui/  (log in with the admin token {state.token})")
     what = {"replay": "replaying recorded measurements", "fake": "synthetic timings on the CPU (no GPU)"}.get(
         plan.backend, "measuring on the GPU"
     )

@@ -1,0 +1,158 @@
+"""Dashboard routes: the login exchange, the page shells and the static assets."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from functools import cache
+from importlib.resources import files
+from string import Template
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Body, FastAPI, Request, Response, status
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from kernelfarm.api.deps import SettingsDep, principal_for, request_token
+from kernelfarm.api.session import SESSION_COOKIE, end_session, start_session
+from kernelfarm.core.errors import Forbidden, InvalidInput, KernelfarmError, Unauthorized
+from kernelfarm.core.store.tokens import Scope
+
+UI_ROOT = files("kernelfarm.api.ui")
+# Page name → (title, script module, needs Plotly).
+PAGES: dict[str, tuple[str, str, bool]] = {
+    "jobs": ("Jobs", "jobs.js", False),
+    "job": ("Job", "job.js", True),
+    "new": ("New job", "new_job.js", False),
+    "kernels": ("Kernels", "kernels.js", False),
+    "fleet": ("Fleet", "fleet.js", False),
+}
+NAV = (("jobs", "/ui/jobs", "Jobs"), ("new", "/ui/new", "New job"), ("kernels", "/ui/kernels", "Kernels"),
+       ("fleet", "/ui/fleet", "Fleet"))  # fmt: skip
+# Pages and their scripts: same-origin only. Plotly's WebGL traces (parcoords, scattergl) build shader
+# glue with new Function, hence 'unsafe-eval'; its styles are set inline, hence 'unsafe-inline' styles.
+CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'")  # fmt: skip
+PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "same-origin"}  # fmt: skip
+SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9/_\-.?=&%]*$")
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+@cache
+def _template(name: str) -> Template:
+    return Template((UI_ROOT / "pages" / name).read_text(encoding="utf-8"))
+
+
+def _plotly_path() -> str:
+    return str(files("plotly") / "package_data" / "plotly.min.js")
+
+
+def _html(body: str) -> HTMLResponse:
+    return HTMLResponse(body, headers=PAGE_HEADERS)
+
+
+def render_page(page: str, user: str, data: dict[str, str] | None = None) -> HTMLResponse:
+    title, script, plotly = PAGES[page]
+    nav = "".join(f'<a href="{href}"{" class=active" if key == page else ""}>{label}</a>' for key, href, label in NAV)
+    attributes = " ".join(f'data-{k}="{v}"' for k, v in (data or {}).items())
+    scripts = '<script src="/ui/vendor/plotly.min.js"></script>' if plotly else ""
+    scripts += f'<script type="module" src="/ui/static/js/{script}"></script>'
+    body = _template("shell.html").substitute(
+        title=title, nav=nav, user=user, page=page, data=attributes, scripts=scripts,
+        content=(UI_ROOT / "pages" / f"{page}.html").read_text(encoding="utf-8"),
+    )  # fmt: skip
+    return _html(body)
+
+
+async def _page(request: Request, settings: SettingsDep, page: str, data: dict[str, str] | None = None) -> Response:
+    """The page for a browser with a valid session of read scope; a redirect to the login otherwise."""
+    try:
+        principal = await principal_for(request, settings, request_token(request, None))
+        if Scope.READ not in principal.scopes:
+            raise Forbidden("no read scope")
+    except KernelfarmError:
+        response = RedirectResponse(f"/ui/login?next={quote(request.url.path)}", status.HTTP_303_SEE_OTHER)
+        if request.cookies.get(SESSION_COOKIE):
+            end_session(response)  # revoked or unknown token: drop it
+        return response
+    return render_page(page, principal.name, data)
+
+
+@router.get("")
+@router.get("/")
+async def root() -> RedirectResponse:
+    return RedirectResponse("/ui/jobs", status.HTTP_303_SEE_OTHER)
+
+
+@router.get("/login")
+async def login_page(next: str = "/ui/jobs") -> HTMLResponse:
+    target = next if SAFE_NEXT.match(next) else "/ui/jobs"
+    return _html(_template("login.html").substitute(next=target))
+
+
+@router.post("/session", status_code=status.HTTP_204_NO_CONTENT)
+async def login(
+    request: Request, settings: SettingsDep, token: Annotated[str, Body(embed=True, min_length=1, max_length=512)]
+) -> Response:
+    """Exchange an API token for the session cookies. JSON only: a cross-site form cannot send JSON
+    without a CORS preflight, so no other site can log a browser in with its own token."""
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        raise InvalidInput('send the token as JSON: {"token": "kf_..."}')
+    principal = await principal_for(request, settings, token.strip())
+    if Scope.READ not in principal.scopes:
+        raise Forbidden(f"token {principal.name!r} lacks scope 'read'")
+    response = Response(status_code=status.HTTP_204_NO_CONTENT)
+    start_session(response, token.strip(), secure=settings.session_cookie_secure)
+    return response
+
+
+@router.post("/logout", status_code=status.HTTP_204_NO_CONTENT)
+async def logout(request: Request) -> Response:
+    # request_token checks the CSRF header: another site cannot log a user out either.
+    with contextlib.suppress(Unauthorized):
+        request_token(request, None)
+    response = Response(status_code=status.HTTP_204_NO_CONTENT)
+    end_session(response)
+    return response
+
+
+@router.get("/jobs")
+async def jobs_page(request: Request, settings: SettingsDep) -> Response:
+    return await _page(request, settings, "jobs")
+
+
+@router.get("/jobs/{job_id}")
+async def job_page(request: Request, settings: SettingsDep, job_id: str) -> Response:
+    if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", job_id):
+        raise InvalidInput(f"not a job id: {job_id!r}")
+    return await _page(request, settings, "job", {"job-id": job_id})
+
+
+@router.get("/new")
+async def new_job_page(request: Request, settings: SettingsDep) -> Response:
+    return await _page(request, settings, "new")
+
+
+@router.get("/kernels")
+async def kernels_page(request: Request, settings: SettingsDep) -> Response:
+    return await _page(request, settings, "kernels")
+
+
+@router.get("/fleet")
+async def fleet_page(request: Request, settings: SettingsDep) -> Response:
+    return await _page(request, settings, "fleet")
+
+
+@router.get("/vendor/plotly.min.js")
+async def plotly_js() -> FileResponse:
+    """Plotly's JavaScript bundle from the installed plotly package (no CDN)."""
+    return FileResponse(_plotly_path(), media_type="text/javascript",
+                        headers={"Cache-Control": "public, max-age=86400"})  # fmt: skip
+
+
+def install_ui(app: FastAPI) -> None:
+    app.mount("/ui/static", StaticFiles(directory=str(UI_ROOT / "static")), name="ui-static")
+    app.include_router(router)

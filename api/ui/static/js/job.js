@@ -1,0 +1,372 @@
+// Job: summary, convergence, every trial, the parameter heatmap, parallel coordinates, the roofline and
+// the trial table. One request (/trial-columns) brings every trial; while the job runs the page polls.
+/* global Plotly */
+import { api, describe, el, fmtMs, fmtWhen, progressBar, showError, stateBadge } from "./api.js";
+
+const jobId = document.body.dataset.jobId;
+const CONFIG = { displaylogo: false, responsive: true };
+const FAILED_COLORS = { compile: "#d69e2e", launch: "#dd6b20", timeout: "#805ad5", crash: "#c53030",
+  wrong_result: "#b83280", constraint: "#718096" };
+const LAYOUT = { margin: { l: 60, r: 20, t: 10, b: 45 }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+  font: { family: "system-ui, sans-serif", size: 12 } };
+const TABLE_PAGE = 50;
+let job = null;
+let cols = null;
+let lastProgress = "";
+const table = { sortKey: "seq", sortDir: 1, page: 0, rows: [] };
+
+function layout(extra) { return { ...LAYOUT, ...extra }; }
+
+// ---------------------------------------------------------------- summary
+function summary() {
+  const p = job.progress;
+  const done = p.complete + p.failed;
+  const items = [
+    ["kernel", job.kernel], ["GPU model", job.gpu_model],
+    ["problem", Object.entries(job.problem).map(([k, v]) => `${k}=${v}`).join(", ")],
+    ["state", stateBadge(job.state)],
+    ["progress", progressBar(done / (job.budget_trials || p.total || 1), `${done}/${job.budget_trials ?? "∞"}`)],
+    ["trials", `${p.complete} complete, ${p.failed} failed, ${p.running} running, ${p.queued} queued`],
+    ["best", job.best ? `${fmtMs(job.best.time_ms)} ms — ${job.best.config_key}` : "none yet"],
+    ["strategy", `${job.strategy} (seed ${job.seed}, parallelism ${job.parallelism})`],
+    ["created", fmtWhen(job.created_at)], ["finished", fmtWhen(job.finished_at)], ["owner", job.owner],
+    ["status", job.status_message || ""],
+  ];
+  const box = document.getElementById("summary");
+  box.replaceChildren(...items.map(([k, v]) => el("div", {}, el("span", { class: "k" }, k), v)));
+  if (job.state === "queued" || job.state === "running") {
+    const cancel = el("button", { type: "button", id: "cancel" }, "Cancel job");
+    cancel.addEventListener("click", async () => {
+      try { job = await api(`/v1/jobs/${jobId}/cancel`, { method: "POST" }); summary(); } catch (e) { showError(e); }
+    });
+    box.append(el("div", {}, cancel));
+  }
+  document.getElementById("job-title").textContent = `${job.kernel} on ${job.gpu_model}`;
+  document.body.dataset.state = job.state;
+}
+
+// ---------------------------------------------------------------- convergence and every trial
+function convergence() {
+  const order = [];
+  for (let i = 0; i < cols.count; i++) {
+    if ((cols.state[i] === "complete" || cols.state[i] === "failed") && cols.finished_s[i] !== null) order.push(i);
+  }
+  order.sort((a, b) => cols.finished_s[a] - cols.finished_s[b]);
+  const evals = [];
+  const wall = [];
+  const best = [];
+  let current = Infinity;
+  order.forEach((i, k) => {
+    if (cols.state[i] === "complete" && cols.time_ms[i] !== null) current = Math.min(current, cols.time_ms[i]);
+    if (current < Infinity) { evals.push(k + 1); wall.push(cols.finished_s[i]); best.push(current); }
+  });
+  const line = (x) => [{ x, y: best, type: "scatter", mode: "lines", line: { shape: "hv", color: "#2b6cb0" },
+    name: "best so far", hovertemplate: "%{y:.4f} ms<extra></extra>" }];
+  Plotly.react("conv-evals", line(evals), layout({ xaxis: { title: { text: "evaluations" } },
+    yaxis: { title: { text: "best time (ms)" } } }), CONFIG);
+  Plotly.react("conv-time", line(wall), layout({ xaxis: { title: { text: "seconds since submission" } },
+    yaxis: { title: { text: "best time (ms)" } } }), CONFIG);
+}
+
+function allTrials() {
+  const okX = [];
+  const okY = [];
+  const failed = {};
+  let top = 0;
+  for (let i = 0; i < cols.count; i++) {
+    if (cols.state[i] === "complete" && cols.time_ms[i] !== null) {
+      okX.push(cols.seq[i]); okY.push(cols.time_ms[i]); top = Math.max(top, cols.time_ms[i]);
+    } else if (cols.state[i] === "failed") {
+      (failed[cols.failure_kind[i] || "unknown"] ||= []).push(cols.seq[i]);
+    }
+  }
+  // Failed trials have no time: drawn as crosses in a band above the slowest complete one.
+  const band = top > 0 ? top * 1.12 : 1;
+  const traces = [{ x: okX, y: okY, type: "scattergl", mode: "markers", name: "complete",
+    marker: { size: 5, color: "#2b6cb0", opacity: 0.7 }, hovertemplate: "trial %{x}: %{y:.4f} ms<extra></extra>" }];
+  for (const [kind, xs] of Object.entries(failed)) {
+    traces.push({ x: xs, y: xs.map(() => band), type: "scattergl", mode: "markers", name: `failed: ${kind}`,
+      marker: { symbol: "x", size: 7, color: FAILED_COLORS[kind] || "#c53030" },
+      hovertemplate: `trial %{x}: ${kind}<extra></extra>` });
+  }
+  Plotly.react("all-trials", traces, layout({ xaxis: { title: { text: "trial (proposal order)" } },
+    yaxis: { title: { text: "time (ms)" } }, legend: { orientation: "h", y: 1.08 } }), CONFIG);
+}
+
+// ---------------------------------------------------------------- heatmap
+function uniqueSorted(values) {
+  const seen = [...new Set(values.filter((v) => v !== null && v !== undefined))];
+  const numeric = seen.every((v) => typeof v === "number");
+  return numeric ? seen.sort((a, b) => a - b) : seen.map(String).sort();
+}
+
+function median(values) {
+  const sorted = Float64Array.from(values).sort();
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function setupHeatmapControls() {
+  const xs = document.getElementById("heat-x");
+  const ys = document.getElementById("heat-y");
+  if (xs.options.length) return;
+  const varied = cols.parameters.filter((p) => uniqueSorted(cols.config[p]).length > 1);
+  const choices = varied.length >= 2 ? varied : cols.parameters;
+  for (const select of [xs, ys]) select.replaceChildren(...cols.parameters.map((p) => el("option", { value: p }, p)));
+  xs.value = choices[0] ?? "";
+  ys.value = choices[1] ?? choices[0] ?? "";
+  xs.addEventListener("change", heatmap);
+  ys.addEventListener("change", heatmap);
+}
+
+function heatmap() {
+  const started = performance.now();
+  const px = document.getElementById("heat-x").value;
+  const py = document.getElementById("heat-y").value;
+  if (!px || !py) return;
+  const xv = uniqueSorted(cols.config[px]);
+  const yv = uniqueSorted(cols.config[py]);
+  const xi = new Map(xv.map((v, i) => [String(v), i]));
+  const yi = new Map(yv.map((v, i) => [String(v), i]));
+  const cells = new Map();
+  for (let i = 0; i < cols.count; i++) {
+    if (cols.state[i] !== "complete" || cols.time_ms[i] === null) continue;
+    const key = xi.get(String(cols.config[px][i])) + yi.get(String(cols.config[py][i])) * xv.length;
+    let list = cells.get(key);
+    if (!list) cells.set(key, (list = []));
+    list.push(cols.time_ms[i]);
+  }
+  const z = yv.map(() => xv.map(() => null));
+  const n = yv.map(() => xv.map(() => 0));
+  for (const [key, list] of cells) {
+    const x = key % xv.length;
+    const y = Math.floor(key / xv.length);
+    z[y][x] = median(list);
+    n[y][x] = list.length;
+  }
+  Plotly.react("heatmap", [{ type: "heatmap", x: xv.map(String), y: yv.map(String), z, customdata: n,
+    colorscale: "Viridis", reversescale: true, colorbar: { title: { text: "median ms" } }, hoverongaps: false,
+    hovertemplate: `${px}=%{x}, ${py}=%{y}<br>median %{z:.4f} ms over %{customdata} trials<extra></extra>` }],
+  layout({ xaxis: { title: { text: px }, type: "category" }, yaxis: { title: { text: py }, type: "category" } }),
+  CONFIG);
+  window.kfHeatmap = { x: px, y: py, cells: cells.size, ms: performance.now() - started };
+  document.getElementById("heatmap").dataset.cells = String(cells.size);
+}
+
+// ---------------------------------------------------------------- parallel coordinates
+function parcoords() {
+  const index = [];
+  for (let i = 0; i < cols.count; i++) if (cols.state[i] === "complete" && cols.time_ms[i] !== null) index.push(i);
+  if (!index.length) { Plotly.purge("parcoords"); return; }
+  const times = index.map((i) => cols.time_ms[i]);
+  const dimensions = cols.parameters.map((p) => {
+    const values = uniqueSorted(cols.config[p]);
+    const position = new Map(values.map((v, k) => [String(v), k]));
+    return { label: p, values: index.map((i) => position.get(String(cols.config[p][i]))),
+      tickvals: values.map((_, k) => k), ticktext: values.map(String) };
+  });
+  dimensions.push({ label: "time (ms)", values: times });
+  Plotly.react("parcoords", [{ type: "parcoords", dimensions,
+    line: { color: times, colorscale: "Viridis", reversescale: true, showscale: true } }],
+  layout({ margin: { l: 60, r: 60, t: 50, b: 20 } }), CONFIG);
+}
+
+// ---------------------------------------------------------------- roofline and top-k ncu metrics
+const NCU = [["achieved_occupancy_pct", "occupancy %"], ["dram_throughput_pct", "DRAM throughput %"],
+  ["l2_hit_rate_pct", "L2 hit rate %"], ["sm_throughput_pct", "SM throughput %"], ["registers_per_thread", "registers"]];
+
+function ncuText(i) {
+  return NCU.filter(([k]) => cols.profile[k] && cols.profile[k][i] !== null)
+    .map(([k, label]) => `${label}: ${Number(cols.profile[k][i]).toFixed(1)}`).join("<br>");
+}
+
+function roofline() {
+  const note = document.getElementById("roofline-note");
+  const ai = cols.metrics.arithmetic_intensity;
+  const flops = cols.metrics.achieved_flops_per_s;
+  const ceilings = cols.ceilings;
+  const index = [];
+  if (ai && flops) for (let i = 0; i < cols.count; i++) if (ai[i] > 0 && flops[i] > 0) index.push(i);
+  if (!index.length || !ceilings) {
+    Plotly.purge("roofline");
+    document.getElementById("roofline").hidden = true;
+    note.hidden = false;
+    note.textContent = "No roofline data: this job's trials carry no achieved FLOP/s and arithmetic intensity " +
+      "(the cuda backend records them against the GPU's measured ceilings; replay and fake workers do not).";
+    return;
+  }
+  document.getElementById("roofline").hidden = false;
+  note.hidden = true;
+  const peak = ceilings.peak_flops_per_s / 1e9;
+  const bandwidth = ceilings.peak_bytes_per_s / 1e9;
+  const xs = index.map((i) => ai[i]);
+  const low = Math.min(...xs, peak / bandwidth) / 4;
+  const high = Math.max(...xs, peak / bandwidth) * 4;
+  const roofX = [low, peak / bandwidth, high];
+  const roofY = roofX.map((x) => Math.min(peak, x * bandwidth));
+  Plotly.react("roofline", [
+    { x: roofX, y: roofY, type: "scatter", mode: "lines", name: `roof (${ceilings.peak_kind ?? "fp32"}, measured)`,
+      line: { color: "#1a202c" }, hovertemplate: "%{y:.0f} GFLOP/s<extra>roof</extra>" },
+    { x: xs, y: index.map((i) => flops[i] / 1e9), type: "scattergl", mode: "markers", name: "trials",
+      text: index.map((i) => `trial ${cols.seq[i]}: ${fmtMs(cols.time_ms[i])} ms<br>${ncuText(i)}`),
+      marker: { size: 6, color: index.map((i) => cols.time_ms[i]), colorscale: "Viridis", reversescale: true },
+      hovertemplate: "%{text}<extra></extra>" },
+  ], layout({ xaxis: { type: "log", title: { text: "arithmetic intensity (FLOP/byte)" } },
+    yaxis: { type: "log", title: { text: "achieved GFLOP/s" } }, legend: { orientation: "h", y: 1.08 } }), CONFIG);
+}
+
+function topk() {
+  const profiled = NCU.filter(([k]) => cols.profile[k]);
+  const note = document.getElementById("topk-note");
+  const head = document.querySelector("#topk thead");
+  const body = document.querySelector("#topk tbody");
+  const complete = [];
+  for (let i = 0; i < cols.count; i++) if (cols.state[i] === "complete" && cols.time_ms[i] !== null) complete.push(i);
+  complete.sort((a, b) => cols.time_ms[a] - cols.time_ms[b]);
+  const top = complete.slice(0, 10);
+  head.replaceChildren(el("tr", {}, el("th", {}, "trial"), el("th", { class: "num" }, "time (ms)"),
+    ...profiled.map(([, label]) => el("th", { class: "num" }, label)), el("th", {}, "config")));
+  body.replaceChildren(...top.map((i) => el("tr", {}, el("td", {}, cols.seq[i]),
+    el("td", { class: "num" }, fmtMs(cols.time_ms[i])),
+    ...profiled.map(([k]) => el("td", { class: "num" }, cols.profile[k][i] === null ? "" : Number(cols.profile[k][i]).toFixed(1))),
+    el("td", {}, cols.parameters.map((p) => `${p}=${cols.config[p][i]}`).join(", ")))));
+  note.hidden = profiled.length > 0;
+  note.textContent = "No Nsight Compute metrics recorded for this job (profile mode none, or a backend that does not profile).";
+}
+
+// ---------------------------------------------------------------- trial table
+function tableColumns() {
+  return [["seq", "trial"], ["state", "state"], ["failure_kind", "failure"], ["time_ms", "time (ms)"],
+    ["time_p20_ms", "p20"], ["time_p80_ms", "p80"], ...cols.parameters.map((p) => [`config.${p}`, p]),
+    ...NCU.filter(([k]) => cols.profile[k]).map(([k, label]) => [`profile.${k}`, label]), ["worker", "worker"]];
+}
+
+function cell(key, i) {
+  if (key.startsWith("config.")) return cols.config[key.slice(7)][i];
+  if (key.startsWith("profile.")) return cols.profile[key.slice(8)][i];
+  return cols[key][i];
+}
+
+function matches(i, terms, state) {
+  if (state && cols.state[i] !== state) return false;
+  for (const term of terms) {
+    const [name, value] = term.includes("=") ? term.split("=", 2) : [null, term];
+    if (name !== null) {
+      if (!(name in cols.config) || String(cols.config[name][i]) !== value) return false;
+    } else if (![cols.state[i], cols.failure_kind[i], cols.worker[i], String(cols.seq[i])]
+      .some((v) => v !== null && String(v).toLowerCase().includes(value.toLowerCase()))) return false;
+  }
+  return true;
+}
+
+function filteredRows() {
+  const terms = document.getElementById("trial-filter").value.trim().split(/\s+/).filter(Boolean);
+  const state = document.getElementById("trial-state").value;
+  const rows = [];
+  for (let i = 0; i < cols.count; i++) if (matches(i, terms, state)) rows.push(i);
+  const { sortKey, sortDir } = table;
+  rows.sort((a, b) => {
+    const x = cell(sortKey, a);
+    const y = cell(sortKey, b);
+    if (x === y) return cols.seq[a] - cols.seq[b];
+    if (x === null || x === undefined) return 1;
+    if (y === null || y === undefined) return -1;
+    return (x < y ? -1 : 1) * sortDir;
+  });
+  return rows;
+}
+
+function trialTable() {
+  const columns = tableColumns();
+  table.rows = filteredRows();
+  const pages = Math.max(1, Math.ceil(table.rows.length / TABLE_PAGE));
+  table.page = Math.min(table.page, pages - 1);
+  const head = el("tr", {}, ...columns.map(([key, label]) => {
+    const th = el("th", { "data-key": key, class: key === table.sortKey ? (table.sortDir > 0 ? "asc" : "desc") : null }, label);
+    th.addEventListener("click", () => {
+      table.sortDir = table.sortKey === key ? -table.sortDir : 1;
+      table.sortKey = key;
+      trialTable();
+    });
+    return th;
+  }));
+  document.querySelector("#trials thead").replaceChildren(head);
+  const shown = table.rows.slice(table.page * TABLE_PAGE, (table.page + 1) * TABLE_PAGE);
+  document.querySelector("#trials tbody").replaceChildren(...shown.map((i) => el("tr", {}, ...columns.map(([key]) => {
+    const value = cell(key, i);
+    const numeric = typeof value === "number" && !key.startsWith("config.") && key !== "seq";
+    return el("td", { class: numeric ? "num" : null }, numeric ? (key.startsWith("time") ? fmtMs(value) : value.toFixed(1))
+      : value ?? "");
+  }))));
+  document.getElementById("trial-count").textContent = `${table.rows.length} of ${cols.count} trials`;
+  document.getElementById("trials-page").textContent = `page ${table.page + 1} of ${pages}`;
+  document.getElementById("trials-prev").disabled = table.page === 0;
+  document.getElementById("trials-next").disabled = table.page >= pages - 1;
+}
+
+function csvValue(value) {
+  if (value === null || value === undefined) return "";
+  const text = String(value);
+  return /[",\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+function downloadCsv() {
+  const columns = tableColumns();
+  const lines = [columns.map(([key]) => csvValue(key.replace(/^(config|profile)\./, ""))).join(",")];
+  for (const i of table.rows) lines.push(columns.map(([key]) => csvValue(cell(key, i))).join(","));
+  const blob = new Blob([lines.join("\n") + "\n"], { type: "text/csv" });
+  const link = el("a", { href: URL.createObjectURL(blob), download: `trials-${jobId}.csv` });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}
+
+document.getElementById("trial-filter").addEventListener("input", () => { table.page = 0; trialTable(); });
+document.getElementById("trial-state").addEventListener("change", () => { table.page = 0; trialTable(); });
+document.getElementById("trials-prev").addEventListener("click", () => { table.page -= 1; trialTable(); });
+document.getElementById("trials-next").addEventListener("click", () => { table.page += 1; trialTable(); });
+document.getElementById("csv").addEventListener("click", downloadCsv);
+
+// ---------------------------------------------------------------- loading and live updates
+function renderAll() {
+  summary();
+  convergence();
+  allTrials();
+  setupHeatmapControls();
+  heatmap();
+  trialTable();
+  topk();
+  // Below the fold and the heaviest to draw: after the first paint.
+  requestAnimationFrame(() => { parcoords(); roofline(); });
+}
+
+async function refresh() {
+  const fresh = await api(`/v1/jobs/${jobId}`);
+  const progress = JSON.stringify([fresh.state, fresh.progress]);
+  job = fresh;
+  if (progress !== lastProgress || cols === null) {
+    cols = await api(`/v1/jobs/${jobId}/trial-columns`);
+    lastProgress = progress;
+    renderAll();
+  } else {
+    summary();
+  }
+}
+
+async function loop() {
+  try {
+    await refresh();
+    showError(null);
+    if (document.body.dataset.rendered !== "1") {
+      window.kfFirstRenderMs = performance.now();
+      document.body.dataset.rendered = "1";
+    }
+  } catch (error) {
+    showError(error);
+    if (error && error.status === 404) { document.getElementById("summary").textContent = describe(error); return; }
+  }
+  if (!job || job.state === "queued" || job.state === "running") setTimeout(loop, 2000);
+}
+
+loop();

@@ -1,0 +1,133 @@
+"""Read-only figures about the farm as a whole: queue depth per GPU model, busy workers, recent failures,
+trial counts and time distributions. The dashboard's fleet page and the Prometheus /metrics read them."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Float, Select, cast, func, select
+from sqlalchemy.orm import Session
+
+from kernelfarm.core.models import Job, Trial, TrialProfile
+from kernelfarm.core.states import JobState, TrialState
+
+
+@dataclass
+class ModelLoad:
+    """Trials of one GPU model waiting for a worker (queued) and being measured (running), and jobs
+    still waiting for their first dispatch."""
+
+    queued_trials: int = 0
+    running_trials: int = 0
+    waiting_jobs: int = 0
+
+
+def load_per_model(session: Session) -> dict[str, ModelLoad]:
+    loads: dict[str, ModelLoad] = defaultdict(ModelLoad)
+    unfinished = (TrialState.QUEUED.value, TrialState.RUNNING.value)
+    rows = session.execute(
+        select(Trial.gpu_model, Trial.state, func.count()).where(Trial.state.in_(unfinished))
+        .group_by(Trial.gpu_model, Trial.state)
+    ).all()  # fmt: skip
+    for model, state, count in rows:
+        if state == TrialState.QUEUED.value:
+            loads[model].queued_trials = count
+        else:
+            loads[model].running_trials = count
+    waiting = session.execute(
+        select(Job.gpu_model, func.count()).where(Job.state == JobState.QUEUED.value).group_by(Job.gpu_model)
+    ).all()
+    for model, count in waiting:
+        loads[model].waiting_jobs = count
+    return dict(loads)
+
+
+def busy_workers(session: Session) -> dict[str, int]:
+    """Worker name → trials it is measuring now (running trials hold a lease naming their worker)."""
+    rows = session.execute(
+        select(Trial.worker_name, func.count())
+        .where(Trial.state == TrialState.RUNNING.value, Trial.worker_name.is_not(None))
+        .group_by(Trial.worker_name)
+    ).all()
+    return {name: count for name, count in rows if name is not None}
+
+
+@dataclass(frozen=True)
+class RecentFailure:
+    trial_id: int
+    job_id: uuid.UUID
+    kernel: str
+    gpu_model: str
+    failure_kind: str | None
+    failure_message: str | None
+    worker_name: str | None
+    finished_at: datetime | None
+
+
+def recent_failures(session: Session, limit: int = 20) -> list[RecentFailure]:
+    rows = session.execute(
+        select(
+            Trial.id,
+            Trial.job_id,
+            Trial.kernel_name,
+            Trial.gpu_model,
+            Trial.failure_kind,
+            Trial.failure_message,
+            Trial.worker_name,
+            Trial.finished_at,
+        )
+        .where(Trial.state == TrialState.FAILED.value)
+        .order_by(Trial.finished_at.desc().nulls_last(), Trial.id.desc())
+        .limit(limit)
+    ).all()
+    return [RecentFailure(*row) for row in rows]
+
+
+def trial_counts(session: Session) -> list[tuple[str, str, int]]:
+    """(state, failure kind or "", count) over every trial."""
+    rows = session.execute(
+        select(Trial.state, func.coalesce(Trial.failure_kind, ""), func.count()).group_by(
+            Trial.state, Trial.failure_kind
+        )
+    ).all()
+    return [(state, kind, count) for state, kind, count in rows]
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Cumulative bucket counts (``counts[i]`` = observations ≤ ``bounds[i]``), their sum and count:
+    a Prometheus histogram computed from rows instead of observed in a process."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    total: float
+    count: int
+
+
+def _distribution(session: Session, value: Any, where: Select[Any], bounds: Sequence[float]) -> Distribution:
+    columns = [func.count().filter(value <= b) for b in bounds]
+    query = where.with_only_columns(*columns, func.coalesce(func.sum(value), 0.0), func.count(value))
+    row = session.execute(query.where(value.is_not(None))).one()
+    return Distribution(tuple(bounds), tuple(row[: len(bounds)]), float(row[-2]), int(row[-1]))
+
+
+def time_distributions(session: Session, bounds: Sequence[float]) -> dict[str, Distribution]:
+    """Seconds per finished trial: ``trial`` (claim to result), ``measure`` (the measuring child's wall
+    time), ``compile`` (NVRTC) and ``profile`` (a trial's share of its ncu batch). Backends that do not
+    compile or profile (replay, fake) leave those out."""
+    finished = (TrialState.COMPLETE.value, TrialState.FAILED.value)
+    trials = select(Trial.id).where(Trial.state.in_(finished))
+    duration = func.extract("epoch", Trial.finished_at - Trial.started_at)
+    return {
+        "trial": _distribution(session, duration, trials, bounds),
+        "measure": _distribution(session, cast(Trial.metrics["measure_wall_s"].astext, Float), trials, bounds),
+        "compile": _distribution(session, cast(Trial.metrics["compile_s"].astext, Float), trials, bounds),
+        "profile": _distribution(
+            session, cast(TrialProfile.metrics["ncu_wall_s"].astext, Float), select(TrialProfile.trial_id), bounds
+        ),
+    }

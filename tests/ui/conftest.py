@@ -1,0 +1,105 @@
+"""The dashboard in a real browser: Playwright driving Debian's Chromium against a real farm (API,
+coordinator, replay workers, PostgreSQL, Redis) with a finished job and a running one.
+
+Playwright's own browser download cannot work on these machines; the tests launch the system's
+Chromium (`apt-get install chromium`; .ci/run installs it when missing) and skip, saying why, where
+there is none. Screenshots of every page land in ``<pytest basetemp>/ui-screenshots0/`` (or in
+``$KERNELFARM_UI_ARTIFACTS`` when set): test artifacts, never committed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from kernelfarm import kernels as kernel_package
+from tests.conftest import RTX3090, Farm, live_worker_count, make_token, wait_for
+
+H100 = "nvidia-h100-80gb-hbm3"
+CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def chromium_path() -> str | None:
+    for name in CHROMIUM_CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium; `make test` does it when run as root)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
+    )
+    with sync_api.sync_playwright() as playwright:
+        # --no-sandbox: Chromium refuses to start as root with its sandbox (CI runs as root).
+        browser = playwright.chromium.launch(
+            executable_path=path, headless=True,
+            args=["--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
+        )  # fmt: skip
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get("KERNELFARM_UI_ARTIFACTS")
+    if chosen:
+        Path(chosen).mkdir(parents=True, exist_ok=True)
+        return Path(chosen)
+    return tmp_path_factory.mktemp("ui-screenshots")
+
+
+@dataclass
+class Dashboard:
+    farm: Farm
+    token: str  # submit scope: can start jobs from the form
+    finished_job: str
+    running_job: str
+    artifacts: Path
+    storage: dict[str, Any] = field(default_factory=dict)  # the logged-in browser's cookies
+
+    @property
+    def url(self) -> str:
+        return self.farm.api_url
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+
+def softmax_landscape() -> Path:
+    """A recorded H100 landscape shipped in the package (its default problem)."""
+    return Path(kernel_package.__file__).parent / "softmax" / "landscapes" / f"{H100}_M8192_N4096_dtypefloat32.json.gz"
+
+
+@pytest.fixture(scope="module")
+def dashboard(farm: Farm, artifacts: Path, chromium: Any) -> Iterator[Dashboard]:
+    """The module's farm plus a slow H100 replay worker; one finished job (RTX 3090 convolution) and one
+    that keeps running (H100 softmax, one trial at a time, 1.5 s each) for the module's duration."""
+    farm.start_worker("slow-h100", softmax_landscape(), sleep_ms=1500)
+    wait_for(lambda: farm.check_running() and live_worker_count(farm.database_url, H100) >= 1, 60, "the H100 worker")
+    token = make_token(farm.database_url, "submit", name="ui-user")
+    client = httpx.Client(base_url=farm.api_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    finished = client.post("/v1/jobs", json={"kernel": "convolution_kernel", "gpu_model": RTX3090, "budget_trials": 40,
+                                             "parallelism": 4, "seed": 11, "strategy": "random"})  # fmt: skip
+    assert finished.status_code == 201, finished.text
+    running = client.post("/v1/jobs", json={"kernel": "softmax", "gpu_model": H100, "budget_trials": 200,
+                                            "parallelism": 1, "seed": 5, "strategy": "random"})  # fmt: skip
+    assert running.status_code == 201, running.text
+    finished_id, running_id = finished.json()["id"], running.json()["id"]
+    wait_for(lambda: client.get(f"/v1/jobs/{finished_id}").json()["state"] == "complete", 120, "the finished job")
+    wait_for(lambda: client.get(f"/v1/jobs/{running_id}").json()["progress"]["complete"] >= 2, 60, "the running job")
+    yield Dashboard(farm, token, finished_id, running_id, artifacts)
+    client.post(f"/v1/jobs/{running_id}/cancel")
+    client.close()
