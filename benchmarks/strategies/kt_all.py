@@ -8,7 +8,7 @@ layout of kernel_tuner_replay.py (``kt_keep.json``, ``kt_drop.json``) plus the r
 
 Strategies: every name in Kernel Tuner's ``strategy_map`` except ``brute_force`` (it evaluates
 the whole space: not a search) and ``pyatf_strategies`` when the optional ``pyatf`` package is
-missing. Tasks are ordered so that a deadline cuts the slow strategies' last repeats, never a
+missing, and ``skopt`` (SKIPPED says why). Tasks are ordered so that a deadline cuts the slow strategies' last repeats, never a
 whole strategy: repeat r of every (mode, landscape, strategy) runs before repeat r + 1. The
 report's ``repeats`` says how many repeats each cell got.
 
