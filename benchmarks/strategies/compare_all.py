@@ -12,9 +12,9 @@ runs them (batch 1); Kernel Tuner's through kernel_tuner_replay.run_once.
 
 Strategies: every name in Kernel Tuner's ``strategy_map`` except ``brute_force`` (it evaluates
 the whole space: not a search) and ``pyatf_strategies`` when the optional ``pyatf`` package is
-missing, and ``skopt`` (SKIPPED says why). Tasks are ordered so that a deadline cuts the slow strategies' last repeats, never a
-whole strategy: repeat r of every (mode, landscape, strategy) runs before repeat r + 1. The
-report's ``repeats`` says how many repeats each cell got.
+missing, and ``skopt`` (SKIPPED says why). Tasks are ordered so that a deadline cuts the slow
+strategies' last repeats, never a whole strategy: repeat r of every (mode, landscape, strategy)
+runs before repeat r + 1. The report's ``repeats`` says how many repeats each cell got.
 
 Usage (``--landscapes`` is a folder of Kernel Tuner cache files):
     python benchmarks/strategies/compare_all.py --landscapes LANDSCAPES --budget 200 --repeats 10 \
@@ -70,7 +70,10 @@ def _farm_run(path: str, mode: str, strategy: str, budget: int, seed: int) -> tu
     return run.values, statistics.median(run.ask_seconds)
 
 
-def _task(args: tuple[str, str, str, str, int, int]) -> tuple[str, str, str, int, list[float | None] | None, float, str]:
+Outcome = tuple[str, str, str, int, list[float | None] | None, float, str]
+
+
+def _task(args: tuple[str, str, str, str, int, int]) -> Outcome:
     """(mode, landscape, label, seed, trace, seconds per evaluation or per ask, error)."""
     mode, name, source, strategy, budget, seed = args
     start = time.perf_counter()
@@ -180,7 +183,7 @@ def main() -> None:
                 entry["strategies"][strategy] = summary.as_dict()
             report["landscapes"][name] = entry
         (args.out / f"all_{mode}.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"{sum(len(c) for m in traces.values() for l in m.values() for c in l.values())} runs, "
+    print(f"{sum(len(c) for m in traces.values() for per in m.values() for c in per.values())} runs, "
           f"{len(errors)} errors, {time.monotonic() - began:.0f} s")  # fmt: skip
     for line in errors[:20]:
         print(line)
