@@ -53,7 +53,11 @@ class JobCreate(BaseModel):
         "once the search is done) or none",
     )
     profile_top_k: int = Field(default=5, ge=1, le=100)
-    warm_start: bool = False
+    warm_start: bool = Field(
+        default=True,
+        description="learn from the trials of the same kernel and problem on other GPU models (the job's status "
+        "names them); false starts cold",
+    )
 
     @model_validator(mode="after")
     def _needs_a_budget(self) -> JobCreate:

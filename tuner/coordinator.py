@@ -32,7 +32,7 @@ from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.kernels.registry import get_kernel
-from kernelfarm.tuner.history import observations, prior_observations
+from kernelfarm.tuner.history import describe_prior, observations, prior_observations
 from kernelfarm.tuner.profiling import plan_profiles
 from kernelfarm.tuner.strategies.registry import get_strategy
 
@@ -130,7 +130,8 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     budget = job.budget_trials if job.budget_trials is not None else "∞"
     job_store.set_job_status(
         session, job, state=JobState.RUNNING,
-        message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight",
+        message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight"
+        + (f"; {describe_prior(prior)}" if job.warm_start else ""),
     )  # fmt: skip
     logger.info("job %s: dispatched %d trials (ask %.0f ms)", job.id, len(new), ask_seconds * 1e3)
     ids = [t.id for t in new]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Row, select
@@ -33,17 +34,33 @@ def observations(trials: Sequence[Trial] | Sequence[Row[Any]]) -> list[Observati
 
 
 def prior_observations(session: Session, job: Job, space: SearchSpace) -> list[Observation]:
-    """Finished trials of earlier jobs of the same kernel (other problem or GPU model), newest
-    first, restricted to configs of this job's space."""
+    """Warm start across GPUs: finished trials of the same kernel and problem measured on *other*
+    GPU models, newest first, restricted to configs of this job's space. Each observation's
+    ``source`` is its GPU model, because times of different GPUs share no scale (the strategy
+    learns how far each carries over; tuner/strategies/transfer.py)."""
     rows = session.execute(
         select(Trial)
-        .join(Job, Job.id == Trial.job_id)
         .where(
-            Job.kernel_name == job.kernel_name,
-            Job.id != job.id,
+            Trial.kernel_name == job.kernel_name,
+            Trial.problem_key == job.problem_key,
+            Trial.gpu_model != job.gpu_model,
             Trial.state.in_([TrialState.COMPLETE.value, TrialState.FAILED.value]),
         )
         .order_by(Trial.finished_at.desc())
         .limit(PRIOR_LIMIT)
     ).scalars()
-    return [o for o in observations(list(rows)) if not o.pending and space.contains(o.config, job.problem)]
+    trials = list(rows)
+    found = observations(trials)
+    return [
+        replace(o, source=trial.gpu_model)
+        for o, trial in zip(found, trials, strict=True)
+        if not o.pending and space.contains(o.config, job.problem)
+    ]
+
+
+def describe_prior(prior: Sequence[Observation]) -> str:
+    """What a job's status says about its warm start, e.g. "warm start: 180 trials from A100, RTX 3090"."""
+    if not prior:
+        return "cold start: no other GPU has tuned this kernel and problem"
+    sources = sorted({o.source or "?" for o in prior})
+    return f"warm start: {len(prior)} trials from {', '.join(sources)}"
