@@ -21,16 +21,26 @@ def observations(trials: Sequence[Trial] | Sequence[Row[Any]]) -> list[Observati
     out = []
     for trial in trials:
         state = TrialState(trial.state)
+        origin = _origin(trial)
         if state == TrialState.COMPLETE and trial.verified and trial.time_ms is not None:
-            out.append(Observation(dict(trial.config), float(trial.time_ms)))
+            out.append(Observation(dict(trial.config), float(trial.time_ms), origin=origin))
         elif state == TrialState.FAILED:
-            out.append(Observation(dict(trial.config), None, FailureKind(trial.failure_kind or "crash")))
+            out.append(Observation(dict(trial.config), None, FailureKind(trial.failure_kind or "crash"), origin=origin))
         elif state in (TrialState.QUEUED, TrialState.RUNNING):
-            out.append(Observation(dict(trial.config), None, pending=True))
+            out.append(Observation(dict(trial.config), None, pending=True, origin=origin))
         # cancelled trials teach nothing but must not be proposed again: treat as pending.
         else:
-            out.append(Observation(dict(trial.config), None, pending=True))
+            out.append(Observation(dict(trial.config), None, pending=True, origin=origin))
     return out
+
+
+def _origin(trial: Trial | Row[Any]) -> str | None:
+    """ "llm" for a trial an LLM arm proposed (provenance ``proposed_by`` = "llm:MODEL")."""
+    if isinstance(trial, Trial):
+        proposed = (trial.provenance or {}).get("proposed_by")
+    else:
+        proposed = getattr(trial, "proposed_by", None)
+    return str(proposed).split(":", 1)[0] if proposed else None
 
 
 def prior_observations(session: Session, job: Job, space: SearchSpace) -> list[Observation]:
