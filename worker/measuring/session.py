@@ -12,7 +12,9 @@ from typing import Any
 
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.worker.cuda.device import visible_nvml_index
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
+from kernelfarm.worker.measuring.energy import open_meter
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, MeasurableKernel
 from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
 from kernelfarm.worker.measuring.verifier import poison, relative_error
@@ -34,6 +36,7 @@ class Session:
         self.catalogue = KernelCatalogue(refs=refs)
         self.flush = L2Flusher(int(cp.cuda.Device().attributes.get("L2CacheSize", 64 << 20)))
         self._data_key: tuple[Any, ...] | None = None
+        self.energy = open_meter(visible_nvml_index(int(cp.cuda.Device().id)))
         self._buffers: dict[str, Any] = {}
         self._reference: dict[str, Any] = {}
 
@@ -119,6 +122,7 @@ class Session:
             )
         policy = TimingPolicy(**message.get("policy", {}))
         stats = time_kernel(run, policy, flush=self.flush)
+        energy = self.energy.measure(run, self.cp.cuda.Stream.null.synchronize).metrics() if self.energy else {}
         return {
             "status": "ok",
             "times_ms": list(stats.times_ms),
@@ -126,6 +130,7 @@ class Session:
             "resources": resources,
             "gpu_s": time.perf_counter() - gpu_start,
             "data_s": data_s,
+            **energy,
         }
 
 
