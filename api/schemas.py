@@ -88,7 +88,12 @@ class JobCreate(BaseModel):
         "once the search is done) or none",
     )
     profile_top_k: int = Field(default=5, ge=1, le=100, strict=True)
-    warm_start: bool = Field(default=False, strict=True)
+    warm_start: bool = Field(
+        default=True,
+        strict=True,
+        description="learn from the trials of the same kernel and problem on other GPU models (the job's status "
+        "names them); false starts cold",
+    )
 
     @model_validator(mode="after")
     def _needs_a_budget(self) -> JobCreate:

@@ -101,7 +101,7 @@ class Job(Base):
     parallelism: Mapped[int] = mapped_column(Integer)
     profile: Mapped[str] = mapped_column(String(16), default="all")
     profile_top_k: Mapped[int] = mapped_column(Integer, default=5)
-    warm_start: Mapped[bool] = mapped_column(default=False)
+    warm_start: Mapped[bool] = mapped_column(default=True)
     state: Mapped[str] = mapped_column(String(16), index=True)
     status_message: Mapped[str] = mapped_column(Text, default="")
     owner: Mapped[str] = mapped_column(String(128))

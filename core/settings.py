@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     trial_soft_time_limit: int = 600
     trial_hard_time_limit: int = 660
     visibility_timeout: int = 900
+
+    # The LLM arm of strategy "bayes_llm" (tuner/strategies/llm.py): an OpenAI-compatible
+    # chat-completions endpoint. Off unless base URL and model are set.
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_timeout_seconds: float = 20.0
 
     # Worker process (set by `kernelfarm worker`; one process per GPU).
     worker_backend: str = "replay"  # "cuda", "triton", "replay" or "fake" (worker.backend_factory.BACKEND_NAMES)

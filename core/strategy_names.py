@@ -8,5 +8,5 @@ job's strategy before any coordinator sees it.
 
 from __future__ import annotations
 
-STRATEGY_NAMES: tuple[str, ...] = ("bayes", "genetic", "random")
+STRATEGY_NAMES: tuple[str, ...] = ("bayes", "bayes_llm", "genetic", "random")
 DEFAULT_STRATEGY = "bayes"

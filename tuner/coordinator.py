@@ -33,7 +33,7 @@ from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.kernels.registry import get_kernel
-from kernelfarm.tuner.history import observations, prior_observations
+from kernelfarm.tuner.history import describe_prior, observations, prior_observations
 from kernelfarm.tuner.profiling import plan_profiles
 from kernelfarm.tuner.strategies.registry import get_strategy
 
@@ -137,20 +137,25 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     strategy = get_strategy(job.strategy)
     prior = prior_observations(session, job, space) if job.warm_start else []
     started = time.perf_counter()
+    options = job.strategy_options
+    if getattr(strategy, "wants_gpu_model", False):  # an LLM arm tells its endpoint the GPU
+        options = {**options, "gpu_model": job.gpu_model}
     optimizer = strategy.from_history(space, job.problem, observations(trials), int(job.seed),
-                                      job.strategy_options, prior=prior)  # fmt: skip
+                                      options, prior=prior)  # fmt: skip
     configs = optimizer.ask(wanted)
     ask_seconds = time.perf_counter() - started
     if not configs:
         return _finish_or_drain(session, job, in_flight, counts, "space exhausted", settings), [], job.gpu_model
 
-    new = trial_store.add_trials(session, job, [(space.key(c), c) for c in configs])
+    proposed_by: dict[str, str] = getattr(optimizer, "proposed_by", {})
+    new = trial_store.add_trials(session, job, [(space.key(c), c) for c in configs], proposed_by)
     trial_store.mark_dispatched(session, [t.id for t in new])
     total = len(trials) + len(new)
     budget = job.budget_trials if job.budget_trials is not None else "∞"
     job_store.set_job_status(
         session, job, state=JobState.RUNNING,
-        message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight",
+        message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight"
+        + (f"; {describe_prior(prior)}" if job.warm_start else ""),
     )  # fmt: skip
     logger.info("job %s: dispatched %d trials (ask %.0f ms)", job.id, len(new), ask_seconds * 1e3)
     ids = [t.id for t in new]

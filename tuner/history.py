@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Row, select
@@ -20,30 +21,56 @@ def observations(trials: Sequence[Trial] | Sequence[Row[Any]]) -> list[Observati
     out = []
     for trial in trials:
         state = TrialState(trial.state)
+        origin = _origin(trial)
         if state == TrialState.COMPLETE and trial.verified and trial.time_ms is not None:
-            out.append(Observation(dict(trial.config), float(trial.time_ms)))
+            out.append(Observation(dict(trial.config), float(trial.time_ms), origin=origin))
         elif state == TrialState.FAILED:
-            out.append(Observation(dict(trial.config), None, FailureKind(trial.failure_kind or "crash")))
+            out.append(Observation(dict(trial.config), None, FailureKind(trial.failure_kind or "crash"), origin=origin))
         elif state in (TrialState.QUEUED, TrialState.RUNNING):
-            out.append(Observation(dict(trial.config), None, pending=True))
+            out.append(Observation(dict(trial.config), None, pending=True, origin=origin))
         # cancelled trials teach nothing but must not be proposed again: treat as pending.
         else:
-            out.append(Observation(dict(trial.config), None, pending=True))
+            out.append(Observation(dict(trial.config), None, pending=True, origin=origin))
     return out
 
 
+def _origin(trial: Trial | Row[Any]) -> str | None:
+    """ "llm" for a trial an LLM arm proposed (provenance ``proposed_by`` = "llm:MODEL")."""
+    if isinstance(trial, Trial):
+        proposed = (trial.provenance or {}).get("proposed_by")
+    else:
+        proposed = getattr(trial, "proposed_by", None)
+    return str(proposed).split(":", 1)[0] if proposed else None
+
+
 def prior_observations(session: Session, job: Job, space: SearchSpace) -> list[Observation]:
-    """Finished trials of earlier jobs of the same kernel (other problem or GPU model), newest
-    first, restricted to configs of this job's space."""
+    """Warm start across GPUs: finished trials of the same kernel and problem measured on *other*
+    GPU models, newest first, restricted to configs of this job's space. Each observation's
+    ``source`` is its GPU model, because times of different GPUs share no scale (the strategy
+    learns how far each carries over; tuner/strategies/transfer.py)."""
     rows = session.execute(
         select(Trial)
-        .join(Job, Job.id == Trial.job_id)
         .where(
-            Job.kernel_name == job.kernel_name,
-            Job.id != job.id,
+            Trial.kernel_name == job.kernel_name,
+            Trial.problem_key == job.problem_key,
+            Trial.gpu_model != job.gpu_model,
             Trial.state.in_([TrialState.COMPLETE.value, TrialState.FAILED.value]),
         )
         .order_by(Trial.finished_at.desc())
         .limit(PRIOR_LIMIT)
     ).scalars()
-    return [o for o in observations(list(rows)) if not o.pending and space.contains(o.config, job.problem)]
+    trials = list(rows)
+    found = observations(trials)
+    return [
+        replace(o, source=trial.gpu_model)
+        for o, trial in zip(found, trials, strict=True)
+        if not o.pending and space.contains(o.config, job.problem)
+    ]
+
+
+def describe_prior(prior: Sequence[Observation]) -> str:
+    """What a job's status says about its warm start, e.g. "warm start: 180 trials from A100, RTX 3090"."""
+    if not prior:
+        return "cold start: no other GPU has tuned this kernel and problem"
+    sources = sorted({o.source or "?" for o in prior})
+    return f"warm start: {len(prior)} trials from {', '.join(sources)}"

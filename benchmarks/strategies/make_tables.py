@@ -14,6 +14,7 @@ keeps the strategy name alone.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,121 @@ def targets(paths: list[str], strategy: str = "bayes") -> str:
     return "\n".join(out) + "\n"
 
 
+def _landscape_times(folder: Path, name: str, keep: bool) -> list[float | None]:
+    from kernelfarm.core.landscape import load_landscape
+
+    path = next(p for p in folder.glob(f"{name}.json*"))
+    entries = load_landscape(path).entries.values()
+    return [r.mean_ms for r in entries if keep or r.mean_ms is not None]
+
+
+def scores(traces_path: Path, folder: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """mode -> landscape -> strategy -> standardized score (cached next to the traces)."""
+    from kernelfarm.tuner.strategy_benchmark.standardized import random_baseline, standardized_score
+
+    cache = traces_path.with_name(traces_path.stem + "_scores.json")
+    if cache.exists():
+        return json.loads(cache.read_text())  # type: ignore[no-any-return]
+    data = json.loads(traces_path.read_text())
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for mode, per_landscape in data["traces"].items():
+        for name, per_strategy in per_landscape.items():
+            times = _landscape_times(folder, name, mode == "keep")
+            budget = max(len(r["trace"]) for runs in per_strategy.values() for r in runs)
+            base = random_baseline(times, budget)
+            worst = max(t for t in times if t is not None)
+            optimum = min(t for t in times if t is not None)
+            out.setdefault(mode, {})[name] = {
+                strategy: standardized_score([r["trace"] for r in runs], base, optimum, worst)
+                for strategy, runs in per_strategy.items()
+            }
+    cache.write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def summary(args: list[str]) -> str:
+    """One table per mode from compare_all.py's reports: a row per strategy, over all landscapes.
+
+    Usage: summary OUT_FOLDER LANDSCAPES_FOLDER"""
+    folder, landscapes = Path(args[0]), Path(args[1])
+    score = scores(folder / "all_traces.json", landscapes)
+    out = []
+    for mode in ("keep", "drop"):
+        path = folder / f"all_{mode}.json"
+        if not path.exists():
+            continue
+        report = json.loads(path.read_text())
+        names = list(report["landscapes"])
+        strategies: list[str] = []
+        for entry in report["landscapes"].values():
+            strategies += [s for s in entry["strategies"] if s not in strategies]
+        title = "failed configs kept (each costs an evaluation)" if mode == "keep" else "failed configs removed"
+        out.append(f"**{title}**, budget {report['settings']['budget']}, {len(names)} landscapes\n")
+        out.append(
+            "| strategy | repeats | standardized score (mean) | frac@50 (mean) | frac@100 (mean) | frac@100 (worst) "
+            "| frac@200 (mean) | landscapes at 0.95 within 100 (median run) | evals to 0.95 (median of medians) "
+            "| failed evals | ms per ask |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        rows = []
+        for strategy in strategies:
+            cells = [report["landscapes"][n]["strategies"].get(strategy) for n in names]
+            if any(c is None for c in cells):
+                continue
+            f50 = [c["frac_at"]["50"] for c in cells]
+            f100 = [c["frac_at"]["100"] for c in cells]
+            f200 = [c["frac_at"]["200"] for c in cells]
+            n95 = [c["n95_median"] if c["n95_median"] is not None else float("inf") for c in cells]
+            within = sum(1 for n in n95 if n <= 100)
+            med = statistics.median(n95)
+            std = statistics.fmean(score[mode][n][strategy] for n in names)
+            asks = [c["ask_ms_median"] for c in cells if c["ask_ms_median"] is not None]
+            rows.append((std, (
+                f"| {strategy} | {min(c['repeats'] for c in cells)} | {std:.3f} | {statistics.fmean(f50):.3f} "
+                f"| {statistics.fmean(f100):.3f} | {min(f100):.3f} | {statistics.fmean(f200):.3f} "
+                f"| {within} / {len(names)} "
+                f"| {'>200' if med == float('inf') else f'{med:g}'} "
+                f"| {100 * statistics.fmean(c['failed_fraction'] for c in cells):.0f} % "
+                f"| {statistics.median(asks) if asks else float('nan'):.1f} |"
+            )))  # fmt: skip
+        out.extend(row for _, row in sorted(rows, key=lambda r: -r[0]))
+        out.append("")
+    return "\n".join(out)
+
+
+def issue17(args: list[str]) -> str:
+    """Issue 17's targets per landscape (failed configs kept, first 100 evaluations of the runs).
+
+    Usage: issue17 OUT_FOLDER LANDSCAPES_FOLDER [STRATEGY]"""
+    folder, landscapes = Path(args[0]), Path(args[1])
+    strategy = args[2] if len(args) > 2 else "bayes"
+    score = scores(folder / "all_traces.json", landscapes)["keep"]
+    report = json.loads((folder / "all_keep.json").read_text())
+    out = [
+        f"| landscape | {strategy} frac@100 | best Kernel Tuner frac@100 | {strategy} evals to 0.95 (share) "
+        f"| best Kernel Tuner evals to 0.95 (share) | {strategy} score | best Kernel Tuner score "
+        "| frac@100 >= max(0.97, best KT) | evals to 0.95 <= 60 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in report["landscapes"].items():
+        s = entry["strategies"][strategy]
+        kt = {k: v for k, v in entry["strategies"].items() if k.startswith("kt:")}
+        best_frac = max(kt.items(), key=lambda item: item[1]["frac_at"]["100"])
+        best_n95 = min(kt.items(), key=lambda item: item[1]["n95_median"] or float("inf"))
+        best_score = max((score[name][k], k) for k in kt)
+        frac = s["frac_at"]["100"]
+        n95 = s["n95_median"]
+        out.append(
+            f"| {name} | {frac:.3f} | {best_frac[1]['frac_at']['100']:.3f} ({best_frac[0][3:]}) "
+            f"| {_hits(n95, s['n95_success'], s['budget'])} "
+            f"| {_hits(best_n95[1]['n95_median'], best_n95[1]['n95_success'], s['budget'])} ({best_n95[0][3:]}) "
+            f"| {score[name][strategy]:.3f} | {best_score[0]:.3f} ({best_score[1][3:]}) "
+            f"| {'yes' if frac >= max(0.97, best_frac[1]['frac_at']['100']) - 1e-9 else 'NO'} "
+            f"| {'yes' if n95 is not None and n95 <= 60 else 'NO'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> None:
     kind, rest = argv[0], argv[1:]
     makers: dict[str, Any] = {
@@ -160,6 +276,8 @@ def main(argv: list[str]) -> None:
         "latency": lambda r: latency(r[0]),
         "warm": lambda r: warm(r[0]),
         "targets": targets,
+        "summary": summary,
+        "issue17": issue17,
     }
     sys.stdout.write(makers[kind](rest))
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Row, and_, func, select, update
+from sqlalchemy import Row, and_, func, literal, select, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.measurement import Measurement
@@ -46,14 +47,29 @@ def history_rows(session: Session, job_id: uuid.UUID) -> Sequence[Row[Any]]:
     whole rows decoded every trial's times_ms/metrics/provenance JSON on every step, 3-4x the cost
     of this query at a few hundred trials (docs/SCALING.md)."""
     return session.execute(
-        select(Trial.id, Trial.config, Trial.state, Trial.time_ms, Trial.verified, Trial.failure_kind)
+        select(
+            Trial.id,
+            Trial.config,
+            Trial.state,
+            Trial.time_ms,
+            Trial.verified,
+            Trial.failure_kind,
+            Trial.provenance["proposed_by"].astext.label("proposed_by"),
+        )
         .where(Trial.job_id == job_id)
         .order_by(Trial.seq)
     ).all()
 
 
-def add_trials(session: Session, job: Job, configs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Trial]:
-    """Insert queued trials for (key, config) pairs, continuing the job's sequence numbers."""
+def add_trials(
+    session: Session,
+    job: Job,
+    configs: Sequence[tuple[str, Mapping[str, Any]]],
+    proposed_by: Mapping[str, str] | None = None,
+) -> list[Trial]:
+    """Insert queued trials for (key, config) pairs, continuing the job's sequence numbers.
+    ``proposed_by`` (config key -> proposer) goes into the trial's provenance for configs that
+    the strategy's own model did not choose (an LLM arm)."""
     last_seq = select(func.coalesce(func.max(Trial.seq), -1)).where(Trial.job_id == job.id)
     next_seq = session.execute(last_seq).scalar_one()
     trials = [
@@ -68,7 +84,7 @@ def add_trials(session: Session, job: Job, configs: Sequence[tuple[str, Mapping[
             state=TrialState.QUEUED.value,
             attempt=0,
             metrics={},
-            provenance={},
+            provenance={"proposed_by": proposed_by[key]} if proposed_by and key in proposed_by else {},
         )
         for i, (key, config) in enumerate(configs)
     ]
@@ -136,7 +152,8 @@ def record_result(session: Session, trial_id: int, attempt: int, measurement: Me
     values: dict[str, Any] = {
         "finished_at": func.now(),
         "metrics": storable(measurement.metrics),
-        "provenance": storable(measurement.provenance),
+        # merged: what the coordinator recorded at proposal time (proposed_by) stays
+        "provenance": Trial.provenance.op("||")(literal(storable(measurement.provenance), type_=JSONB)),
         "verified": measurement.verified,
     }
     if measurement.timing is not None:

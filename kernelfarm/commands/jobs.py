@@ -100,7 +100,9 @@ def tune(
     strategy: str = typer.Option(None, help="search strategy (default: the farm's)"),
     seed: int = typer.Option(None),
     profile: str = typer.Option("all", help="ncu profile: all, top_k or none"),
-    warm_start: bool = typer.Option(False, help="learn from earlier jobs of this kernel"),
+    warm_start: bool = typer.Option(
+        True, "--warm-start/--cold-start", help="learn from this kernel and problem's trials on other GPU models"
+    ),
     set_values: list[str] = typer.Option([], "--set", help="restrict a parameter: name=v1,v2,..."),
     constraint: list[str] = typer.Option([], help="extra constraint expression (repeatable)"),
     follow: bool = typer.Option(True, help="follow with a progress bar and print the result"),

@@ -14,7 +14,7 @@ from kernelfarm.tuner.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, g
 from tests.tuner.conftest import CONTEXT, SPACE, TINY, drive, objective
 
 # Model-based strategies reach their model phase quickly with these options.
-FAST = {"bayes": {"n_init": 4}, "genetic": {"population": 6}}
+FAST = {"bayes": {"n_init": 4}, "bayes_llm": {"n_init": 4}, "genetic": {"population": 6}}
 ALL = sorted(STRATEGIES)
 
 

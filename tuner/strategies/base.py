@@ -31,12 +31,17 @@ class Observation:
 
     ``value`` is the objective (time in ms, lower is better) for a successful trial; ``None`` for a
     failed one (``failure`` says why) and for a pending one (queued or running, ``pending=True``).
+    ``source`` names where a warm-start prior observation was measured (its GPU model): times of
+    one source share a scale, times of different sources do not. ``origin`` names what proposed
+    the config when it was not the strategy's own model (``"llm"``: tuner/strategies/llm.py).
     """
 
     config: Config
     value: float | None
     failure: FailureKind | None = None
     pending: bool = False
+    source: str | None = None
+    origin: str | None = None
 
 
 class Optimizer(ABC):

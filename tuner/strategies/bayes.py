@@ -37,7 +37,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-import scipy.stats
 from threadpoolctl import threadpool_limits
 
 from kernelfarm.core.errors import InvalidInput
@@ -48,6 +47,8 @@ from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_tab
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
 from kernelfarm.tuner.strategies.observed import Observed, observe
+from kernelfarm.tuner.strategies.transfer import PriorSummary, learned_scale, prior_model, summarize_prior
+from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 FAILURE_MODES = ("both", "feasibility", "penalty", "ignore")
 TRANSFORMS = ("copula", "log", "clip")
@@ -76,6 +77,12 @@ class BayesSettings:
             the ``n_init`` space-filling ones, so a misleading prior costs only these).
         prior_noise: noise variance (in standard deviations of the warped target) with which
             prior observations enter the objective model; 0 keeps them out of it.
+        transfer: warm start by transfer (transfer.py): a GP on the prior's per-source scores is
+            the mean of the objective model, scaled by a factor learned from this job's trials.
+        transfer_strength: pseudo-observations pulling that factor towards 1 (trust in the prior
+            before the job's own trials say otherwise).
+        n_init_warm: space-filling proposals (after the ``prior_init`` seeds) when a usable prior
+            exists: the prior's model replaces most of the design.
     """
 
     n_init: int = 10
@@ -90,6 +97,9 @@ class BayesSettings:
     fit_max: int = 64
     prior_init: int = 3
     prior_noise: float = 0.0
+    transfer: bool = True
+    transfer_strength: float = 2.0
+    n_init_warm: int = 2
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -111,8 +121,12 @@ class BayesSettings:
             if getattr(settings, key) not in allowed:
                 raise InvalidInput(f"strategy option {key!r} must be one of {allowed}")
         sizes = (settings.pool, settings.train_max, settings.fit_max)
-        if min(sizes) < 2 or settings.n_init < 1 or settings.prior_init < 0 or settings.prior_noise < 0:
-            raise InvalidInput("n_init, pool, train_max, fit_max must be positive; prior_* not negative")
+        warm = (settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm)
+        if min(sizes) < 2 or settings.n_init < 1 or min(warm) < 0:
+            raise InvalidInput(
+                "n_init, pool, train_max, fit_max must be positive; "
+                "prior_*, transfer_strength, n_init_warm not negative"
+            )
         return settings
 
 
@@ -143,16 +157,18 @@ class BayesianOptimizer(Optimizer):
     def _propose(
         self, table: CandidateTable, observed: Observed, free_rows: np.ndarray, n: int, rng: np.random.Generator
     ) -> list[int]:
-        seeds = self._prior_seeds(table)
+        summary = self._prior_summary(table)
+        seeds = summary.best(self.settings.prior_init) if summary is not None else []
+        n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
         placed = len(observed.seen_rows)
         chosen: list[int] = []
-        init_slots = max(0, self.settings.n_init + len(seeds) - placed)
+        init_slots = max(0, n_init + len(seeds) - placed)
         if init_slots:
             chosen = self._initial(table, observed, free_rows, min(n, init_slots), seeds, rng)
         if len(chosen) < n:
             remaining = np.setdiff1d(free_rows, chosen, assume_unique=True)
             if len(observed.success_rows) >= 2:
-                chosen += self._model_based(table, observed, remaining, n - len(chosen), chosen, rng)
+                chosen += self._model_based(table, observed, remaining, n - len(chosen), chosen, rng, summary)
             else:  # nothing to model yet (everything failed so far): keep spreading out
                 placed_rows = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
                 chosen += maximin(table.features, remaining, placed_rows, n - len(chosen), rng)
@@ -173,13 +189,11 @@ class BayesianOptimizer(Optimizer):
         placed = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
         return chosen + maximin(table.features, remaining, placed, n - len(chosen), rng)
 
-    def _prior_seeds(self, table: CandidateTable) -> list[int]:
-        """Rows of the ``prior_init`` best prior configs (valid in this space)."""
-        if not self.prior or self.settings.prior_init <= 0:
-            return []
-        prior = observe(table, self.space, self.prior)
-        order = prior.success_rows[np.argsort(prior.log_time, kind="stable")]
-        return [int(r) for r in order[: self.settings.prior_init]]
+    def _prior_summary(self, table: CandidateTable) -> PriorSummary | None:
+        """The prior's successes scored per source (None: no prior, or too little of it)."""
+        if not self.prior:
+            return None
+        return summarize_prior(table, self.space, self.prior, self.settings.transform)
 
     def _model_based(
         self,
@@ -189,20 +203,30 @@ class BayesianOptimizer(Optimizer):
         n: int,
         already: list[int],
         rng: np.random.Generator,
+        summary: PriorSummary | None = None,
     ) -> list[int]:
         train_rows, y, best, measured = self._targets(observed, rng)
         x = table.features[train_rows]
+        pool = self._pool(table, observed, free_rows, rng, len(train_rows))
+        fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
+        scored = np.concatenate([pool, fantasies])
+        offset = np.zeros(len(scored))
+        if summary is not None and self.settings.transfer:
+            # The prior's model as the mean, scaled by what this job's own measured times say.
+            prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max, rng)
+            prior_train, prior_scored = prior_gp.mean(x), prior_gp.mean(table.features[scored])
+            a, b = learned_scale(prior_train[measured], y[measured], self.settings.transfer_strength)
+            y = y - (a + b * prior_train)
+            offset = a + b * prior_scored
         # Hyperparameters from measured times only: imputed penalties are not smooth data.
-        fit_rows = np.flatnonzero(measured)[_subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
-        hp = fit_hyperparameters(x[fit_rows], _standardize(y[fit_rows]))
+        fit_rows = np.flatnonzero(measured)[subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
+        hp = fit_hyperparameters(x[fit_rows], standardize(y[fit_rows]))
         prior_rows, prior_y = self._prior_targets(table, observed, rng)
         extra = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
         x = np.vstack([x, table.features[prior_rows]])
         gp = GaussianProcess(x, np.concatenate([y, prior_y]), hp, extra_noise=extra)
 
-        pool = self._pool(table, observed, free_rows, rng, len(train_rows))
-        fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
-        posterior = gp.pool(table.features[np.concatenate([pool, fantasies])])
+        posterior = gp.pool(table.features[scored])
         for i in range(len(pool), len(pool) + len(fantasies)):
             posterior.condition(i)
         feasible = self._feasibility(table, observed, np.concatenate([pool, fantasies]), rng)
@@ -213,9 +237,10 @@ class BayesianOptimizer(Optimizer):
         taken[len(pool) :] = True
         chosen: list[int] = []
         for _ in range(min(n, len(pool))):
-            score = acquisition(name, posterior.mean, posterior.std, best, xi=xi) * feasible
+            mean = posterior.mean + offset
+            score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
             if not np.any(score[~taken] > 0):  # EI underflow far from the incumbent: exploit the mean
-                score = -posterior.mean + np.log(np.maximum(feasible, 1e-12))
+                score = -mean + np.log(np.maximum(feasible, 1e-12))
             score[taken] = -np.inf
             i = int(np.argmax(score))
             taken[i] = True
@@ -234,9 +259,9 @@ class BayesianOptimizer(Optimizer):
             penalty = float(y.max())
             rows = np.concatenate([rows, observed.failed_rows])
             y = np.concatenate([y, np.full(len(observed.failed_rows), penalty)])
-        keep = _subset(len(rows), self.settings.train_max, y, rng)
+        keep = subset(len(rows), self.settings.train_max, y, rng)
         rows, y = rows[keep], y[keep]
-        z = _standardize(_warp(y, self.settings.transform))
+        z = standardize(warp(y, self.settings.transform))
         best = float(z[np.argmin(y)])
         return rows, z, best, keep < n_success
 
@@ -252,8 +277,8 @@ class BayesianOptimizer(Optimizer):
         rows, y = prior.success_rows[fresh], prior.log_time[fresh]
         if len(rows) < 2:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        keep = _subset(len(rows), self.settings.train_max // 2, y, rng)
-        return rows[keep], _standardize(_warp(y[keep], self.settings.transform))
+        keep = subset(len(rows), self.settings.train_max // 2, y, rng)
+        return rows[keep], standardize(warp(y[keep], self.settings.transform))
 
     def _pool(
         self,
@@ -301,40 +326,13 @@ class BayesianOptimizer(Optimizer):
             return np.ones(len(rows))
         labelled = np.concatenate([ok, bad]).astype(np.int64)
         label = np.concatenate([np.zeros(len(ok)), np.ones(len(bad))])
-        keep = _subset(len(labelled), self.settings.train_max, -label, rng)
+        keep = subset(len(labelled), self.settings.train_max, -label, rng)
         labelled, label = labelled[keep], label[keep]
         rate = float(label.mean())
         target = label - rate
-        fit_rows = _subset(len(labelled), self.settings.fit_max, -label, rng)
+        fit_rows = subset(len(labelled), self.settings.fit_max, -label, rng)
         x = table.features[labelled]
         hp = fit_hyperparameters(x[fit_rows], target[fit_rows])
         mean = GaussianProcess(x, target, hp).mean(table.features[rows])
         p_ok = np.clip(1.0 - (rate + mean), 0.01, 1.0)
         return p_ok**self.settings.feasibility_power
-
-
-def _warp(y: np.ndarray, name: str) -> np.ndarray:
-    """Output warping of log times: "log" (none), "copula" (normal scores of the ranks), or
-    "clip" (log times above the median + 2 IQR clipped: very slow configs stop dominating)."""
-    if name == "copula":
-        ranks = scipy.stats.rankdata(y)
-        return np.asarray(scipy.stats.norm.ppf((ranks - 0.5) / len(y)))
-    if name == "clip":
-        q25, q50, q75 = np.quantile(y, [0.25, 0.5, 0.75])
-        return np.minimum(y, q50 + 2 * (q75 - q25))
-    return y
-
-
-def _standardize(y: np.ndarray) -> np.ndarray:
-    sd = float(y.std())
-    return (y - y.mean()) / (sd if sd > 1e-12 else 1.0)
-
-
-def _subset(size: int, limit: int, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Indices of at most ``limit`` items: the best (lowest ``y``) quarter plus a random rest."""
-    if size <= limit:
-        return np.arange(size)
-    order = np.argsort(y, kind="stable")
-    best = order[: limit // 4]
-    rest = rng.choice(order[limit // 4 :], limit - len(best), replace=False)
-    return np.sort(np.concatenate([best, rest]))

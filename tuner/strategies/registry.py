@@ -5,11 +5,13 @@ from __future__ import annotations
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.bayes_llm import LLMAssistedBayes
 from kernelfarm.tuner.strategies.genetic import GeneticAlgorithm
 from kernelfarm.tuner.strategies.random_search import RandomSearch
 
 STRATEGIES: dict[str, type[Optimizer]] = {
     BayesianOptimizer.name: BayesianOptimizer,
+    LLMAssistedBayes.name: LLMAssistedBayes,
     GeneticAlgorithm.name: GeneticAlgorithm,
     RandomSearch.name: RandomSearch,
 }

@@ -14,7 +14,9 @@ from typing import Any
 
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.worker.cuda.device import visible_nvml_index
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
+from kernelfarm.worker.measuring.energy import open_meter
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, MeasurableKernel
 from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
 from kernelfarm.worker.measuring.verifier import Verdict, poison, relative_error, verify
@@ -36,6 +38,7 @@ class Session:
         self.catalogue = KernelCatalogue(refs=refs)
         self.flush = L2Flusher(int(cp.cuda.Device().attributes.get("L2CacheSize", 64 << 20)))
         self._data_key: tuple[Any, ...] | None = None
+        self.energy = open_meter(visible_nvml_index(int(cp.cuda.Device().id)))
         self._buffers: dict[str, Any] = {}
         self._reference: dict[str, Any] = {}
         # The second input set (see measure) and the fastest verified median per kernel, problem, seed.
@@ -139,6 +142,7 @@ class Session:
                     resources, **checked, gpu_s=time.perf_counter() - gpu_start,
                 )  # fmt: skip
             self._fastest[record] = median
+        energy = self.energy.measure(run, self.cp.cuda.Stream.null.synchronize).metrics() if self.energy else {}
         return {
             "status": "ok",
             "times_ms": list(stats.times_ms),
@@ -146,6 +150,7 @@ class Session:
             "resources": resources,
             "gpu_s": time.perf_counter() - gpu_start,
             "data_s": data_s,
+            **energy,
         }
 
     def _verify(

@@ -1,0 +1,116 @@
+"""Cross-GPU warm start on the real pairs: each landscape as the target, the other GPUs of its
+family (the same kernel and problem) as the prior.
+
+For each target and repeat r: every other GPU of the family contributes the trials of an earlier
+job there (``--prior-strategy`` for ``--prior-trials`` evaluations, seed 1000 + r, marked with
+that GPU as the observation's source), and a new job on the target runs ``--strategy`` with that
+prior, compared with the same job cold (seed r) and with an *unrelated* prior: the same earlier
+trials with their times shuffled among them (tuner/strategy_benchmark/transfer.py ``shuffled``
+applied to each source), which keeps every config valid but breaks any relation to the target.
+Failed configs are kept (each costs an evaluation). Also reported: the target fraction of the
+best config of the prior (what copying the other GPUs' winner would give, no tuning).
+
+Usage:
+    python benchmarks/strategies/warm_start_pairs.py --landscapes LANDSCAPES [--budget 100] \
+        [--prior-trials 100] [--prior-strategy bayes] [--repeats 10] [--jobs 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kernelfarm.core.landscape import load_landscape
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.registry import get_strategy
+from kernelfarm.tuner.strategy_benchmark.families import by_family, family_of
+from kernelfarm.tuner.strategy_benchmark.metrics import summarize
+from kernelfarm.tuner.strategy_benchmark.replay import replay
+from kernelfarm.tuner.strategy_benchmark.runner import landscape_name
+from kernelfarm.tuner.strategy_benchmark.transfer import shuffled
+
+ARMS = ("cold", "warm", "unrelated")
+
+
+def _prior(paths: dict[str, Path], sources: list[str], args: argparse.Namespace, seed: int, unrelated: bool):
+    out: list[Observation] = []
+    for name in sources:
+        landscape = load_landscape(paths[name])
+        if unrelated:
+            landscape = shuffled(landscape, 30_000 + seed)
+        run = replay(landscape, get_strategy(args.prior_strategy), args.prior_trials, 1000 + seed)
+        out += [replace(o, source=name) for o in run.history]
+    return out
+
+
+def _task(
+    job: tuple[str, dict[str, Path], list[str], str, int, argparse.Namespace],
+) -> tuple[list[float | None], float | None]:
+    target, paths, sources, arm, seed, args = job
+    landscape = load_landscape(paths[target])
+    prior = [] if arm == "cold" else _prior(paths, sources, args, seed, unrelated=arm == "unrelated")
+    best_of_prior = None
+    done = [o for o in prior if o.value is not None]
+    if arm == "warm" and done:
+        # the target time of each source's best config; the best of those (copying a winner)
+        winners = [min((o for o in done if o.source == s), key=lambda o: o.value or 0.0) for s in sources
+                   if any(o.source == s for o in done)]  # fmt: skip
+        times = [landscape.entries[landscape.space.key(o.config)].mean_ms for o in winners
+                 if landscape.space.key(o.config) in landscape.entries]  # fmt: skip
+        times = [t for t in times if t is not None]
+        best_of_prior = min(times) if times else None
+    run = replay(landscape, get_strategy(args.strategy), args.budget, seed, prior=prior)
+    return run.values, best_of_prior
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--landscapes", type=Path, required=True)
+    parser.add_argument("--only", action="append", help="target landscape names (default: all)")
+    parser.add_argument("--strategy", default="bayes")
+    parser.add_argument("--prior-strategy", default="bayes")
+    parser.add_argument("--prior-trials", type=int, default=100)
+    parser.add_argument("--budget", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    paths = {landscape_name(p): p for p in sorted(args.landscapes.glob("*.json*"))}
+    families = by_family(paths)
+    targets = [t for t in paths if not args.only or t in args.only]
+    arms = args.arms.split(",")
+    jobs = [
+        (t, paths, [s for s in families[family_of(t)] if s != t], arm, args.seed + r, args)
+        for t in targets for arm in arms for r in range(args.repeats)
+    ]  # fmt: skip
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(_task, jobs))
+    report: dict[str, Any] = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                              "landscapes": {}}  # fmt: skip
+    it = iter(results)
+    for t in targets:
+        landscape = load_landscape(paths[t])
+        optimum = min(r.mean_ms for r in landscape.entries.values() if r.mean_ms is not None)
+        entry: dict[str, Any] = {"sources": [s for s in families[family_of(t)] if s != t]}
+        for arm in arms:
+            runs = [next(it) for _ in range(args.repeats)]
+            summary: dict[str, Any] = summarize([v for v, _ in runs], optimum, args.budget).as_dict()
+            copied = [optimum / b for _, b in runs if b]
+            summary["prior_best_fraction"] = statistics.fmean(copied) if copied else None
+            entry[arm] = summary
+            print(t, arm, summary["frac_at"], summary["n95_median"], summary["n95_success"], flush=True)
+        report["landscapes"][t] = entry
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The LLM arm (tuner/strategies/llm.py, bayes_llm.py) against an OpenAI-compatible endpoint.
+
+No language model is reachable from the test machines, so these tests start a small
+OpenAI-compatible HTTP server of their own (``POST /v1/chat/completions``) that answers
+deterministically: it stands in for a remote endpoint, and the client under test is the real
+httpx one, over a real socket.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from kernelfarm.core.states import FailureKind
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.bayes_llm import LLMAssistedBayes
+from kernelfarm.tuner.strategies.llm import (
+    ArmSchedule,
+    ChatProposer,
+    ProposerError,
+    parse_proposals,
+    summary_request,
+    validate,
+)
+from tests.tuner.conftest import CONTEXT, SPACE, drive, objective
+
+GOOD = {"bx": 8, "by": 2, "tile": 3, "layout": "tiled", "fixed": 7}
+ANSWER = [
+    {"bx": 64, "by": 2, "tile": 3, "layout": "tiled", "fixed": 7},  # unlisted value
+    {"bx": 32, "by": 8, "tile": 3, "layout": "row", "fixed": 7},  # violates bx * by <= 128
+    {"bx": 8, "by": 2, "tile": 3},  # parameters missing
+    GOOD,
+    GOOD,  # a repeat
+]
+
+
+class Endpoint:
+    """A deterministic OpenAI-compatible chat endpoint on a free local port."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.fail = False
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                endpoint.requests.append(body)
+                endpoint.headers.append(dict(self.headers))
+                if endpoint.fail or self.path != "/v1/chat/completions":
+                    self.send_response(500 if endpoint.fail else 404)
+                    self.end_headers()
+                    return
+                content = "Here you go:\n```json\n" + json.dumps(ANSWER) + "\n```"
+                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Endpoint:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    with Endpoint() as e:
+        yield e
+
+
+def _history(n: int) -> list[Observation]:
+    return drive(LLMAssistedBayes, SPACE, CONTEXT, steps=n, batch=1, options={"n_init": 4})
+
+
+def test_parse_and_validate_drop_and_count_bad_proposals() -> None:
+    assert parse_proposals("no json here [not json") == []
+    assert parse_proposals("say [1, 2] then") == [1, 2]
+    taken = {SPACE.key({"bx": 1, "by": 1, "tile": 1, "layout": "row", "fixed": 7})}
+    valid, dropped = validate(
+        SPACE, CONTEXT, [*ANSWER, "text", {"bx": 1, "by": 1, "tile": 1, "layout": "row", "fixed": 7}], taken
+    )
+    assert valid == [GOOD] and dropped == 6
+
+
+def test_chat_proposer_sends_space_history_and_gpu(endpoint: Endpoint) -> None:
+    history = _history(6)
+    request = summary_request(SPACE, CONTEXT, history, "nvidia-h100", 4)
+    proposals = ChatProposer(endpoint.url, "tiny-model", "sekret").propose(request)
+    assert proposals == ANSWER
+    sent = endpoint.requests[0]
+    assert sent["model"] == "tiny-model" and endpoint.headers[0]["Authorization"] == "Bearer sekret"
+    prompt = sent["messages"][-1]["content"]
+    assert "nvidia-h100" in prompt and '"layout": ["row", "col", "tiled"]' in prompt and "bx * by <= 128" in prompt
+    endpoint.fail = True
+    with pytest.raises(ProposerError):
+        ChatProposer(endpoint.url, "tiny-model", None).propose(request)
+
+
+def test_the_arm_mixes_a_valid_proposal_into_the_batch_and_marks_it(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        LLMAssistedBayes, "proposer_factory", staticmethod(lambda: ChatProposer(endpoint.url, "m", None))
+    )
+    history = [o for o in _history(6) if SPACE.key(o.config) != SPACE.key(GOOD)]
+    optimizer = LLMAssistedBayes.from_history(SPACE, CONTEXT, history, 0, {"n_init": 4, "gpu_model": "gpu-x"})
+    batch = optimizer.ask(4)
+    assert batch[0] == GOOD and len({SPACE.key(c) for c in batch}) == 4
+    assert all(SPACE.contains(c, CONTEXT) for c in batch)
+    assert optimizer.proposed_by == {SPACE.key(GOOD): "llm:m"}
+    assert optimizer.dropped == 4  # unlisted value, constraint, missing parameters, repeat
+    assert "gpu-x" in endpoint.requests[-1]["messages"][-1]["content"]
+    # The same job with the arm's proposal pending: the arm waits for its outcome.
+    pending = [*history, Observation(GOOD, None, pending=True, origin="llm")]
+    again = LLMAssistedBayes.from_history(SPACE, CONTEXT, pending, 0, {"n_init": 4})
+    assert GOOD not in again.ask(2) and again.proposed_by == {}
+
+
+def test_a_failing_endpoint_leaves_the_model_to_propose(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    endpoint.fail = True
+    monkeypatch.setattr(
+        LLMAssistedBayes, "proposer_factory", staticmethod(lambda: ChatProposer(endpoint.url, "m", None))
+    )
+    optimizer = LLMAssistedBayes.from_history(SPACE, CONTEXT, _history(6), 0, {"n_init": 4})
+    assert len(optimizer.ask(3)) == 3 and optimizer.proposed_by == {}
+
+
+def test_unconfigured_it_is_bayes() -> None:
+    assert LLMAssistedBayes.proposer_factory() is None  # no KERNELFARM_LLM_* in the test environment
+
+
+def test_schedule_backs_off_from_a_bad_proposer_and_returns_to_a_good_one() -> None:
+    schedule = ArmSchedule(period_min=4, period_max=64)
+    own = [Observation(GOOD | {"tile": t}, float(t)) for t in (1, 2, 3, 5)]  # median 2.5
+    bad = [Observation(GOOD, None, FailureKind.LAUNCH, origin="llm")]
+    assert schedule.period(own) == 4
+    assert schedule.period(own + bad) == 8
+    assert schedule.period(own + bad + bad) == 16
+    good = Observation(GOOD, 1.0, origin="llm")
+    assert schedule.period(own + bad + bad + [good]) == 8
+    assert not schedule.due(own + bad)  # one evaluation since its last proposal, period 8
+    assert schedule.due(own)  # never asked yet
+    assert objective(GOOD) is not None

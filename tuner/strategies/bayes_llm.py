@@ -1,0 +1,103 @@
+"""``bayes_llm``: the Bayesian optimizer with an LLM arm (tuner/strategies/llm.py).
+
+Off unless configured: without ``KERNELFARM_LLM_BASE_URL`` and ``KERNELFARM_LLM_MODEL`` it is
+``bayes`` exactly. When the arm is due (ArmSchedule) the endpoint is asked for configs; the first
+valid one takes one slot of the batch and the model fills the rest with that config pending (so
+the batch stays diverse). ``proposed_by`` maps each arm config's key to the proposer's name, and
+``dropped`` counts the proposals that failed validation; the coordinator writes the former into
+the trial's provenance and the latter into the job's log. An endpoint that fails is logged and
+the model proposes the whole batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from kernelfarm.core.space import Config, SearchSpace
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.llm import (
+    ArmSchedule,
+    ChatProposer,
+    Proposer,
+    ProposerError,
+    summary_request,
+    validate,
+)
+
+log = logging.getLogger(__name__)
+ARM_OPTIONS = ("gpu_model", "llm_period_min", "llm_period_max")
+
+
+def configured_proposer() -> Proposer | None:
+    # Imported here: replaying strategies (benchmarks, the device machine) needs no settings stack.
+    from kernelfarm.core.settings import get_settings
+
+    settings = get_settings()
+    if not settings.llm_base_url or not settings.llm_model:
+        return None
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    return ChatProposer(settings.llm_base_url, settings.llm_model, key, settings.llm_timeout_seconds)
+
+
+class LLMAssistedBayes(BayesianOptimizer):
+    """Options: those of ``bayes``, plus ``llm_period_min`` / ``llm_period_max`` (ArmSchedule);
+    ``gpu_model`` is filled in by the coordinator."""
+
+    name = "bayes_llm"
+    wants_gpu_model = True
+    # Replaced in benchmarks (replayed oracle / random / adversarial proposers) and tests.
+    proposer_factory: ClassVar[Callable[[], Proposer | None]] = staticmethod(configured_proposer)
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        context: Mapping[str, Any],
+        history: Sequence[Observation],
+        seed: int,
+        options: Mapping[str, Any] | None = None,
+        prior: Sequence[Observation] = (),
+    ) -> None:
+        rest = dict(options or {})
+        arm = {k: rest.pop(k) for k in ARM_OPTIONS if k in rest}  # the model's options are bayes's
+        super().__init__(space, context, history, seed, rest, prior)
+        self.gpu_model = str(arm.get("gpu_model", ""))
+        self.schedule = ArmSchedule(int(arm.get("llm_period_min", 4)), int(arm.get("llm_period_max", 64)))
+        self.proposed_by: dict[str, str] = {}
+        self.dropped = 0
+
+    def ask(self, n: int) -> list[Config]:
+        chosen = self._arm(n)
+        if len(chosen) >= n:
+            return chosen
+        own = self.history
+        self.history = own + [Observation(c, None, pending=True, origin="llm") for c in chosen]
+        try:
+            return chosen + super().ask(n - len(chosen))
+        finally:
+            self.history = own
+
+    def _arm(self, n: int) -> list[Config]:
+        done = sum(1 for o in self.history if not o.pending)
+        if n <= 0 or done < self.settings.n_init or not self.schedule.due(self.history):
+            return []
+        proposer = type(self).proposer_factory()
+        if proposer is None:
+            return []
+        request = summary_request(self.space, self.context, self.history, self.gpu_model, max(n, 4))
+        try:
+            raw = proposer.propose(request)
+        except ProposerError as exc:
+            log.warning("LLM arm skipped: %s", exc)
+            return []
+        taken = {self.space.key(o.config) for o in self.history}
+        valid, dropped = validate(self.space, self.context, raw, taken)
+        self.dropped += dropped
+        if dropped:
+            log.info("LLM arm: %d of %d proposals dropped (invalid, seen or repeated)", dropped, len(raw))
+        chosen = valid[:1]
+        for config in chosen:
+            self.proposed_by[self.space.key(config)] = proposer.name
+        return chosen

@@ -1,0 +1,203 @@
+"""Configurations proposed by a language model, as one arm of the Bayesian optimizer.
+
+The model is asked over an OpenAI-compatible chat-completions endpoint (base URL, model and key
+from Settings: ``KERNELFARM_LLM_BASE_URL``, ``KERNELFARM_LLM_MODEL``, ``KERNELFARM_LLM_API_KEY``;
+the arm is off unless they are set) for configurations, given the space (parameters, values,
+constraints), a summary of the job's history (the best configs with their times, how many
+failed) and the GPU model. Its answer is untrusted text: configs are parsed from the first JSON
+array in it, and every one that is not a valid member of the space (unknown or missing
+parameter, unlisted value, constraint violated), already observed or pending, or a repeat is
+dropped and counted.
+
+Why an *arm* and how much it gets: a proposer can be a perfect oracle or actively wrong, and the
+farm cannot know which before it has seen outcomes. So the arm proposes at most one config per
+ask, and only every ``period`` evaluations, where the period doubles each time a model proposal
+finished without beating the median of the job's own results, and halves (down to ``period_min``)
+each time one beat it. An adversarial proposer therefore costs at most a shrinking share of the
+evaluations; a good one keeps its slot (docs/benchmarks/STRATEGIES.md, replay measurements).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from kernelfarm.core.errors import KernelfarmError
+from kernelfarm.core.space import Config, SearchSpace
+from kernelfarm.tuner.strategies.base import Observation
+
+ORIGIN = "llm"
+SYSTEM_PROMPT = (
+    "You tune GPU kernels. Propose configurations likely to run fastest on the given GPU. "
+    "Answer with a JSON array of objects, one per configuration, mapping every parameter name "
+    "to one of its listed values, and nothing else."
+)
+
+
+@dataclass(frozen=True)
+class ProposalRequest:
+    """What the proposer is told: the space, the job's history summary, the GPU, how many."""
+
+    space: SearchSpace
+    context: Mapping[str, Any]
+    best: list[tuple[Config, float]]  # the job's fastest configs, fastest first, with ms
+    failed: int
+    observed: int
+    gpu_model: str
+    n: int
+
+    def prompt(self) -> str:
+        parameters = {p.name: list(p.values) for p in self.space.parameters}
+        lines = [
+            f"GPU: {self.gpu_model or 'unknown'}",
+            f"Problem: {json.dumps(dict(self.context), default=str)}",
+            f"Parameters and allowed values: {json.dumps(parameters, default=str)}",
+            f"Constraints (Python expressions that must hold): {json.dumps(list(self.space.constraints))}",
+            f"Measured so far: {self.observed} configurations, {self.failed} failed.",
+            "Fastest so far (ms): " + json.dumps([{"config": c, "ms": round(t, 6)} for c, t in self.best], default=str),
+            f"Propose {self.n} new configurations as a JSON array.",
+        ]
+        return "\n".join(lines)
+
+
+class Proposer(Protocol):
+    """Anything that answers a ProposalRequest with candidate configs (unvalidated)."""
+
+    name: str
+
+    def propose(self, request: ProposalRequest) -> list[Any]: ...
+
+
+class ProposerError(KernelfarmError):
+    """The endpoint could not be asked or its answer could not be read."""
+
+
+class ChatProposer:
+    """An OpenAI-compatible ``POST {base_url}/chat/completions`` client."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float = 20.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = f"{ORIGIN}:{model}"
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+
+    def propose(self, request: ProposalRequest) -> list[Any]:
+        body = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": request.prompt()},
+            ],
+            "temperature": 0.2,
+        }
+        try:
+            response = httpx.post(
+                f"{self.base_url}/chat/completions", json=body, headers=self._headers, timeout=self._timeout
+            )
+            response.raise_for_status()
+            content = response.json()["choices"][0]["message"]["content"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ProposerError(f"LLM endpoint {self.base_url}: {exc}") from exc
+        return parse_proposals(str(content))
+
+
+def parse_proposals(text: str) -> list[Any]:
+    """The first JSON array in ``text`` (models wrap answers in prose or code fences); [] if none."""
+    for match in re.finditer(r"\[", text):
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text[match.start() :])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, list):
+            return value
+    return []
+
+
+def validate(
+    space: SearchSpace, context: Mapping[str, Any], proposals: Sequence[Any], taken: set[str]
+) -> tuple[list[Config], int]:
+    """(valid new configs, number dropped). ``taken``: keys observed, pending or already chosen."""
+    names = set(space.names)
+    valid: list[Config] = []
+    dropped = 0
+    seen = set(taken)
+    for item in proposals:
+        if not isinstance(item, dict) or set(item) != names or not space.contains(item, context):
+            dropped += 1
+            continue
+        config = {name: _listed(space, name, item[name]) for name in space.names}
+        key = space.key(config)
+        if key in seen:
+            dropped += 1
+            continue
+        seen.add(key)
+        valid.append(config)
+    return valid, dropped
+
+
+def _listed(space: SearchSpace, name: str, value: Any) -> Any:
+    """The space's own value equal to ``value`` (JSON gives 1.0 for 1 and lists for tuples)."""
+    for parameter in space.parameters:
+        if parameter.name == name:
+            for listed in parameter.values:
+                if listed == value:
+                    return listed
+    return value
+
+
+@dataclass(frozen=True)
+class ArmSchedule:
+    """When the arm gets a slot: every ``period`` evaluations, adapted to its own record."""
+
+    period_min: int = 4
+    period_max: int = 64
+
+    def period(self, history: Sequence[Observation]) -> int:
+        done = [o for o in history if not o.pending]
+        times = [o.value for o in done if o.value is not None and o.failure is None]
+        if not times:
+            return self.period_min
+        median = statistics.median(times)
+        period = self.period_min
+        for obs in done:
+            if obs.origin != ORIGIN:
+                continue
+            good = obs.value is not None and obs.failure is None and obs.value < median
+            period = max(self.period_min, period // 2) if good else min(self.period_max, period * 2)
+        return period
+
+    def due(self, history: Sequence[Observation]) -> bool:
+        """True when no model proposal is pending and ``period`` evaluations passed since the last."""
+        if any(o.pending and o.origin == ORIGIN for o in history):
+            return False
+        since = 0
+        for obs in reversed(history):
+            if obs.origin == ORIGIN:
+                break
+            since += 1
+        else:
+            since = len(history) + self.period_max  # never asked yet: due once the design has data
+        return since >= self.period(history)
+
+
+def summary_request(
+    space: SearchSpace, context: Mapping[str, Any], history: Sequence[Observation], gpu_model: str, n: int
+) -> ProposalRequest:
+    done = [o for o in history if not o.pending]
+    ok = sorted((o for o in done if o.value is not None and o.failure is None), key=lambda o: o.value or 0.0)
+    return ProposalRequest(
+        space=space,
+        context=context,
+        best=[(o.config, float(o.value or 0.0)) for o in ok[:10]],
+        failed=sum(1 for o in done if o.value is None or o.failure is not None),
+        observed=len(done),
+        gpu_model=gpu_model,
+        n=n,
+    )

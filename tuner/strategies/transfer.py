@@ -1,0 +1,88 @@
+"""Warm start by transfer: a model of earlier jobs (other GPU models, same kernel and problem)
+becomes the mean of this job's model, scaled by a factor learned from this job's own trials.
+
+Why this shape: the same kernel on another GPU is usually *ranked* alike (a tile size that
+starves one GPU starves the next) but timed differently (another clock, memory bus, core count),
+so the prior is modelled on each source's own scale (log times warped to normal scores per source
+GPU, then pooled) and enters the job's model as ``offset + scale * prior_mean(x)``, with a GP on
+what is left. ``scale`` is a ridge estimate pulled towards 1 by ``strength`` pseudo-observations:
+before the job has data the prior is trusted as it is; once the job's own times disagree with it
+(an unrelated prior: no correlation) the estimate falls towards 0 within a few trials, clipped
+at 0, and the model is the cold one again. That is what keeps an unrelated prior from hurting
+beyond the few configs it seeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernelfarm.core.space import SearchSpace
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.candidates import CandidateTable
+from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.strategies.observed import observe
+from kernelfarm.tuner.strategies.warping import standardize, subset, warp
+
+MIN_PRIOR = 5  # fewer successful prior trials than this carry no usable shape
+
+
+@dataclass(frozen=True)
+class PriorSummary:
+    """Prior successes as rows of this job's table with one standardized score each (lower is
+    better; the mean over the sources that measured the row)."""
+
+    rows: np.ndarray
+    score: np.ndarray
+
+    def best(self, k: int) -> list[int]:
+        return [int(r) for r in self.rows[np.argsort(self.score, kind="stable")[:k]]]
+
+
+def summarize_prior(
+    table: CandidateTable, space: SearchSpace, prior: Sequence[Observation], transform: str
+) -> PriorSummary | None:
+    """Per source (``Observation.source``: the GPU model), log times warped and standardized on
+    that source's own scale; rows measured by several sources get the mean of their scores."""
+    groups: dict[str | None, list[Observation]] = {}
+    for obs in prior:
+        groups.setdefault(obs.source, []).append(obs)
+    total: dict[int, float] = {}
+    count: dict[int, int] = {}
+    for group in groups.values():
+        seen = observe(table, space, group)
+        if len(seen.success_rows) < 2:
+            continue
+        z = standardize(warp(seen.log_time, transform))
+        for row, value in zip(seen.success_rows.tolist(), z.tolist(), strict=True):
+            total[row] = total.get(row, 0.0) + value
+            count[row] = count.get(row, 0) + 1
+    if len(total) < MIN_PRIOR:
+        return None
+    rows = np.array(sorted(total), dtype=np.int64)
+    return PriorSummary(rows, np.array([total[r] / count[r] for r in rows.tolist()]))
+
+
+def prior_model(
+    table: CandidateTable, summary: PriorSummary, train_max: int, fit_max: int, rng: np.random.Generator
+) -> GaussianProcess:
+    """A GP on the prior's scores (at most ``train_max`` points; the best quarter always in)."""
+    keep = subset(len(summary.rows), train_max, summary.score, rng)
+    rows, score = summary.rows[keep], standardize(summary.score[keep])
+    x = table.features[rows]
+    fit = subset(len(rows), fit_max, score, rng)
+    return GaussianProcess(x, score, fit_hyperparameters(x[fit], score[fit]))
+
+
+def learned_scale(prior_mean: np.ndarray, target: np.ndarray, strength: float) -> tuple[float, float]:
+    """(offset, scale) of ``target ~ offset + scale * prior_mean``: ridge regression with
+    ``strength`` pseudo-observations of scale 1, scale clipped to [0, 1.5]."""
+    if len(target) == 0:
+        return 0.0, 1.0
+    m_mean, t_mean = float(prior_mean.mean()), float(target.mean())
+    dm, dt = prior_mean - m_mean, target - t_mean
+    scale = (float(dm @ dt) + strength) / (float(dm @ dm) + strength)
+    scale = min(max(scale, 0.0), 1.5)
+    return t_mean - scale * m_mean, scale
