@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from kernelfarm.commands import admin, demo, jobs, serve, stack_cmds, strategy_benchmark
+from kernelfarm.commands import admin, demo, jobs, profile_model, serve, stack_cmds, strategy_benchmark
 
 app = typer.Typer(help="kernelfarm: distributed GPU kernel auto-tuning.", no_args_is_help=True,
                   pretty_exceptions_enable=False)  # fmt: skip
@@ -27,6 +27,7 @@ app.command()(jobs.workers)
 app.command()(jobs.kernels)
 app.command()(demo.demo)
 app.command("bench-strategies")(strategy_benchmark.benchmark_strategies)
+app.command("profile-model")(profile_model.profile_model)
 
 
 def main() -> None:

@@ -1,0 +1,162 @@
+"""Run a model under torch.profiler and collect one row per operator and input shapes.
+
+Times are *self* times: the device time of the kernels an operator launched itself, not through a
+nested operator (``aten::linear`` → ``aten::addmm`` counts once, at ``aten::addmm``), so the rows
+add up to the whole device time and shares sum to 1. On the CPU the self CPU time stands in.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelfarm.model_profiler.models import ModelUnderTest
+
+
+@dataclass
+class OpRow:
+    name: str  # "aten::mm"
+    input_shapes: list[list[int]]
+    calls: int  # per inference
+    self_us: float  # per inference, summed over calls
+    flops: float  # per inference, from torch's FLOP counter (0 where it has none)
+    kernels: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}{self.input_shapes}"
+
+
+@dataclass
+class Capture:
+    device: str  # "cuda" or "cpu"
+    device_name: str
+    latency_ms: float  # median of unprofiled runs
+    latency_runs_ms: list[float]
+    profiled_ms: float  # median wall time per inference while profiled
+    rows: list[OpRow]
+    iterations: int
+
+    @property
+    def total_self_us(self) -> float:
+        return sum(row.self_us for row in self.rows)
+
+
+def latency(run: Callable[[], Any], device: str, repeats: int) -> list[float]:
+    """Wall time of ``repeats`` inferences, each synchronised, in ms."""
+    sync = _synchronizer(device)
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        run()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Path | None) -> Capture:
+    """Profile ``iterations`` inferences after ``warmup`` unprofiled ones (same count timed unprofiled)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = mut.device.startswith("cuda")
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return mut.model(**mut.inputs)
+
+    for _ in range(warmup):
+        run()
+    unprofiled = latency(run, mut.device, iterations)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    sync = _synchronizer(mut.device)
+    with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+        profiled = latency(run, mut.device, iterations)
+    sync()
+    if trace_path is not None:
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace_path))
+    rows = _rows(prof, iterations, on_gpu)
+    device_name = torch.cuda.get_device_name() if on_gpu else "cpu"
+    return Capture(
+        device="cuda" if on_gpu else "cpu", device_name=device_name,
+        latency_ms=statistics.median(unprofiled), latency_runs_ms=unprofiled,
+        profiled_ms=statistics.median(profiled), rows=rows, iterations=iterations,
+    )  # fmt: skip
+
+
+def _synchronizer(device: str) -> Callable[[], None]:
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+def _is_operator(name: str) -> bool:
+    # Operators have a namespace ("aten::mm", "kernelfarm::matmul"); profiler steps, runtime calls
+    # (cudaLaunchKernel) and Python ranges do not.
+    return "::" in name and not name.startswith("ProfilerStep")
+
+
+def _counts(name: str, on_gpu: bool) -> bool:
+    """Whether an event gets a row. On the GPU every event that owns device time does (a compiled
+    graph's Triton kernels are launched by events without a namespace); on the CPU only operators,
+    because Python ranges and runtime calls own CPU time too."""
+    return not name.startswith("ProfilerStep") if on_gpu else _is_operator(name)
+
+
+def _self_time_us(event: Any, on_gpu: bool) -> float:
+    if on_gpu:
+        value = getattr(event, "self_device_time_total", None)
+        if value is None:  # torch < 2.4 named it after CUDA
+            value = event.self_cuda_time_total
+        return float(value)
+    return float(event.self_cpu_time_total)
+
+
+def _rows(prof: Any, iterations: int, on_gpu: bool) -> list[OpRow]:
+    kernels = _kernels_by_key(prof.events()) if on_gpu else {}
+    rows = []
+    for event in prof.key_averages(group_by_input_shape=True):
+        if not _counts(event.key, on_gpu):
+            continue
+        self_us = _self_time_us(event, on_gpu)
+        if self_us <= 0:
+            continue
+        shapes = [list(shape) for shape in (event.input_shapes or [])]
+        key = (event.key, repr(shapes))
+        rows.append(
+            OpRow(
+                name=event.key, input_shapes=shapes,
+                calls=max(1, round(event.count / iterations)), self_us=self_us / iterations,
+                flops=float(event.flops or 0) / iterations, kernels=sorted(kernels.get(key, ())),
+            )
+        )  # fmt: skip
+    rows.sort(key=lambda row: row.self_us, reverse=True)
+    return rows
+
+
+def _kernels_by_key(events: Any) -> dict[tuple[str, str], set[str]]:
+    """The device kernels each (operator, shapes) launched itself, from the raw event tree."""
+    found: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for event in events:
+        if not _is_operator(event.name):
+            continue
+        key = (event.name, repr([list(shape) for shape in (event.input_shapes or [])]))
+        for kernel in getattr(event, "kernels", None) or ():
+            found[key].add(kernel.name)
+        # Newer torch links kernels as device-side children of the launching runtime call.
+        for child in event.cpu_children:
+            if _is_operator(child.name):
+                continue
+            for grandchild in getattr(child, "cpu_children", []):
+                if str(getattr(grandchild, "device_type", "")).endswith("CUDA"):
+                    found[key].add(grandchild.name)
+    return found
