@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import install_error_handlers
 from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit
-from kernelfarm.api.routes import best, health, jobs, kernels, workers
+from kernelfarm.api.routes import best, health, jobs, kernels, model_profiles, workers
 from kernelfarm.api.token_cache import TokenCache
 from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.settings import Settings, get_settings
@@ -49,7 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Added last = outermost: the size check runs before a request waits for a slot.
     app.add_middleware(InFlightLimit, limit=MAX_IN_FLIGHT)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
-    for module in (health, jobs, kernels, workers, best):
+    for module in (health, jobs, kernels, workers, best, model_profiles):
         app.include_router(module.router)
     return app
 

@@ -32,6 +32,7 @@ def profile_model(
     budget: int = typer.Option(48, min=1, max=10000, help="trials per tuning job"),
     swap: bool = typer.Option(False, "--swap", help="swap tuned kernels into the model and re-measure"),
     ceilings_file: Path = typer.Option(None, "--ceilings", help="JSON of the device's ceilings (else measured)"),
+    store: bool = typer.Option(False, "--store", help="store the report in the farm (GET /v1/profiles)"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON on stdout"),
 ) -> None:
     """Profile inference per operator: time, share, FLOP/s, GB/s, bound class, hints, Chrome trace."""
@@ -85,5 +86,16 @@ def profile_model(
     write_html(report, out / "report.html")
     print_table(report, console)
     console.print(f"wrote {out / 'profile.json'}, {out / 'trace.json'} (Chrome/Perfetto), {out / 'report.html'}")
+    if store:
+        from kernelfarm.client import ApiError
+
+        body = {"model": model, "device_name": report.device_name, "dtype": dtype, "batch": batch, "seq": seq,
+                "latency_ms": report.latency_ms, "report": report.to_json()}  # fmt: skip
+        try:
+            stored = cli_context().client().store_profile(body)
+        except ApiError as exc:
+            console.print(f"[red]error[/]: the farm did not store the profile: {exc.detail if exc.status else exc}")
+            raise typer.Exit(1) from None
+        console.print(f"stored as profile {stored['id']}")
     if as_json:
         typer.echo(json.dumps(report.to_json()))

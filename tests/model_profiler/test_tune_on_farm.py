@@ -3,6 +3,14 @@ farm (API, coordinator, Celery workers, PostgreSQL, Redis); the fake backend sta
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
 import pytest
 
 pytest.importorskip("torch", reason="the model profiler's CPU tests need the `profile` extra (torch)")
@@ -48,3 +56,41 @@ def test_hot_gemms_become_jobs_and_their_best_comes_back(farm: Farm) -> None:
     # Asked again, the farm already knows both problems: nothing is submitted a second time.
     again = tune_hot_operators(client, report.operators, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
     assert [e["status"] for e in again if e["kernel"]] == ["known", "known"], again
+
+
+def test_a_profile_is_stored_by_the_command_and_read_back_over_http(farm: Farm, tmp_path: Path) -> None:
+    token = make_token(farm.database_url, "submit", name="profiler-store")
+    env = {**os.environ, "KERNELFARM_API_URL": farm.api_url, "KERNELFARM_API_TOKEN": token,
+           "KERNELFARM_STATE_DIR": str(tmp_path / "no-stack")}  # fmt: skip
+    args = ["gpt2-tiny", "--device", "cpu", "--dtype", "float32", "--batch", "1", "--seq", "8", "--iterations", "1"]
+    done = subprocess.run([sys.executable, "-P", "-m", "kernelfarm", "profile-model", *args, "--out", "out", "--store"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    profile_id = done.stderr.split("stored as profile ")[1].split()[0]
+
+    http = httpx.Client(base_url=farm.api_url, headers={"Authorization": f"Bearer {token}"})
+    listed = http.get("/v1/profiles", params={"gpu_model": "cpu"}).json()
+    assert profile_id in [p["id"] for p in listed]
+    stored = http.get(f"/v1/profiles/{profile_id}").json()
+    local = json.loads((tmp_path / "out" / "profile.json").read_text())
+    assert stored["report"] == local and stored["owner"] == "profiler-store" and stored["gpu_model"] == "cpu"
+
+    good = {"model": "m", "device_name": "cpu", "dtype": "float32", "batch": 1, "seq": 8, "latency_ms": 1.0,
+            "report": {"operators": []}}  # fmt: skip
+    bad_bodies = [
+        {**good, "model": "a\x00b"},
+        {**good, "report": {"operators": [{"name": "x\x00"}]}},
+        {**good, "latency_ms": -1},
+    ]
+    for body in bad_bodies:
+        answer = http.post("/v1/profiles", json=body)
+        assert answer.status_code == 422, (body, answer.text)
+    nan_body = json.dumps(good).replace('"operators": []', '"operators": [NaN]')
+    answer = http.post("/v1/profiles", content=nan_body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert http.get(f"/v1/profiles/{uuid.uuid4()}").status_code == 404
+    reader = httpx.Client(
+        base_url=farm.api_url, headers={"Authorization": f"Bearer {make_token(farm.database_url, 'read')}"}
+    )
+    assert reader.post("/v1/profiles", json=good).status_code == 403
+    assert len(http.get("/v1/profiles", params={"gpu_model": "cpu"}).json()) == len(listed)  # nothing bad was stored
