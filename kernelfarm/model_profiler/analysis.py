@@ -45,9 +45,12 @@ class ProfileReport:
     seq: int
     device: str
     device_name: str
-    latency_ms: float
-    profiled_ms: float
+    latency_ms: float  # median wall time of an unprofiled inference
+    profiled_ms: float  # median wall time of a profiled one (the profiler's host-side bookkeeping included)
     profiling_overhead: float  # profiled / unprofiled - 1
+    # Per inference, the time the table accounts for: the device's busy time in kernels on a GPU (the
+    # profiler does not slow the kernels, only the host that launches them), host self time on a CPU.
+    accounted_ms: float
     ceilings: dict[str, Any]
     operators: list[OperatorReport]
     hints: list[str] = field(default_factory=list)
@@ -80,6 +83,7 @@ def analyse(capture: Capture, ceilings: Ceilings, *, model: str, dtype: str, bat
         model=model, dtype=dtype, batch=batch, seq=seq, device=capture.device, device_name=capture.device_name,
         latency_ms=capture.latency_ms, profiled_ms=capture.profiled_ms,
         profiling_overhead=capture.profiled_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
+        accounted_ms=capture.total_self_us / 1e3,
         ceilings=asdict(ceilings), operators=operators, hints=model_hints(operators, capture.device),
     )  # fmt: skip
 

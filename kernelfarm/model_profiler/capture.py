@@ -33,6 +33,13 @@ class OpRow:
 
 
 @dataclass
+class KernelRow:
+    name: str  # the device kernel's name
+    calls: int  # per inference
+    self_us: float  # per inference
+
+
+@dataclass
 class Capture:
     device: str  # "cuda" or "cpu"
     device_name: str
@@ -41,6 +48,7 @@ class Capture:
     profiled_ms: float  # median wall time per inference while profiled
     rows: list[OpRow]
     iterations: int
+    kernels: list[KernelRow] = field(default_factory=list)  # every device kernel, by name (GPU only)
 
     @property
     def total_self_us(self) -> float:
@@ -76,18 +84,22 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
     unprofiled = latency(run, mut.device, iterations)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     sync = _synchronizer(mut.device)
-    with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+    # No with_flops: FLOPs come from the shapes (estimate.py), and the FLOP counter's bookkeeping is
+    # CPU time that a launch-bound model pays in its profiled wall time.
+    with profile(activities=activities, record_shapes=True) as prof:
         profiled = latency(run, mut.device, iterations)
     sync()
     if trace_path is not None:
         trace_path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace_path))
     rows = _rows(prof, iterations, on_gpu)
+    kernels = _kernel_rows(prof, iterations) if on_gpu else []
     device_name = torch.cuda.get_device_name() if on_gpu else "cpu"
     return Capture(
         device="cuda" if on_gpu else "cpu", device_name=device_name,
         latency_ms=statistics.median(unprofiled), latency_runs_ms=unprofiled,
         profiled_ms=statistics.median(profiled), rows=rows, iterations=iterations,
+        kernels=kernels,
     )  # fmt: skip
 
 
@@ -105,11 +117,19 @@ def _is_operator(name: str) -> bool:
     return "::" in name and not name.startswith("ProfilerStep")
 
 
-def _counts(name: str, on_gpu: bool) -> bool:
-    """Whether an event gets a row. On the GPU every event that owns device time does (a compiled
-    graph's Triton kernels are launched by events without a namespace); on the CPU only operators,
+def _on_host(event: Any) -> bool:
+    """True for host-side events (operators, ranges, runtime calls); the device's own events (the
+    kernels, memsets) are already counted in the self device time of the host event that launched them."""
+    return str(getattr(event, "device_type", "CPU")).endswith("CPU")
+
+
+def _counts(event: Any, on_gpu: bool) -> bool:
+    """Whether an event gets a row. On the GPU every host event that owns device time does (a compiled
+    graph's Triton kernels are launched by a range without a namespace); on the CPU only operators,
     because Python ranges and runtime calls own CPU time too."""
-    return not name.startswith("ProfilerStep") if on_gpu else _is_operator(name)
+    if on_gpu:
+        return _on_host(event) and not event.key.startswith("ProfilerStep")
+    return _is_operator(event.key)
 
 
 def _self_time_us(event: Any, on_gpu: bool) -> float:
@@ -125,7 +145,7 @@ def _rows(prof: Any, iterations: int, on_gpu: bool) -> list[OpRow]:
     kernels = _kernels_by_key(prof.events()) if on_gpu else {}
     rows = []
     for event in prof.key_averages(group_by_input_shape=True):
-        if not _counts(event.key, on_gpu):
+        if not _counts(event, on_gpu):
             continue
         self_us = _self_time_us(event, on_gpu)
         if self_us <= 0:
@@ -141,6 +161,15 @@ def _rows(prof: Any, iterations: int, on_gpu: bool) -> list[OpRow]:
         )  # fmt: skip
     rows.sort(key=lambda row: row.self_us, reverse=True)
     return rows
+
+
+def _kernel_rows(prof: Any, iterations: int) -> list[KernelRow]:
+    rows = [
+        KernelRow(event.key, max(1, round(event.count / iterations)), _self_time_us(event, True) / iterations)
+        for event in prof.key_averages()
+        if not _on_host(event) and _self_time_us(event, True) > 0
+    ]
+    return sorted(rows, key=lambda row: row.self_us, reverse=True)
 
 
 def _kernels_by_key(events: Any) -> dict[tuple[str, str], set[str]]:

@@ -14,7 +14,8 @@ MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
 ATTENTION_OPS = frozenset({
     "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
     "aten::_scaled_dot_product_cudnn_attention", "aten::scaled_dot_product_attention",
-    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_cudnn_attention_forward",
+    "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
 })  # fmt: skip
 NORM_OPS = frozenset({"aten::native_layer_norm", "aten::layer_norm", "aten::_fused_rms_norm", "aten::rms_norm"})
 SOFTMAX_OPS = frozenset({"aten::_softmax", "aten::softmax", "aten::_safe_softmax"})
@@ -57,13 +58,35 @@ def gemm_shape(name: str, shapes: list[list[int]]) -> GemmShape | None:
     return None
 
 
-def attention_flops(shapes: list[list[int]], causal: bool = False) -> float:
+# The flash and memory-efficient kernels' own operators take (batch, seq, heads, dim); the SDPA
+# operators and cuDNN's take (batch, heads, seq, dim).
+SEQ_MAJOR_ATTENTION = frozenset({"aten::_flash_attention_forward", "aten::_efficient_attention_forward"})
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    batch: int
+    heads: int
+    seq_q: int
+    seq_k: int
+    dim: int
+
+
+def attention_shape(name: str, shapes: list[list[int]]) -> AttentionShape | None:
+    if len(shapes) < 3 or len(shapes[0]) != 4 or len(shapes[1]) != 4:
+        return None
+    (b, x, y, d), k = shapes[0], shapes[1]
+    if name in SEQ_MAJOR_ATTENTION:
+        return AttentionShape(b, y, x, k[1], d)
+    return AttentionShape(b, x, y, k[2], d)
+
+
+def attention_flops(name: str, shapes: list[list[int]], causal: bool = False) -> float:
     """2·B·H·S·S·D for Q·Kᵀ and again for P·V (halved when causal)."""
-    if len(shapes) < 3 or len(shapes[0]) != 4:
+    a = attention_shape(name, shapes)
+    if a is None:
         return 0.0
-    b, h, s_q, d = shapes[0]
-    s_k = shapes[1][2] if len(shapes[1]) == 4 else s_q
-    flops = 4.0 * b * h * s_q * s_k * d
+    flops = 4.0 * a.batch * a.heads * a.seq_q * a.seq_k * a.dim
     return flops / 2 if causal else flops
 
 
@@ -78,7 +101,7 @@ def estimate(name: str, shapes: list[list[int]], torch_flops: float, element_byt
         return flops, float(traffic * element_bytes)
     if name in ATTENTION_OPS:
         q = numel[0] if numel else 0
-        return attention_flops(shapes, causal=True), float((sum(numel[:3]) + q) * element_bytes)
+        return attention_flops(name, shapes, causal=True), float((sum(numel[:3]) + q) * element_bytes)
     if name in NORM_OPS or name in SOFTMAX_OPS:
         return 5.0 * largest, float(2 * largest * element_bytes)
     # Elementwise and everything else: read every input, write one output as large as the largest.

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelfarm.model_profiler.analysis import OperatorReport
-from kernelfarm.model_profiler.estimate import ATTENTION_OPS, MATMUL_OPS, NORM_OPS, SOFTMAX_OPS, gemm_shape
+from kernelfarm.model_profiler.estimate import (
+    ATTENTION_OPS,
+    MATMUL_OPS,
+    NORM_OPS,
+    SOFTMAX_OPS,
+    attention_shape,
+    gemm_shape,
+)
 
 # Farm kernels per family and dtype, best first. Triton kernels take any shape (masked tails); the
 # CUDA ones need tile multiples and are refused by the farm when the shape does not fit.
@@ -50,9 +57,8 @@ def family_problem(op: OperatorReport, dtype: str) -> Mapping_ | None:
     if op.name in SOFTMAX_OPS and shapes and shapes[0]:
         x = shapes[0]
         return Mapping_("softmax", {"M": math.prod(x[:-1]), "N": x[-1], "dtype": dtype})
-    if op.name in ATTENTION_OPS and len(shapes) >= 3 and len(shapes[0]) == 4:
-        b, h, s, d = shapes[0]
-        return Mapping_("attention", {"B": b, "H": h, "S": s, "D": d, "causal": 1})
+    if op.name in ATTENTION_OPS and (a := attention_shape(op.name, shapes)) is not None and a.seq_q == a.seq_k:
+        return Mapping_("attention", {"B": a.batch, "H": a.heads, "S": a.seq_q, "D": a.dim, "causal": 1})
     return None
 
 

@@ -27,7 +27,7 @@ def print_table(report: ProfileReport, console: Console, top: int = TOP) -> None
     console.print(
         f"[bold]{report.model}[/] {report.dtype} batch {report.batch} x {report.seq} on {report.device_name}: "
         f"{report.latency_ms:.2f} ms per inference (profiled {report.profiled_ms:.2f} ms, "
-        f"overhead {report.profiling_overhead:+.1%})"
+        f"overhead {report.profiling_overhead:+.1%}; the table accounts for {report.accounted_ms:.2f} ms)"
     )
     table = Table(show_lines=False)
     for column in ("operator", "input shapes", "calls", f"{time_kind} ms", "share", "TFLOP/s", "GB/s", "class",

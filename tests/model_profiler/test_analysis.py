@@ -37,10 +37,10 @@ def test_flops_and_minimum_bytes() -> None:
     # torch's own FLOP count wins where it has one
     assert estimate("aten::mm", [[4, 4], [4, 4]], 999.0, 4)[0] == 999.0
     # attention: 4·B·H·S·S·D, halved for causal
-    assert (
-        attention_flops([[8, 12, 512, 64], [8, 12, 512, 64], [8, 12, 512, 64]], causal=True)
-        == 2 * 8 * 12 * 512 * 512 * 64
-    )
+    work = 2 * 8 * 12 * 512 * 512 * 64
+    assert attention_flops("aten::_scaled_dot_product_cudnn_attention", [[8, 12, 512, 64]] * 3, causal=True) == work
+    # the flash kernel's own operator takes (batch, seq, heads, dim): the same work
+    assert attention_flops("aten::_flash_attention_forward", [[8, 512, 12, 64]] * 3, causal=True) == work
     # elementwise: every input read, one output written
     assert estimate("aten::add", [[1000], [1000]], 0.0, 4) == (1000.0, 12000.0)
 
@@ -89,6 +89,8 @@ def test_operators_map_to_farm_kernels_with_their_problems() -> None:
     assert family_problem(norm, "bfloat16").problem == {"M": 4096, "N": 768, "dtype": "bfloat16"}  # type: ignore[union-attr]
     sdpa = _op("aten::_scaled_dot_product_flash_attention", [[8, 12, 512, 64]] * 3, 0.2, 0.05)
     assert family_problem(sdpa, "bfloat16").problem == {"B": 8, "H": 12, "S": 512, "D": 64, "causal": 1}  # type: ignore[union-attr]
+    flash = _op("aten::_flash_attention_forward", [[8, 512, 12, 64]] * 3, 0.2, 0.05)
+    assert family_problem(flash, "bfloat16").problem == {"B": 8, "H": 12, "S": 512, "D": 64, "causal": 1}  # type: ignore[union-attr]
     assert family_problem(_op("aten::add", [[4], [4]], 0.01, 0.01), "bfloat16") is None
 
     offered = [
