@@ -35,6 +35,7 @@ class OperatorReport:
     fraction_of_peak: float
     kernels: list[str]
     hint: str | None = None
+    input_strides: list[list[int]] | None = None
 
 
 @dataclass
@@ -76,6 +77,7 @@ def analyse(capture: Capture, ceilings: Ceilings, *, model: str, dtype: str, bat
             share=row.self_us / total_us, flops=per_call_flops * row.calls, bytes=per_call_bytes * row.calls,
             tflops_per_s=verdict.achieved_flops_per_s / 1e12, gb_per_s=verdict.achieved_bytes_per_s / 1e9,
             bound=verdict.bound, fraction_of_peak=verdict.fraction_of_peak, kernels=row.kernels,
+            input_strides=row.input_strides,
         )  # fmt: skip
         report.hint = operator_hint(report, capture.device) if report.share >= HINT_MIN_SHARE else None
         operators.append(report)

@@ -7,6 +7,7 @@ add up to the whole device time and shares sum to 1. On the CPU the self CPU tim
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections import defaultdict
@@ -26,6 +27,10 @@ class OpRow:
     self_us: float  # per inference, summed over calls
     flops: float  # per inference, from torch's FLOP counter (0 where it has none)
     kernels: list[str] = field(default_factory=list)
+    # From the trace (None without one): the inputs' strides tell a transposed weight (x @ W.T) from a
+    # plain one, and their types the element type.
+    input_strides: list[list[int]] | None = None
+    input_types: list[str] | None = None
 
     @property
     def key(self) -> str:
@@ -93,6 +98,8 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
         trace_path.parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace_path))
     rows = _rows(prof, iterations, on_gpu)
+    if trace_path is not None:
+        _add_trace_details(rows, trace_path)
     kernels = _kernel_rows(prof, iterations) if on_gpu else []
     device_name = torch.cuda.get_device_name() if on_gpu else "cpu"
     return Capture(
@@ -189,3 +196,18 @@ def _kernels_by_key(events: Any) -> dict[tuple[str, str], set[str]]:
                 if str(getattr(grandchild, "device_type", "")).endswith("CUDA"):
                     found[key].add(grandchild.name)
     return found
+
+
+def _add_trace_details(rows: list[OpRow], trace_path: Path) -> None:
+    """Strides and element types of each row's inputs, from the Chrome trace (the profiler's Python
+    events carry shapes only)."""
+    details: dict[tuple[str, str], tuple[list[list[int]], list[str]]] = {}
+    for event in json.loads(trace_path.read_text()).get("traceEvents", []):
+        args = event.get("args") or {}
+        if "Input Dims" in args and "Input Strides" in args:
+            key = (event.get("name", ""), repr(args["Input Dims"]))
+            details.setdefault(key, (args["Input Strides"], args.get("Input type", [])))
+    for row in rows:
+        found = details.get((row.name, repr(row.input_shapes)))
+        if found is not None:
+            row.input_strides, row.input_types = found

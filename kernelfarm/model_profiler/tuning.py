@@ -46,14 +46,14 @@ def tune_hot_operators(client: Client, operators: list[OperatorReport], *, dtype
             "share": op.share, "kernel": None, "tuned_ms": None, "speedup": None, "status": "no farm kernel",
         }  # fmt: skip
         entries.append(entry)
-        for kernel in choose_kernels(mapped.family, dtype, mapped.problem, offered):
-            entry["kernel"] = kernel
-            known = _exact_best(client, kernel, gpu_model, mapped.problem)
+        for kernel, problem in choose_kernels(mapped.family, dtype, mapped.problem, offered):
+            entry["kernel"], entry["kernel_problem"] = kernel, problem
+            known = _exact_best(client, kernel, gpu_model, problem)
             if known is not None:
                 _record(entry, known, "known")
                 break
             try:
-                job = client.submit(_job_body(kernel, mapped.problem, gpu_model, plan))
+                job = client.submit(_job_body(kernel, problem, gpu_model, plan))
             except ApiError as exc:  # this kernel cannot run the problem here: try the next one
                 entry["status"] = f"refused by the farm: {exc.detail}"
                 continue
@@ -62,7 +62,7 @@ def tune_hot_operators(client: Client, operators: list[OperatorReport], *, dtype
             break
     _wait(client, pending, plan.timeout_s)
     for entry in pending.values():
-        best = _exact_best(client, entry["kernel"], gpu_model, entry["problem"])
+        best = _exact_best(client, entry["kernel"], gpu_model, entry["kernel_problem"])
         if best is not None:
             _record(entry, best, "tuned")
     return entries

@@ -82,9 +82,16 @@ def test_the_lm_head_gemm_is_hinted_with_its_odd_dimension() -> None:
 
 
 def test_operators_map_to_farm_kernels_with_their_problems() -> None:
+    # the LM head: x @ W.T with W stored vocabulary x hidden, so B's strides are (1, 768)
     lm_head = _op("aten::mm", [[4096, 768], [768, 50257]], 3.33, 0.42)
+    lm_head.input_strides = [[768, 1], [1, 768]]
     mapped = family_problem(lm_head, "bfloat16")
-    assert mapped is not None and mapped.family == "matmul" and mapped.problem == {"M": 4096, "N": 50257, "K": 768}
+    assert mapped is not None and mapped.family == "matmul"
+    assert mapped.problem == {"M": 4096, "N": 50257, "K": 768, "dtype": "bfloat16", "b_layout": "nk"}
+    # GPT-2's Conv1D: addmm(bias, x, W) with W stored hidden x out
+    conv1d = _op("aten::addmm", [[3072], [4096, 768], [768, 3072], [], []], 0.38, 0.03)
+    conv1d.input_strides = [[1], [768, 1], [3072, 1], [], []]
+    assert family_problem(conv1d, "bfloat16").problem["b_layout"] == "kn"  # type: ignore[union-attr]
     norm = _op("aten::native_layer_norm", [[8, 512, 768], [768], [768], [768]], 0.02, 0.01)
     assert family_problem(norm, "bfloat16").problem == {"M": 4096, "N": 768, "dtype": "bfloat16"}  # type: ignore[union-attr]
     sdpa = _op("aten::_scaled_dot_product_flash_attention", [[8, 12, 512, 64]] * 3, 0.2, 0.05)
@@ -93,17 +100,23 @@ def test_operators_map_to_farm_kernels_with_their_problems() -> None:
     assert family_problem(flash, "bfloat16").problem == {"B": 8, "H": 12, "S": 512, "D": 64, "causal": 1}  # type: ignore[union-attr]
     assert family_problem(_op("aten::add", [[4], [4]], 0.01, 0.01), "bfloat16") is None
 
+    mnk = [{"name": n, "kind": "int", "choices": None} for n in "MNK"]
     offered = [
-        {"name": "matmul_bf16", "problem_params": [{"name": n, "kind": "int", "choices": None} for n in "MNK"]},
-        {
-            "name": "layernorm",
-            "problem_params": [{"name": "M"}, {"name": "N"}, {"name": "dtype", "choices": ["float32"]}],
-        },
+        {"name": "matmul_bf16", "problem_params": mnk},  # A @ B^T: takes "nk" only
+        {"name": "matmul_triton", "problem_params": [*mnk, {"name": "dtype", "choices": ["bfloat16", "float16"]},
+                                                     {"name": "b_layout", "choices": ["kn", "nk"]}]},
+        {"name": "layernorm", "problem_params": [{"name": "M"}, {"name": "N"},
+                                                 {"name": "dtype", "choices": ["float32"]}]},
+    ]  # fmt: skip
+    assert choose_kernels("matmul", "bfloat16", mapped.problem, offered) == [
+        ("matmul_triton", mapped.problem),
+        ("matmul_bf16", {"M": 4096, "N": 50257, "K": 768}),
     ]
-    assert choose_kernels("matmul", "bfloat16", {"M": 4096, "N": 50257, "K": 768}, offered) == ["matmul_bf16"]
+    kn = {**mapped.problem, "b_layout": "kn"}
+    assert [name for name, _ in choose_kernels("matmul", "bfloat16", kn, offered)] == ["matmul_triton"]
     # a kernel whose problem signature does not take the problem is not chosen
-    assert not accepts(offered[1], {"M": 4096, "N": 768, "dtype": "bfloat16"})
-    assert choose_kernels("softmax", "bfloat16", {"M": 1, "N": 1, "dtype": "bfloat16"}, offered) == []
+    assert not accepts(offered[2], {"M": 4096, "N": 768, "dtype": "bfloat16"})
+    assert choose_kernels("layernorm", "bfloat16", {"M": 1, "N": 1, "dtype": "bfloat16"}, offered) == []
 
 
 def test_estimated_end_to_end_counts_each_tuned_operator_per_call() -> None:

@@ -56,9 +56,9 @@ def test_the_lm_head_maps_to_its_real_problem(gpt2: tuple[ProfileReport, Path]) 
     report, _ = gpt2
     problems = [m.problem for op in report.operators if (m := family_problem(op, "float32")) and m.family == "matmul"]
     # the tied LM head: (batch*seq) x 768-wide hidden (64 in the tiny model) -> vocabulary 1024
-    assert {"M": BATCH * SEQ, "N": 1024, "K": 64} in problems, problems
-    # the MLP's first projection (Conv1D -> addmm): 64 -> 256
-    assert {"M": BATCH * SEQ, "N": 256, "K": 64} in problems, problems
+    assert {"M": BATCH * SEQ, "N": 1024, "K": 64, "dtype": "float32", "b_layout": "nk"} in problems, problems
+    # the MLP's first projection (Conv1D -> addmm, its weight stored hidden x out): 64 -> 256
+    assert {"M": BATCH * SEQ, "N": 256, "K": 64, "dtype": "float32", "b_layout": "kn"} in problems, problems
 
 
 def test_the_trace_is_a_chrome_trace(gpt2: tuple[ProfileReport, Path]) -> None:

@@ -46,7 +46,8 @@ def test_hot_gemms_become_jobs_and_their_best_comes_back(farm: Farm) -> None:
     assert len(tuned) == 2, entries
     for entry in tuned:
         assert entry["kernel"] == "matmul_fp32" and entry["family"] == "matmul"
-        best = client.best("matmul_fp32", FAKE_MODEL, entry["problem"])
+        assert entry["kernel_problem"] == {k: entry["problem"][k] for k in "MNK"}
+        best = client.best("matmul_fp32", FAKE_MODEL, entry["kernel_problem"])
         assert best["match"] == "exact" and entry["tuned_ms"] == best["time_ms"] and entry["config"] == best["config"]
         job = client.job(entry["job_id"])
         assert job["state"] == "complete" and job["progress"]["complete"] >= 1
