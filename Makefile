@@ -18,7 +18,13 @@ install: $(BIN)/kernelfarm
 demo: install
 	$(BIN)/kernelfarm demo
 
-test: install
+# The test suite also runs the model profiler on tiny models on the CPU: it needs the `profile` extra
+# (PyTorch and transformers), which `make demo` does without.
+$(VENV)/.profile-extra: $(BIN)/kernelfarm
+	$(BIN)/pip install --quiet -e '.[dev,profile]'
+	touch $@
+
+test: install $(VENV)/.profile-extra
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q
 
 lint: install

@@ -22,6 +22,7 @@ from kernelfarm.api.routes import (
     kernel_results,
     kernels,
     metrics,
+    model_profiles,
     strategies,
     tokens,
     trial_columns,
@@ -83,7 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.include_router(health.router)
     app.include_router(metrics.router)
-    for module in (jobs, trial_columns, kernels, kernel_results, workers, fleet, strategies, best, tokens, exports):
+    for module in (jobs, trial_columns, kernels, kernel_results, workers, fleet, strategies, best, tokens, exports, model_profiles):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     install_docs(app)
     install_ui(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
@@ -295,3 +296,62 @@ class TokenPublic(BaseModel):
 
 class TokenCreated(TokenPublic):
     token: str = Field(description="the token itself, shown only in this answer")
+def _json_is_storable(value: Any, path: str = "report") -> None:
+    """PostgreSQL's JSONB refuses NUL characters and JSON has no NaN or Infinity: say where, as a 422,
+    instead of failing at the insert."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{path} contains a NUL character")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{path} contains a lone surrogate") from None
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{path} is {value}: only finite numbers are stored")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _json_is_storable(key, f"{path} key")
+            _json_is_storable(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _json_is_storable(item, f"{path}[{i}]")
+
+
+class ModelProfileCreate(BaseModel):
+    """A report of ``kernelfarm profile-model`` (its JSON output), stored as it is."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    model: str = Field(min_length=1, max_length=256)
+    device_name: str = Field(min_length=1, max_length=128)
+    dtype: Literal["bfloat16", "float16", "float32"]
+    batch: int = Field(ge=1, le=1 << 20)
+    seq: int = Field(ge=1, le=1 << 20)
+    latency_ms: float = Field(gt=0)
+    report: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _storable(self) -> ModelProfileCreate:
+        for name in ("model", "device_name"):
+            _json_is_storable(getattr(self, name), name)
+        _json_is_storable(self.report)
+        return self
+
+
+class ModelProfileSummary(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    model: str
+    device_name: str
+    gpu_model: str
+    dtype: str
+    batch: int
+    seq: int
+    latency_ms: float
+    owner: str
+    created_at: datetime
+
+
+class ModelProfilePublic(ModelProfileSummary):
+    report: dict[str, Any]

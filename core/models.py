@@ -202,4 +202,21 @@ class JobIdempotencyKey(Base):
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     request_hash: Mapped[str] = mapped_column(String(64))
+class ModelProfile(Base):
+    """A model's inference profile from ``kernelfarm profile-model``: the whole report as JSON, and the
+    fields it is listed and filtered by."""
+
+    __tablename__ = "model_profiles"
+    __table_args__ = (Index("ix_model_profiles_created", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
+    model: Mapped[str] = mapped_column(String(256))
+    device_name: Mapped[str] = mapped_column(String(128))
+    gpu_model: Mapped[str] = mapped_column(String(128), index=True)
+    dtype: Mapped[str] = mapped_column(String(16))
+    batch: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(Integer)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    report: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    owner: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -9,7 +9,18 @@ import typer
 from rich.console import Console
 
 from kernelfarm.client import ApiError
-from kernelfarm.commands import admin, ci, demo, export, jobs, kernel_cmds, serve, stack_cmds, strategy_benchmark
+from kernelfarm.commands import (
+    admin,
+    ci,
+    demo,
+    export,
+    jobs,
+    kernel_cmds,
+    profile_model,
+    serve,
+    stack_cmds,
+    strategy_benchmark,
+)
 from kernelfarm.context import CliError
 from kernelfarm.stack import StackError
 
@@ -35,6 +46,7 @@ app.command()(demo.demo)
 app.command()(export.export)
 app.add_typer(ci.ci_app, name="ci")
 app.command("bench-strategies")(strategy_benchmark.benchmark_strategies)
+app.command("profile-model")(profile_model.profile_model)
 
 
 def main() -> None:

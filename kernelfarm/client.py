@@ -106,3 +106,11 @@ class Client:
         """POST /v1/kernels: the manifest (file name, bytes) and the files it names."""
         parts = [("manifest", manifest), *(("files", item) for item in files)]
         return self._call("POST", "/v1/kernels", files=parts)
+    def store_profile(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", "/v1/profiles", json=body)
+
+    def profiles(self, gpu_model: str | None = None) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/profiles", params={"gpu_model": gpu_model} if gpu_model else {})
+
+    def profile(self, profile_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/profiles/{profile_id}")

@@ -1,0 +1,40 @@
+"""Model profiles from ``kernelfarm profile-model --store``: store one, list them, read one."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Query, status
+
+from kernelfarm.api.deps import ReadToken, SessionDep, SubmitToken
+from kernelfarm.api.schemas import ModelProfileCreate, ModelProfilePublic, ModelProfileSummary
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.store import model_profiles as store
+
+router = APIRouter(prefix="/v1", tags=["model profiles"])
+
+
+@router.post("/profiles", response_model=ModelProfileSummary, status_code=status.HTTP_201_CREATED)
+def create_profile(body: ModelProfileCreate, principal: SubmitToken, session: SessionDep) -> ModelProfileSummary:
+    """Store a profile report; it is kept as sent (the farm does not re-derive it)."""
+    fields = body.model_dump()
+    fields["gpu_model"] = model_slug(body.device_name)
+    row = store.save_profile(session, principal.name, fields)
+    return ModelProfileSummary.model_validate(row)
+
+
+@router.get("/profiles", response_model=list[ModelProfileSummary])
+def list_profiles(
+    _: ReadToken,
+    session: SessionDep,
+    gpu_model: str | None = Query(None, max_length=128, pattern=r"^[a-z0-9-]+$"),
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0, le=1 << 31),
+) -> list[ModelProfileSummary]:
+    """Newest first; ``gpu_model`` filters by the GPU model slug."""
+    return [ModelProfileSummary.model_validate(r) for r in store.list_profiles(session, gpu_model, limit, offset)]
+
+
+@router.get("/profiles/{profile_id}", response_model=ModelProfilePublic)
+def get_profile(profile_id: uuid.UUID, _: ReadToken, session: SessionDep) -> ModelProfilePublic:
+    return ModelProfilePublic.model_validate(store.get_profile(session, profile_id))

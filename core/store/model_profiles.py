@@ -1,0 +1,33 @@
+"""Model profiles (table model_profiles): written once by ``kernelfarm profile-model --store``, then read."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernelfarm.core.errors import NotFound
+from kernelfarm.core.models import ModelProfile
+
+
+def save_profile(session: Session, owner: str, fields: dict[str, Any]) -> ModelProfile:
+    row = ModelProfile(owner=owner, **fields)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def list_profiles(session: Session, gpu_model: str | None, limit: int, offset: int) -> list[ModelProfile]:
+    query = select(ModelProfile).order_by(ModelProfile.created_at.desc(), ModelProfile.id)
+    if gpu_model is not None:
+        query = query.where(ModelProfile.gpu_model == gpu_model)
+    return list(session.execute(query.limit(limit).offset(offset)).scalars())
+
+
+def get_profile(session: Session, profile_id: uuid.UUID) -> ModelProfile:
+    row = session.get(ModelProfile, profile_id)
+    if row is None:
+        raise NotFound(f"no model profile {profile_id}")
+    return row

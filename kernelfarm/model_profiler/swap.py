@@ -1,0 +1,163 @@
+"""Profile → tune → verify: put the farm-tuned kernels into the model, check its outputs against eager,
+and measure the end-to-end latency again.
+
+A matrix product the farm tuned with ``matmul_triton`` replaces the forward of every module that
+computes it: a ``torch.nn.Linear`` (weight stored N x K: ``b_layout="nk"``) or a transformers
+``Conv1D`` (weight stored K x N: ``"kn"``) with the tuned K and N. The kernel runs through a torch
+custom operator (``kernelfarm::tuned_matmul``), so the swapped model also traces under torch.compile,
+and it launches the very ``@triton.jit`` function the farm measured, with the farm's best config.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from kernelfarm.model_profiler.capture import latency
+from kernelfarm.model_profiler.models import ModelUnderTest
+
+logger = logging.getLogger(__name__)
+SWAPPABLE = frozenset({"matmul_triton"})
+# The swapped model's outputs match eager when the relative L2 error of the logits stays under this
+# and no element is further off than MAX_ERROR_OF_SCALE times the largest logit: bf16 products
+# accumulated in fp32 in another order differ by about 1e-3 relative.
+REL_L2_TOLERANCE = 1e-2
+MAX_ERROR_OF_SCALE = 5e-2
+
+_registered = False
+
+
+def _register_op() -> None:
+    """Define ``kernelfarm::tuned_matmul`` once (torch refuses a second definition)."""
+    global _registered
+    if _registered:
+        return
+    import torch
+
+    @torch.library.custom_op("kernelfarm::tuned_matmul", mutates_args=())
+    def tuned_matmul(a: torch.Tensor, b: torch.Tensor, b_nk: bool, config: list[int]) -> torch.Tensor:
+        return _launch(a, b, b_nk, config)
+
+    @tuned_matmul.register_fake
+    def _(a: torch.Tensor, b: torch.Tensor, b_nk: bool, config: list[int]) -> torch.Tensor:
+        n = b.shape[0] if b_nk else b.shape[1]
+        return a.new_empty((a.shape[0], n))
+
+    _registered = True
+
+
+CONFIG_ORDER = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "TMA")
+
+
+def _launch(a: Any, b: Any, b_nk: bool, config: list[int]) -> Any:
+    """C = A @ B (B given N x K when ``b_nk``) with the farm's jit functions and one config."""
+    import torch
+
+    from kernelfarm.kernels.triton_jit.matmul import kf_triton_matmul, kf_triton_matmul_tma
+
+    block_m, block_n, block_k, group_m, num_warps, num_stages, tma = config
+    m, k = a.shape
+    n = b.shape[0] if b_nk else b.shape[1]
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    tiles = -(-m // block_m) * -(-n // block_n)
+    constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": group_m, "EPILOGUE": 0}
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+        b_block = [block_n, block_k] if b_nk else [block_k, block_n]
+        kf_triton_matmul_tma[(min(sms, tiles),)](
+            TensorDescriptor.from_tensor(a, [block_m, block_k]), TensorDescriptor.from_tensor(b, b_block),
+            TensorDescriptor.from_tensor(c, [block_m, block_n]), c, m, n, k, min(sms, tiles),
+            B_KN=int(not b_nk), num_warps=num_warps, num_stages=num_stages, **constexprs,
+        )  # fmt: skip
+        return c
+    stride_bk, stride_bn = (b.stride(1), b.stride(0)) if b_nk else (b.stride(0), b.stride(1))
+    kf_triton_matmul[(tiles,)](
+        a, b, c, c, m, n, k, a.stride(0), a.stride(1), stride_bk, stride_bn, c.stride(0), c.stride(1),
+        num_warps=num_warps, num_stages=num_stages, **constexprs,
+    )  # fmt: skip
+    return c
+
+
+def _forward(module: Any, k: int, n: int, rows: int, b_nk: bool, config: list[int]) -> Callable[[Any], Any]:
+    import torch
+
+    original = module.forward
+
+    def forward(x: Any) -> Any:
+        x2d = x.reshape(-1, k)
+        if x2d.shape[0] != rows or not x2d.is_contiguous():
+            return original(x)  # another shape than the one tuned: leave it to torch
+        weight = module.weight
+        out = torch.ops.kernelfarm.tuned_matmul(x2d, weight, b_nk, config)
+        if getattr(module, "bias", None) is not None:
+            out = out + module.bias
+        return out.reshape(*x.shape[:-1], n)
+
+    return forward
+
+
+def swap_in(model: Any, entry: dict[str, Any]) -> list[str]:
+    """Replace the forward of every module computing the tuned product; returns their names."""
+    import torch
+
+    _register_op()
+    problem, config = entry["kernel_problem"], entry["config"]
+    k, n, rows, b_nk = int(problem["K"]), int(problem["N"]), int(problem["M"]), problem["b_layout"] == "nk"
+    values = [int(config[name]) for name in CONFIG_ORDER]
+    swapped = []
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+            continue
+        is_linear = isinstance(module, torch.nn.Linear)
+        is_conv1d = type(module).__name__ == "Conv1D"  # transformers' GPT-2 projection: x @ W + b
+        if (b_nk and is_linear and tuple(weight.shape) == (n, k)) or (
+            not b_nk and is_conv1d and tuple(weight.shape) == (k, n)
+        ):
+            module.forward = _forward(module, k, n, rows, b_nk, values)
+            swapped.append(name)
+    return swapped
+
+
+def swap_and_measure(mut: ModelUnderTest, entries: list[dict[str, Any]], *, baseline_ms: float,
+                     iterations: int) -> dict[str, Any]:  # fmt: skip
+    """Swap the tuned products in (those faster than the baseline), compare outputs, time again."""
+    import torch
+
+    def logits() -> Any:
+        with torch.inference_mode():
+            out = mut.model(**mut.inputs)
+        return (out.logits if hasattr(out, "logits") else out).float()
+
+    reference = logits()
+    swapped: dict[str, list[str]] = {}
+    for entry in entries:
+        faster = entry.get("speedup") is not None and entry["speedup"] > 1.0
+        if entry.get("kernel") in SWAPPABLE and entry.get("config") and faster:
+            swapped[f"{entry['operator']} {entry['kernel_problem']}"] = swap_in(mut.model, entry)
+    result: dict[str, Any] = {"swapped": swapped, "baseline_ms": baseline_ms}
+    if not any(swapped.values()):
+        result.update(swapped_ms=baseline_ms, speedup=1.0, max_abs_error=0.0, rel_l2_error=0.0, outputs_match=True,
+                      note="no tuned operator was both faster than its baseline and swappable")  # fmt: skip
+        return result
+    out = logits()
+    error = out - reference
+    max_abs, scale = float(error.abs().max()), float(reference.abs().max())
+    rel_l2 = float(error.norm() / reference.norm())
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return mut.model(**mut.inputs)
+
+    for _ in range(3):
+        run()
+    swapped_ms = statistics.median(latency(run, mut.device, iterations))
+    result.update(
+        swapped_ms=swapped_ms, speedup=baseline_ms / swapped_ms, max_abs_error=max_abs, rel_l2_error=rel_l2,
+        outputs_match=rel_l2 <= REL_L2_TOLERANCE and max_abs <= MAX_ERROR_OF_SCALE * scale,
+    )  # fmt: skip
+    return result

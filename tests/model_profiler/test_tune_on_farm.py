@@ -1,0 +1,97 @@
+"""Profile → tune over the farm's REST API: a tiny model's hot GEMMs become real tuning jobs on a real
+farm (API, coordinator, Celery workers, PostgreSQL, Redis); the fake backend stands in for the GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("torch", reason="the model profiler's CPU tests need the `profile` extra (torch)")
+pytest.importorskip("transformers", reason="the built-in models need the `profile` extra (transformers)")
+
+from kernelfarm import launcher
+from kernelfarm.client import Client
+from kernelfarm.core.gpu import model_slug
+from kernelfarm.model_profiler.analysis import analyse
+from kernelfarm.model_profiler.capture import capture
+from kernelfarm.model_profiler.models import build
+from kernelfarm.model_profiler.tuning import TuningPlan, estimated_end_to_end, tune_hot_operators
+from kernelfarm.worker.backends.fake import FAKE_GPU_NAME
+from kernelfarm.worker.measuring.roofline import Ceilings
+from tests.conftest import Farm, live_worker_count, make_token, wait_for
+
+FAKE_MODEL = model_slug(FAKE_GPU_NAME)
+
+
+def test_hot_gemms_become_jobs_and_their_best_comes_back(farm: Farm) -> None:
+    farm.start("fake-gpu-worker", launcher.worker_argv("fake-gpu-worker", backend="fake"))
+    wait_for(lambda: live_worker_count(farm.database_url, FAKE_MODEL) >= 1, 60, "the fake-GPU worker")
+    client = Client(farm.api_url, make_token(farm.database_url, "submit", name="profiler"))
+
+    mut = build("gpt2-tiny", dtype="float32", batch=2, seq=32, device="cpu")
+    ceilings = Ceilings(dram_bytes_per_s=20e9, fp32_flops=100e9, tensor_flops=100e9, how="given by the test")
+    report = analyse(capture(mut, warmup=1, iterations=2, trace_path=None), ceilings,
+                     model="gpt2-tiny", dtype="float32", batch=2, seq=32)  # fmt: skip
+    plan = TuningPlan(budget_trials=6, top=2, parallelism=3, timeout_s=120)
+    entries = tune_hot_operators(client, report.operators, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
+
+    tuned = [e for e in entries if e["status"] == "tuned"]
+    assert len(tuned) == 2, entries
+    for entry in tuned:
+        assert entry["kernel"] == "matmul_fp32" and entry["family"] == "matmul"
+        assert entry["kernel_problem"] == {k: entry["problem"][k] for k in "MNK"}
+        best = client.best("matmul_fp32", FAKE_MODEL, entry["kernel_problem"])
+        assert best["match"] == "exact" and entry["tuned_ms"] == best["time_ms"] and entry["config"] == best["config"]
+        job = client.job(entry["job_id"])
+        assert job["state"] == "complete" and job["progress"]["complete"] >= 1
+        assert entry["speedup"] == pytest.approx(entry["baseline_ms"] / entry["tuned_ms"])
+    assert estimated_end_to_end(report.latency_ms, entries) <= report.latency_ms
+
+    # Asked again, the farm already knows both problems: nothing is submitted a second time.
+    again = tune_hot_operators(client, report.operators, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
+    assert [e["status"] for e in again if e["kernel"]] == ["known", "known"], again
+
+
+def test_a_profile_is_stored_by_the_command_and_read_back_over_http(farm: Farm, tmp_path: Path) -> None:
+    token = make_token(farm.database_url, "submit", name="profiler-store")
+    env = {**os.environ, "KERNELFARM_API_URL": farm.api_url, "KERNELFARM_API_TOKEN": token,
+           "KERNELFARM_STATE_DIR": str(tmp_path / "no-stack")}  # fmt: skip
+    args = ["gpt2-tiny", "--device", "cpu", "--dtype", "float32", "--batch", "1", "--seq", "8", "--iterations", "1"]
+    done = subprocess.run([sys.executable, "-P", "-m", "kernelfarm", "profile-model", *args, "--out", "out", "--store"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    profile_id = done.stderr.split("stored as profile ")[1].split()[0]
+
+    http = httpx.Client(base_url=farm.api_url, headers={"Authorization": f"Bearer {token}"})
+    listed = http.get("/v1/profiles", params={"gpu_model": "cpu"}).json()
+    assert profile_id in [p["id"] for p in listed]
+    stored = http.get(f"/v1/profiles/{profile_id}").json()
+    local = json.loads((tmp_path / "out" / "profile.json").read_text())
+    assert stored["report"] == local and stored["owner"] == "profiler-store" and stored["gpu_model"] == "cpu"
+
+    good = {"model": "m", "device_name": "cpu", "dtype": "float32", "batch": 1, "seq": 8, "latency_ms": 1.0,
+            "report": {"operators": []}}  # fmt: skip
+    bad_bodies = [
+        {**good, "model": "a\x00b"},
+        {**good, "report": {"operators": [{"name": "x\x00"}]}},
+        {**good, "latency_ms": -1},
+    ]
+    for body in bad_bodies:
+        answer = http.post("/v1/profiles", json=body)
+        assert answer.status_code == 422, (body, answer.text)
+    nan_body = json.dumps(good).replace('"operators": []', '"operators": [NaN]')
+    answer = http.post("/v1/profiles", content=nan_body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert http.get(f"/v1/profiles/{uuid.uuid4()}").status_code == 404
+    reader = httpx.Client(
+        base_url=farm.api_url, headers={"Authorization": f"Bearer {make_token(farm.database_url, 'read')}"}
+    )
+    assert reader.post("/v1/profiles", json=good).status_code == 403
+    assert len(http.get("/v1/profiles", params={"gpu_model": "cpu"}).json()) == len(listed)  # nothing bad was stored
