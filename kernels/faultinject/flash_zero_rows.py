@@ -1,7 +1,8 @@
 """A wrong-but-fast flash-attention: the real kernel, except that it stores zeros for a few query
 rows of every head (the fault an independent re-measurement planted: 110 of 262,144 rows zeroed
-passed the old norm-only check). It runs as fast as the real kernel, so only verification can keep
-it from becoming a job's best config.
+passed the old norm-only check). It does all of the real kernel's work plus two comparisons per
+stored row, so its speed is the real kernel's (not timed: it never gets past verification), and only
+verification can keep it from becoming a job's best config.
 
 Not in the registry; the GPU tests hand it to the cuda backend by reference (:data:`REF`). Its
 source is flash_attention.cu with one line changed, made here at import time, so the real kernel's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kernelfarm.kernels.cuda_dtypes import from_float32, random_tensor, to_float32
 from kernelfarm.kernels.cuda_source import CudaSource
@@ -14,6 +14,7 @@ from kernelfarm.kernels.spec import KernelSpec
 
 class Softmax(RowKernel):
     entry = "kf_softmax"
+    norm_tolerance: ClassVar[Mapping[str, float]] = {"float32": 1e-6, "bfloat16": 2e-4}
 
     def make_inputs(self, problem: Mapping[str, Any], seed: int) -> dict[str, Any]:
         import cupy as cp

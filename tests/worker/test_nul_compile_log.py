@@ -64,3 +64,20 @@ def test_storable_replaces_nul_at_any_depth_and_keeps_everything_else() -> None:
         "b": {"c": NUL_MARK},
     }
     assert storable("clean") == "clean" and storable(None) is None
+
+
+def test_a_statement_the_server_refuses_is_not_retried_as_an_outage() -> None:
+    from sqlalchemy.exc import DataError
+
+    from kernelfarm.worker.db_retry import with_db_retry
+
+    calls = {"n": 0}
+
+    def refused() -> None:
+        calls["n"] += 1
+        raise DataError("UPDATE trials ...", {}, Exception("invalid byte sequence"))
+
+    started = time.monotonic()
+    with pytest.raises(DataError):
+        with_db_retry("test", refused, deadline_seconds=30)
+    assert calls["n"] == 1 and time.monotonic() - started < 1

@@ -9,7 +9,8 @@ Module map:
 - ``loader``: the seam a backend fills in, :class:`KernelLoader` ("load and launch" its compiled
   kernel); the cuda backend's is ``worker/cuda/loader.py``.
 - ``timing``: the ONE timing function (CUDA events, L2 flush, noise-based stopping).
-- ``verifier``: output poisoning and the relative-error check.
+- ``verifier``: output poisoning and the check against the reference, by norm and element by element
+  (the kernel's ``Tolerance``, ``kernels/tolerance.py``).
 - ``faults``: which CUDA errors poison the context.
 - ``stream`` (worker process): a stream of requests pipelined on the child, replies as Measurements.
 - ``roofline`` and ``ceilings``: the GPU's measured ceilings (cached per GPU) and where a timing sits.
