@@ -84,7 +84,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.include_router(health.router)
     app.include_router(metrics.router)
-    for module in (jobs, trial_columns, kernels, kernel_results, workers, fleet, strategies, best, tokens, exports, model_profiles):
+    for module in (
+        jobs,
+        trial_columns,
+        kernels,
+        kernel_results,
+        workers,
+        fleet,
+        strategies,
+        best,
+        tokens,
+        exports,
+        model_profiles,
+    ):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     install_docs(app)
     install_ui(app)

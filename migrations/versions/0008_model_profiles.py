@@ -1,7 +1,7 @@
 """model profiles (kernelfarm profile-model reports)
 
 Revision ID: 0008
-Revises: 0003
+Revises: 0007
 """
 
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0008"
-down_revision: str | None = "0003"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
