@@ -152,3 +152,20 @@ def test_a_compile_error_is_a_result_not_an_exception(tmp_path: Path) -> None:
     broken = TritonCompileJob(**{**job.__dict__, "signature": (("a_ptr", "*bf16"),)})  # the other arguments untyped
     result = compile_triton(broken, str(tmp_path))
     assert not result.ok and result.artifact is None and "no type and no constexpr value" in result.log
+
+
+def test_the_profile_target_launches_with_the_loader_a_batch_names(tmp_path: Path) -> None:
+    from kernelfarm.worker.cuda import profile
+    from kernelfarm.worker.cuda.loader import CubinLoader
+    from kernelfarm.worker.cuda.profile_target import make_loader
+    from kernelfarm.worker.triton.loader import TritonLoader
+
+    ref = profile.LoaderRef("kernelfarm.worker.triton.loader:TritonLoader", {"cache_dir": str(tmp_path)})
+    paths = profile._BatchPaths(tmp_path)
+    target = profile.ProfileTarget("softmax_triton", {"M": 1}, {"ROWS": 1}, "{}", 1, "kf_triton_softmax")
+    job = json.loads(profile._job_text([target], None, 0, paths, ref))
+    loader = make_loader(job["loader"])
+    assert isinstance(loader, TritonLoader) and loader.cache_dir == str(tmp_path)
+    assert isinstance(make_loader(json.loads(profile._job_text([target], None, 0, paths)).get("loader")), CubinLoader)
+    with pytest.raises(TypeError, match="not a KernelLoader"):
+        make_loader({"ref": "kernelfarm.worker.triton.loader:DevicePointer", "kwargs": {"address": 1}})
