@@ -43,12 +43,15 @@ SPACE = SearchSpace(
         Parameter("num_warps", (4, 8)),
         Parameter("num_stages", (2, 3, 4, 5)),
         Parameter("TMA", (0, 1)),
+        Parameter("SUBTILE", (0, 1)),  # TMA only: the epilogue stores two half tiles
     ),
     constraints=(
         # at most 128 fp32 accumulators per thread, or they spill
         "BLOCK_M * BLOCK_N <= 128 * 32 * num_warps",
-        # the pipelined A and B tiles (and the TMA kernel's C tile for its store) in shared memory
-        f"num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 2 + TMA * BLOCK_M * BLOCK_N * 2 <= {SHARED_OPTIN}",
+        # the pipelined A and B tiles (and the TMA kernel's C tile, or half of it, for its store) in shared memory
+        "num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 2 + TMA * BLOCK_M * BLOCK_N * 2 // (1 + SUBTILE)"
+        f" <= {SHARED_OPTIN}",
+        "SUBTILE == 0 or TMA == 1",
         # TMA needs 16-byte aligned row strides
         "TMA == 0 or (K % 8 == 0 and N % 8 == 0)",
     ),
@@ -74,6 +77,7 @@ class TritonMatmul(TritonKernel):
         out["EPILOGUE"] = self.EPILOGUE
         if int(config["TMA"]):
             out["B_KN"] = int(problem["b_layout"] == "kn")
+            out["SUBTILE"] = int(config.get("SUBTILE", 0))
         return out
 
     def _strides(self, problem: Mapping[str, Any]) -> dict[str, int]:
@@ -120,7 +124,7 @@ class TritonMatmul(TritonKernel):
         return {
             "a_desc": TensorDescriptorArg("A", (m, k), (k, 1), (bm, bk)),
             "b_desc": b,
-            "c_desc": TensorDescriptorArg("C", (m, n), (n, 1), (bm, bn)),
+            "c_desc": TensorDescriptorArg("C", (m, n), (n, 1), (bm, bn // (1 + int(config.get("SUBTILE", 0))))),
         }
 
     def _tiles(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> int:

@@ -9,7 +9,8 @@ Two kernels, one per schedule, both handling any M, N, K (masked tails):
   their B columns in L2), pointer loads that the compiler pipelines over ``num_stages`` buffers.
 - ``kf_triton_matmul_tma``: persistent (one program per SM walks the tiles) with host-built TMA
   tensor descriptors (Hopper's bulk tensor copies; out-of-bounds boxes are zero-filled on load and
-  clipped on store). Needs 16-byte aligned row strides: K and N multiples of 8.
+  clipped on store). Needs 16-byte aligned row strides: K and N multiples of 8. ``SUBTILE`` stores
+  the tile in two halves (less shared memory for the epilogue, so one more pipeline stage fits).
 
 B is K x N (``B_KN``, as ``x @ W``) or N x K (as ``x @ W.T``, torch's Linear and an LM head).
 ``EPILOGUE`` 1 adds a bias over N and applies the exact (erf) GELU, as ``F.gelu(x @ W + b)``.
@@ -72,7 +73,7 @@ def kf_triton_matmul(
 def kf_triton_matmul_tma(
     a_desc, b_desc, c_desc, bias_ptr, M, N, K, NUM_SMS,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    EPILOGUE: tl.constexpr, B_KN: tl.constexpr,
+    EPILOGUE: tl.constexpr, B_KN: tl.constexpr, SUBTILE: tl.constexpr,
 ):  # fmt: skip
     start_pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -101,4 +102,12 @@ def kf_triton_matmul_tma(
         pid_m, pid_n = _tile(tile_id_c, num_pid_in_group, num_pid_m, GROUP_M)
         offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = _epilogue(acc, bias_ptr, offs_cn, N, EPILOGUE)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+        if SUBTILE:
+            # Two stores of half the tile: half the shared memory for the epilogue, which leaves
+            # room for one more pipeline stage (c_desc's box is BLOCK_M x BLOCK_N / 2).
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c_desc.dtype))
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(c_desc.dtype))
+        else:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))

@@ -18,7 +18,16 @@ from kernelfarm.worker.triton.loader import DevicePointer, HostTensorDescriptor,
 from kernelfarm.worker.triton.staging import triton_arch
 
 MATMUL = get_kernel("matmul_triton")
-TILED = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": 0}
+TILED = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 256,
+    "BLOCK_K": 64,
+    "GROUP_M": 8,
+    "num_warps": 8,
+    "num_stages": 3,
+    "TMA": 0,
+    "SUBTILE": 0,
+}
 TMA = TILED | {"TMA": 1}
 MATMUL_ARGS = ["a_ptr", "b_ptr", "c_ptr", "bias_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk",
                "stride_bn", "stride_cm", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
@@ -74,6 +83,8 @@ def test_the_tma_schedule_is_another_function_with_descriptors() -> None:
     assert job.function == "kf_triton_matmul_tma"
     assert dict(job.signature)["a_desc"] == "tensordesc<bf16[128, 64]>"
     assert dict(job.signature)["b_desc"] == "tensordesc<bf16[64, 256]>"  # B as K x N: boxes of BK x BN
+    halves = matmul_job(TMA | {"SUBTILE": 1, "num_stages": 4}, {})
+    assert dict(halves.signature)["c_desc"] == "tensordesc<bf16[128, 128]>" and dict(halves.constexprs)["SUBTILE"] == 1
     nk = matmul_job(TMA, {"b_layout": "nk"})
     assert dict(nk.signature)["b_desc"] == "tensordesc<bf16[256, 64]>" and dict(nk.constexprs)["B_KN"] == 0
 
@@ -92,7 +103,7 @@ def test_launch_arguments_bind_buffers_constants_and_descriptors() -> None:
     assert args[MATMUL_ARGS.index("BLOCK_M")] == 128  # a constant's slot carries its value
 
     tma_names = ["a_desc", "b_desc", "c_desc", "bias_ptr", "M", "N", "K", "NUM_SMS", "BLOCK_M", "BLOCK_N",
-                 "BLOCK_K", "GROUP_M", "EPILOGUE", "B_KN"]  # fmt: skip
+                 "BLOCK_K", "GROUP_M", "EPILOGUE", "B_KN", "SUBTILE"]  # fmt: skip
     tma_constants = {(tma_names.index(k),): v for k, v in impl.constexprs(TMA, problem).items()}
     args = launch_arguments(impl, tma_names, tma_constants, buffers, TMA, problem, sm_count=132)
     assert args[0] == HostTensorDescriptor(DevicePointer(0x1000), (1000, 512), (512, 1), (128, 64))
@@ -141,3 +152,20 @@ def test_a_compile_error_is_a_result_not_an_exception(tmp_path: Path) -> None:
     broken = TritonCompileJob(**{**job.__dict__, "signature": (("a_ptr", "*bf16"),)})  # the other arguments untyped
     result = compile_triton(broken, str(tmp_path))
     assert not result.ok and result.artifact is None and "no type and no constexpr value" in result.log
+
+
+def test_the_profile_target_launches_with_the_loader_a_batch_names(tmp_path: Path) -> None:
+    from kernelfarm.worker.cuda import profile
+    from kernelfarm.worker.cuda.loader import CubinLoader
+    from kernelfarm.worker.cuda.profile_target import make_loader
+    from kernelfarm.worker.triton.loader import TritonLoader
+
+    ref = profile.LoaderRef("kernelfarm.worker.triton.loader:TritonLoader", {"cache_dir": str(tmp_path)})
+    paths = profile._BatchPaths(tmp_path)
+    target = profile.ProfileTarget("softmax_triton", {"M": 1}, {"ROWS": 1}, "{}", 1, "kf_triton_softmax")
+    job = json.loads(profile._job_text([target], None, 0, paths, ref))
+    loader = make_loader(job["loader"])
+    assert isinstance(loader, TritonLoader) and loader.cache_dir == str(tmp_path)
+    assert isinstance(make_loader(json.loads(profile._job_text([target], None, 0, paths)).get("loader")), CubinLoader)
+    with pytest.raises(TypeError, match="not a KernelLoader"):
+        make_loader({"ref": "kernelfarm.worker.triton.loader:DevicePointer", "kwargs": {"address": 1}})

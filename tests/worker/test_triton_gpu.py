@@ -1,4 +1,4 @@
-"""The triton backend on a real GPU, beyond the contracts: both matmul schedules verify at a ragged
+"""The triton backend on a real GPU, beyond the contracts: every matmul schedule verifies at a ragged
 shape, and Nsight Compute profiles a Triton kernel by its name (marked gpu: the device machine)."""
 
 from __future__ import annotations
@@ -14,7 +14,16 @@ from tests.gpu.availability import gpu_missing
 pytestmark = pytest.mark.gpu
 
 PROBLEM = {"M": 1000, "N": 1000, "K": 776, "dtype": "bfloat16", "b_layout": "nk"}
-TILED = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": 0}
+TILED = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 128,
+    "BLOCK_K": 64,
+    "GROUP_M": 8,
+    "num_warps": 8,
+    "num_stages": 3,
+    "TMA": 0,
+    "SUBTILE": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +43,9 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     b.close()
 
 
-def test_both_schedules_verify_at_a_ragged_shape_and_report_their_resources(backend) -> None:  # type: ignore[no-untyped-def]
-    requests = [MeasureRequest("matmul_triton", PROBLEM, TILED | {"TMA": tma}, profile=False, seed=3) for tma in (0, 1)]
+def test_every_schedule_verifies_at_a_ragged_shape_and_report_their_resources(backend) -> None:  # type: ignore[no-untyped-def]
+    schedules = [{"TMA": 0}, {"TMA": 1}, {"TMA": 1, "SUBTILE": 1}]  # tiled, TMA, TMA storing half tiles
+    requests = [MeasureRequest("matmul_triton", PROBLEM, TILED | s, profile=False, seed=3) for s in schedules]
     for request, m in zip(requests, backend.measure_many(requests), strict=True):
         assert m.verified and m.failure is None, m.failure_message
         assert m.metrics["registers"] > 0 and m.metrics["triton_wgmma_instructions"] > 0  # Hopper's wgmma
