@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     visibility_timeout: int = 900
 
     # Worker process (set by `kernelfarm worker`; one process per GPU).
-    worker_backend: str = "replay"  # "cuda", "replay" or "fake" (worker.backend_factory.BACKEND_NAMES)
+    worker_backend: str = "replay"  # "cuda", "triton", "replay" or "fake" (worker.backend_factory.BACKEND_NAMES)
     worker_landscapes: str = ""  # replay: os.pathsep-separated Kernel Tuner cache files
     worker_sleep_ms: float = 0.0  # replay: fixed time each trial takes
     worker_time_scale: float = 0.0  # replay: plus this factor times the recorded kernel time
@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     # cuda: where compiled cubins and the GPU's measured ceilings are kept, shared by a host's
     # workers (KERNELFARM_CUDA_CACHE; default: <temp dir>/kernelfarm-cuda).
     cuda_cache: Path | None = None
+    # triton: Triton's kernel and launcher cache and the GPU's measured ceilings, shared by a host's
+    # workers (KERNELFARM_TRITON_CACHE; default: <temp dir>/kernelfarm-triton).
+    triton_cache: Path | None = None
     # cuda: log level of the measuring child, the process that owns the GPU (KERNELFARM_CHILD_LOG).
     child_log: str = "WARNING"
 

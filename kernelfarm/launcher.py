@@ -54,7 +54,7 @@ def worker_argv(
     """``kernelfarm worker``: one GPU worker named ``name``.
 
     Args:
-        backend: "cuda", "replay", "fake" or "auto".
+        backend: "cuda", "triton", "replay", "fake" or "auto".
         gpu: cuda: the device index (the worker's default, 0, when None).
         landscapes: replay: recordings of one GPU model (the shipped ones when empty).
         sleep_ms: replay: a fixed time per trial.

@@ -68,7 +68,7 @@ class StackState:
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    backend: str  # "cuda" or "replay"
+    backend: str  # "cuda", "triton" or "replay"
     count: int
     landscapes: tuple[Path, ...] = ()
     sleep_ms: float = 0.0
@@ -102,9 +102,9 @@ def spawn(name: str, argv: list[str], env: dict[str, str], log_dir: Path, cwd: P
 
 
 def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:
-    """The command line of the plan's worker number ``index`` (cuda: on GPU ``index``)."""
+    """The command line of the plan's worker number ``index`` (cuda, triton: on GPU ``index``)."""
     return launcher.worker_argv(f"{plan.backend}{index}", backend=plan.backend,
-                                gpu=index if plan.backend == "cuda" else None, landscapes=plan.landscapes,
+                                gpu=index if plan.backend in ("cuda", "triton") else None, landscapes=plan.landscapes,
                                 sleep_ms=plan.sleep_ms, time_scale=plan.time_scale)  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 """The catalogue of tunable kernels, validated at load.
 
-CUDA kernels live in ``kernels/<name>/spec.py`` and expose ``SPEC``; recorded kernels come from
+CUDA and Triton kernels live in ``kernels/<name>/spec.py`` and expose ``SPEC``; recorded kernels come from
 ``kernels/recorded/``. Validation: unique names, at least one implementation, each backend's
 implementation of the type that backend runs, a default problem that normalizes, and a non-empty
 valid space for it. (The kernel contract suite, tests/kernels/test_kernel_contract.py, checks
@@ -22,11 +22,12 @@ from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.recorded import recorded_specs
 from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.triton_kernel import TritonKernel
 
 logger = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
 # The implementation type each known backend runs; a backend added later registers its own here.
-IMPLEMENTATION_TYPES: dict[str, type] = {"cuda": CudaKernel, "replay": Recordings}
+IMPLEMENTATION_TYPES: dict[str, type] = {"cuda": CudaKernel, "replay": Recordings, "triton": TritonKernel}
 
 
 class RegistryError(Exception):

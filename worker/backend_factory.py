@@ -1,4 +1,5 @@
-"""Build the configured backend. The cuda backend is imported lazily: CPU-only hosts have no CuPy."""
+"""Build the configured backend. The cuda and triton backends are imported lazily: CPU-only hosts have
+no CuPy and no Triton."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from kernelfarm.worker.backends.base import Backend
 from kernelfarm.worker.backends.replay import ReplayBackend
 
 # Every backend a worker can run; each one passes tests/worker/test_backend_contract.py.
-BACKEND_NAMES = ("cuda", "replay", "fake")
+BACKEND_NAMES = ("cuda", "triton", "replay", "fake")
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -31,6 +32,15 @@ def make_backend(settings: Settings) -> Backend:
             child_log_level=settings.child_log,
         )
         return CudaBackend(options, device_index=settings.worker_gpu)
+    if settings.worker_backend == "triton":
+        from kernelfarm.worker.backends.triton import TritonBackend, TritonBackendOptions
+
+        triton_options = TritonBackendOptions(
+            cache_dir=settings.triton_cache,
+            profile_standby=settings.worker_profile_standby,
+            child_log_level=settings.child_log,
+        )
+        return TritonBackend(triton_options, device_index=settings.worker_gpu)
     if settings.worker_backend == "fake":
         from kernelfarm.worker.backends.fake import FakeBackend
 

@@ -72,7 +72,8 @@ def default_landscapes() -> list[Path]:
 
 def worker(
     backend: str = typer.Option(
-        "auto", help="cuda, replay, fake (CPU stand-in), or auto (cuda when a GPU and CuPy are present, else replay)"
+        "auto",
+        help="cuda, triton, replay, fake (CPU stand-in), or auto (cuda when a GPU and CuPy are present, else replay)",
     ),
     gpu: int = typer.Option(0, help="cuda: device index"),
     landscape: list[Path] = typer.Option([], help="replay: Kernel Tuner cache file(s) of ONE GPU model"),

@@ -28,7 +28,7 @@ def plan_workers(workers: int, backend: str, landscape: list[Path], sleep_ms: fl
 
 def up(
     workers: int = typer.Option(2, min=0, help="worker processes (cuda: one per GPU)"),
-    backend: str = typer.Option("auto", help="cuda, replay, fake (CPU stand-in), or auto"),
+    backend: str = typer.Option("auto", help="cuda, triton, replay, fake (CPU stand-in), or auto"),
     landscape: list[Path] = typer.Option([], help="replay: recordings to serve (default: shipped ones)"),
     sleep_ms: float = typer.Option(0.0, help="replay: fixed time per trial, ms"),
     time_scale: float = typer.Option(0.0, help="replay: also sleep recorded time x this factor"),

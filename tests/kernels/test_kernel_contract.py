@@ -33,12 +33,21 @@ from kernelfarm.kernels.cuda_source import INCLUDE_DIR, CudaSource
 from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.registry import all_kernels
 from kernelfarm.kernels.spec import KernelSpec, MissingImplementation, ProblemParam
+from kernelfarm.kernels.triton_kernel import BufferArg, TensorDescriptorArg, TritonKernel
 from kernelfarm.worker.cuda.compiler import CompileJob
+from kernelfarm.worker.triton.compiler import TritonCompileJob
 from tests.gpu.availability import gpu_missing
 
 KERNELS = sorted(all_kernels())
 CUDA_KERNELS = [name for name in KERNELS if "cuda" in all_kernels()[name].backends]
 REPLAY_KERNELS = [name for name in KERNELS if "replay" in all_kernels()[name].backends]
+TRITON_KERNELS = [name for name in KERNELS if "triton" in all_kernels()[name].backends]
+TRITON_OPTIONS = {
+    "num_warps": (1, 2, 4, 8, 16, 32),
+    "num_stages": range(1, 8),
+    "num_ctas": (1, 2, 4),
+    "maxnreg": range(24, 256),
+}
 
 # CUDA's limits (compute capability 7.0 and later) and the H100/H200's opt-in shared memory per block.
 MAX_THREADS_PER_BLOCK = 1024
@@ -262,6 +271,78 @@ def test_source_hash_and_cubin_key_cover_every_included_header(name: str, tmp_pa
     assert len(seen_hashes) == len(seen_keys) == 1 + len(edited_files)
 
 
+# ---------------------------------------------------------------- Triton implementations
+
+
+def triton_of(name: str) -> TritonKernel:
+    return spec_of(name).impl("triton", TritonKernel)
+
+
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_triton_entries_are_jit_functions_in_the_module_named_like_farm_kernels(name: str) -> None:
+    kernel = triton_of(name)
+    text = kernel.source_text()  # found without importing the module (no Triton needed)
+    assert kernel.entries() and kernel.outputs()
+    for entry in kernel.entries():
+        assert entry.startswith("kf_"), entry  # Triton names the GPU kernel after the function: ncu sees kf_*
+        assert re.search(rf"@triton\.jit\s*\ndef {entry}\(", text), entry
+
+
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_triton_configs_give_valid_options_grids_and_a_value_for_every_argument(name: str) -> None:
+    spec, kernel = spec_of(name), triton_of(name)
+    for problem in declared_problems(spec):
+        for config in spread(spec.space.valid_configs(problem), CONFIGS_CHECKED_PER_PROBLEM):
+            where = f"{name} {problem} {config}"
+            assert kernel.entry(config) in kernel.entries(), where
+            for option, value in kernel.options(config).items():
+                assert value in TRITON_OPTIONS[option], (where, option, value)
+            grid = kernel.grid(config, problem, sm_count=132)
+            assert all(1 <= g <= limit for g, limit in zip(grid.dims, MAX_GRID_DIMS, strict=True)), where
+            # every runtime argument has a compiler type and a value, and no constexpr is also one
+            signature, arguments = kernel.signature(config, problem), kernel.arguments(config, problem, 132)
+            assert set(signature) == set(arguments), where
+            assert not set(signature) & set(kernel.constexprs(config, problem)), where
+            assert set(kernel.scalars(config, problem)) <= set(signature), where
+            buffers = {a.buffer for a in arguments.values() if isinstance(a, BufferArg | TensorDescriptorArg)}
+            assert set(kernel.outputs()) <= buffers, where
+
+
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_triton_roofline_figures_and_tolerance_are_positive(name: str) -> None:
+    spec, kernel = spec_of(name), triton_of(name)
+    for problem in declared_problems(spec):
+        assert kernel.flops(problem) > 0 and kernel.bytes_moved(problem) > 0, problem
+        assert 0 < kernel.tolerance(problem) < 1, problem
+        assert kernel.peak_kind(problem) in {"fp32", "tensor"}
+
+
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_triton_source_hash_and_compile_key_follow_the_jit_module(name: str, tmp_path: Path) -> None:
+    spec, kernel = spec_of(name), triton_of(name)
+    problem = spec.normalize_problem(spec.default_problem)
+    config = spec.space.valid_configs(problem)[0]
+    copy = tmp_path / "kf_copied_jit.py"
+    copy.write_text(kernel.source_text())
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        moved = type(kernel).__new__(type(kernel))
+        moved.__dict__ |= kernel.__dict__ | {"module": "kf_copied_jit"}
+
+        def hashes() -> tuple[str, str]:
+            with_copy = replace(spec, impls={**spec.impls, "triton": moved})
+            return with_copy.source_hash, TritonCompileJob.for_config(moved, config, problem, 90, "3.6.0").key
+
+        before = hashes()
+        copy.write_text(copy.read_text() + "\n# an edit\n")
+        after = hashes()
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert before[0] != after[0] and before[1] != after[1]
+
+
 # ---------------------------------------------------------------- replay implementations
 
 
@@ -305,6 +386,48 @@ def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     backend = CudaBackend(options)
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="module")
+def triton_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    reason = gpu_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    pytest.importorskip("triton", reason="Triton is not installed")
+    from kernelfarm.worker.backends.triton import TritonBackend, TritonBackendOptions
+    from kernelfarm.worker.measuring.timing import TimingPolicy
+
+    options = TritonBackendOptions(
+        cache_dir=tmp_path_factory.mktemp("triton-cache"),
+        timeout_s=120.0,
+        policy=TimingPolicy(max_time_s=0.2),
+        roofline=False,
+        profile_standby=False,
+    )
+    backend = TritonBackend(options)
+    yield backend
+    backend.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_sampled_triton_configs_verify_against_the_reference_on_the_gpu(name: str, triton_backend: Any) -> None:
+    from kernelfarm.worker.backends.base import MeasureRequest
+
+    spec = spec_of(name)
+    requests = [
+        MeasureRequest(name, problem, config, profile=False, seed=7)
+        for problem in gpu_problems(spec)
+        for config in spread(spec.space.valid_configs(problem), CONFIGS_MEASURED_PER_PROBLEM)
+    ]
+    measurements = triton_backend.measure_many(requests)
+    failures = [
+        (dict(r.problem), dict(r.config), m.failure, m.failure_message)
+        for r, m in zip(requests, measurements, strict=True)
+        if m.failure is not None or not m.verified
+    ]
+    assert not failures, failures
+    assert all(m.provenance.get("source_hash") == spec.source_hash for m in measurements)
 
 
 @pytest.mark.gpu

@@ -1,5 +1,6 @@
 """The contract every backend keeps (worker/backends/base.py), run over every backend: replay, the
-CPU fake, and cuda (marked gpu: it runs on the device machine and skips where CuPy is missing).
+CPU fake, cuda and triton (marked gpu: they run on the device machine and skip where CuPy or Triton is
+missing).
 
 A case is a backend with requests it must measure: valid ones, and invalid ones of each kind (a value
 outside the space, a missing parameter, an unknown kernel). Adding a backend = adding its case here.
@@ -86,8 +87,25 @@ def cuda_case(tmp: Path) -> Case:
                 invalid)  # fmt: skip
 
 
-CASES = {"replay": replay_case, "fake": fake_case, "cuda": cuda_case}
-NEEDS_A_GPU = frozenset({"cuda"})
+def triton_case(tmp: Path) -> Case:
+    pytest.importorskip("cupy", reason="CuPy is not installed (GPU tests run on the device machine)")
+    pytest.importorskip("triton", reason="Triton is not installed (GPU tests run on the device machine)")
+    from kernelfarm.kernels.registry import get_kernel
+    from kernelfarm.worker.backends.triton import TritonBackend, TritonBackendOptions
+    from kernelfarm.worker.measuring.timing import TimingPolicy
+
+    spec = get_kernel("softmax_triton")
+    problem = spec.normalize_problem({"M": 1000, "N": 1000, "dtype": "float32"})
+    configs = spec.space.valid_configs(problem)
+    valid, invalid = _requests("softmax_triton", problem, [configs[0], configs[-1]])
+    options = TritonBackendOptions(
+        cache_dir=tmp, timeout_s=60.0, policy=TimingPolicy(max_time_s=0.3), compile_workers=4
+    )
+    return Case(lambda: TritonBackend(options), valid, invalid)
+
+
+CASES = {"replay": replay_case, "fake": fake_case, "cuda": cuda_case, "triton": triton_case}
+NEEDS_A_GPU = frozenset({"cuda", "triton"})
 # Every case runs through every test below; adding a backend = adding its case above.
 BACKENDS = [pytest.param(name, marks=pytest.mark.gpu) if name in NEEDS_A_GPU else name for name in CASES]
 

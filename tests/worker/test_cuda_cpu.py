@@ -80,7 +80,8 @@ class FakeStandby:
 
     started: ClassVar[list[FakeStandby]] = []
 
-    def __init__(self, ncu: str, entries: Iterable[str], refs: Any = None, device_ordinal: int = 0) -> None:
+    def __init__(self, ncu: str, entries: Iterable[str], refs: Any = None, device_ordinal: int = 0,
+                 loader: Any = None) -> None:  # fmt: skip
         self.entries = frozenset(entries)
         self.ran: list[list[str]] = []
         self.closed = False
@@ -106,7 +107,7 @@ def profiler(monkeypatch: pytest.MonkeyPatch) -> ncu_profiler.NcuProfiler:
     FakeStandby.started = []
     fresh: list[list[str]] = []
 
-    def profile_batch(targets: Sequence[ProfileTarget], *args: Any) -> ProfileBatchResult:
+    def profile_batch(targets: Sequence[ProfileTarget], *args: Any, **kwargs: Any) -> ProfileBatchResult:
         fresh.append([t.entry for t in targets])
         return ProfileBatchResult([{"ncu_duration_ns": 2.0} for _ in targets], 1.0)
 

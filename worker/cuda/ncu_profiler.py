@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kernelfarm.worker.backends.base import ProfileOutcome
 from kernelfarm.worker.cuda.profile import (
+    LoaderRef,
     ProfileBatchResult,
     ProfileTarget,
     StandbyProfiler,
@@ -30,7 +31,7 @@ class NcuProfiler:
 
     def __init__(
         self, catalogue_entries: Callable[[], frozenset[str]], refs: Mapping[str, str] | None = None,
-        device_ordinal: int = 0, standby: bool = True,
+        device_ordinal: int = 0, standby: bool = True, loader: LoaderRef | None = None,
     ) -> None:  # fmt: skip
         """
         Args:
@@ -39,7 +40,10 @@ class NcuProfiler:
             refs: kernels outside the registry, by reference, for ncu's target program.
             device_ordinal: the GPU (CUDA numbering).
             standby: keep a standby ncu process (GPU memory for an idle CUDA context).
+            loader: the backend's kernel loader for the target program (default: the cuda
+                backend's cubin loader).
         """
+        self.loader = loader
         self.catalogue_entries = catalogue_entries
         self.refs = dict(refs or {})
         self.device_ordinal = device_ordinal
@@ -60,7 +64,7 @@ class NcuProfiler:
             logger.warning("no standby ncu: the kernel catalogue did not load", exc_info=True)
             return
         if entries:
-            self._standby = StandbyProfiler(ncu, entries, self.refs, self.device_ordinal)
+            self._standby = StandbyProfiler(ncu, entries, self.refs, self.device_ordinal, loader=self.loader)
 
     def ready(self) -> bool:
         """Is a standby ncu process waiting for the next batch?"""
@@ -108,7 +112,7 @@ class NcuProfiler:
         batch = standby.run(targets, timeout_s) if standby is not None else None
         used_standby = batch is not None
         if batch is None:
-            batch = profile_batch(targets, self.refs, self.device_ordinal, timeout_s)
+            batch = profile_batch(targets, self.refs, self.device_ordinal, timeout_s, loader=self.loader)
         self.start_standby()
         return batch, used_standby
 

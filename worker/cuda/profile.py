@@ -75,6 +75,15 @@ class ProfileTarget:
 
 
 @dataclass(frozen=True)
+class LoaderRef:
+    """A backend's kernel loader for the profile target program: ``"module:Class"`` and the keyword
+    arguments it is constructed with (JSON values)."""
+
+    ref: str
+    kwargs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class ProfileBatchResult:
     metrics: list[dict[str, Any] | None]  # per target, None when it was not profiled
     wall_s: float
@@ -135,16 +144,20 @@ def profile_batch(
     device_ordinal: int = 0,
     timeout_s: float = 600.0,
     metrics: Sequence[str] = tuple(METRICS),
+    loader: LoaderRef | None = None,
 ) -> ProfileBatchResult:
     """Profile ``targets`` in one fresh ncu process. Never raises for a profiler problem: the error
-    is returned and the trials keep their timings without a profile."""
+    is returned and the trials keep their timings without a profile.
+
+    ``loader`` names the backend's kernel loader the target program launches with (default: the
+    cuda backend's cubin loader); each target's ``cubin`` is then that loader's artifact."""
     start = time.perf_counter()
     ncu = find_ncu()
     if ncu is None:
         return ProfileBatchResult([None] * len(targets), 0.0, "ncu not found")
     with tempfile.TemporaryDirectory(prefix="kf-ncu-") as tmp:
         paths = _BatchPaths(Path(tmp))
-        paths.job.write_text(_job_text(targets, refs, device_ordinal, paths))
+        paths.job.write_text(_job_text(targets, refs, device_ordinal, paths, loader))
         entries = [target.entry for target in targets]
         try:
             proc = subprocess.run(
@@ -169,7 +182,7 @@ class StandbyProfiler:
 
     def __init__(
         self, ncu: str, entries: Iterable[str], refs: Mapping[str, str] | None = None, device_ordinal: int = 0,
-        metrics: Sequence[str] = tuple(METRICS),
+        metrics: Sequence[str] = tuple(METRICS), loader: LoaderRef | None = None,
     ) -> None:  # fmt: skip
         """
         Args:
@@ -179,10 +192,14 @@ class StandbyProfiler:
             refs: kernels outside the registry, by reference (see ``measuring.catalogue``).
             device_ordinal: the GPU (CUDA numbering).
             metrics: what ncu collects.
+            loader: the backend's kernel loader (default: the cuda backend's); the waiting target
+                warms it up before it says it is ready.
         """
-        self.refs, self.device_ordinal = dict(refs or {}), device_ordinal
+        self.refs, self.device_ordinal, self.loader = dict(refs or {}), device_ordinal, loader
         self.entries = frozenset(entries)
         self.paths = _BatchPaths(Path(tempfile.mkdtemp(prefix="kf-ncu-standby-")))
+        if loader is not None:
+            (self.paths.root / "loader.json").write_text(json.dumps(loader.__dict__))
         self._log = (self.paths.root / "ncu.out").open("w")
         wait = ["--wait", str(self.paths.root), str(device_ordinal), str(os.getpid())]
         self._proc = subprocess.Popen(
@@ -214,7 +231,7 @@ class StandbyProfiler:
             return None
         start = time.perf_counter()
         pending = self.paths.root / "job.json.tmp"
-        pending.write_text(_job_text(targets, self.refs, self.device_ordinal, self.paths))
+        pending.write_text(_job_text(targets, self.refs, self.device_ordinal, self.paths, self.loader))
         pending.rename(self.paths.job)
         try:
             returncode = self._proc.wait(timeout_s)
@@ -252,7 +269,10 @@ class _BatchPaths:
         return self.root / "report.csv"
 
 
-def _job_text(targets: Sequence[ProfileTarget], refs: Mapping[str, str] | None, device: int, paths: _BatchPaths) -> str:
+def _job_text(
+    targets: Sequence[ProfileTarget], refs: Mapping[str, str] | None, device: int, paths: _BatchPaths,
+    loader: LoaderRef | None = None,
+) -> str:  # fmt: skip
     return json.dumps(
         {
             "targets": [t.__dict__ | {"problem": dict(t.problem), "config": dict(t.config)} for t in targets],
@@ -260,6 +280,7 @@ def _job_text(targets: Sequence[ProfileTarget], refs: Mapping[str, str] | None, 
             "device": device,
             "launched": str(paths.launched),
         }
+        | ({"loader": loader.__dict__} if loader is not None else {})
     )
 
 

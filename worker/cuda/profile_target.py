@@ -4,7 +4,8 @@ python -m kernelfarm.worker.cuda.profile_target JOB.json               # a batch
 python -m kernelfarm.worker.cuda.profile_target --wait DIR DEVICE PID  # a standby: get ready, then
                                                                        # wait for DIR/job.json
 
-Each candidate is loaded and launched by the cuda backend's loader, as the measuring child does.
+Each candidate is loaded and launched by its backend's loader, as the measuring child does: the cuda
+backend's cubin loader, or the loader a batch names (the triton backend's).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import psutil
 
+from kernelfarm.worker.measuring.loader import KernelLoader
+
 logger = logging.getLogger(__name__)
 
 # How often a standby looks for its batch, and checks that the worker that started it still lives.
@@ -28,14 +31,13 @@ PARENT_CHECK_SECONDS = 1.0
 def main(job_path: str) -> int:
     import cupy as cp
 
-    from kernelfarm.worker.cuda.loader import CubinLoader
     from kernelfarm.worker.measuring.catalogue import KernelCatalogue
     from kernelfarm.worker.measuring.verifier import poison
 
     job = json.loads(Path(job_path).read_text())
     cp.cuda.Device(int(job.get("device", 0))).use()
     catalogue = KernelCatalogue(refs=job.get("refs", {}))
-    loader = CubinLoader()
+    loader = make_loader(job.get("loader"))
     launched: list[int] = []
     data_key = None
     buffers: dict = {}
@@ -67,6 +69,20 @@ def main(job_path: str) -> int:
     return 0
 
 
+def make_loader(ref: dict | None) -> KernelLoader:
+    """The backend's loader named in a batch (``{"ref": "module:Class", "kwargs": {...}}``); the
+    cuda backend's cubin loader when none is named."""
+    if not ref:
+        from kernelfarm.worker.cuda.loader import CubinLoader
+
+        return CubinLoader()
+    module, _, name = str(ref["ref"]).partition(":")
+    loader = getattr(importlib.import_module(module), name)(**ref.get("kwargs", {}))
+    if not isinstance(loader, KernelLoader):
+        raise TypeError(f"{ref['ref']} is not a KernelLoader")
+    return loader
+
+
 def standby(directory: str, device: int, parent_pid: int) -> int:
     """Do everything a batch needs before its targets are known (the interpreter and CuPy under
     ncu, the CUDA context), then wait for ``directory/job.json`` and run it."""
@@ -79,6 +95,9 @@ def standby(directory: str, device: int, parent_pid: int) -> int:
     # The context, and the libraries the targets' inputs use. ncu profiles none of these kernels
     # (its filter takes only the entry names of the farm's kernels).
     warm_libraries()
+    named = Path(directory) / "loader.json"
+    if named.is_file():  # a backend's own loader: warm it too (the triton backend's imports torch)
+        make_loader(json.loads(named.read_text())).warm()
     (Path(directory) / "ready").touch()
     job = Path(directory) / "job.json"
     checked = time.monotonic()

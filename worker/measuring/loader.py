@@ -71,6 +71,10 @@ class LoadedKernel(ABC):
 class KernelLoader(ABC):
     """A backend's "load and launch" step, run inside the measuring child."""
 
+    def warm(self) -> None:  # noqa: B027 - optional hook
+        """Pay the loader's one-time costs (imports, driver set-up) when the child warms up, not in
+        the first measurement. Optional; called again before loads, so it must be cheap then."""
+
     @abstractmethod
     def implementation(self, spec: KernelSpec) -> MeasurableKernel:
         """The spec's implementation for this backend.

@@ -39,7 +39,8 @@ class Session:
 
     def warm(self) -> float:
         """Load the kernel catalogue, the libraries every measurement uses (see
-        :func:`warm_libraries`) and the L2 flush. Returns seconds."""
+        :func:`warm_libraries`), the backend loader's own (:meth:`KernelLoader.warm`) and the L2
+        flush. Returns seconds."""
         from kernelfarm.kernels.registry import all_kernels
 
         started = time.perf_counter()
@@ -47,6 +48,7 @@ class Session:
         # measurement of a job (an H200 host); here it is paid before the worker registers.
         all_kernels()
         warm_libraries()
+        self.loader.warm()
         self.flush()
         self.cp.cuda.Stream.null.synchronize()
         return time.perf_counter() - started
