@@ -42,6 +42,12 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "matmul_bf16_wgmma": {"b_layout": "nk"},
     "matmul_fp32": {"b_layout": "kn"},
 }
+# TMA (Hopper's bulk tensor copies, matmul_triton's persistent schedule) needs 16-byte aligned rows: an N
+# that is not a multiple of 8 (GPT-2's vocabulary, 50257) rules it out and leaves only the tiled schedule.
+# For matmul_triton the farm therefore tunes N rounded up to this; the swap pads the weight with zero
+# rows (or columns) once and hands on a view of the first N output columns.
+PAD_N_TO = 8
+PADDABLE = frozenset({"matmul_triton"})
 # Where the B operand is among an operator's inputs.
 B_OPERAND = {"aten::mm": 1, "aten::addmm": 2, "aten::matmul": 1}
 
@@ -98,6 +104,8 @@ def problem_for(kernel: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[s
     if not set(names) <= set(problem):
         return None
     own = {name: problem[name] for name in names}
+    if kernel["name"] in PADDABLE and own.get("N", 0) % PAD_N_TO and own.get("K", 0) % PAD_N_TO == 0:
+        own["N"] = -(-own["N"] // PAD_N_TO) * PAD_N_TO
     return own if accepts(kernel, own) else None
 
 

@@ -82,17 +82,29 @@ def _launch(a: Any, b: Any, b_nk: bool, config: list[int]) -> Any:
     return c
 
 
-def _forward(module: Any, k: int, n: int, rows: int, b_nk: bool, config: list[int]) -> Callable[[Any], Any]:
+def padded_weight(weight: Any, n: int, n_pad: int, b_nk: bool) -> Any:
+    """The weight with ``n_pad - n`` zero output rows (N x K) or columns (K x N) appended: the padded
+    product's extra columns are zeros, and the caller keeps only the first ``n``."""
+    import torch
+
+    if n_pad == n:
+        return weight
+    if b_nk:
+        return torch.cat([weight, weight.new_zeros((n_pad - n, weight.shape[1]))]).contiguous()
+    return torch.cat([weight, weight.new_zeros((weight.shape[0], n_pad - n))], dim=1).contiguous()
+
+
+def _forward(module: Any, k: int, n: int, n_pad: int, rows: int, b_nk: bool, config: list[int]) -> Callable[[Any], Any]:
     import torch
 
     original = module.forward
+    weight = padded_weight(module.weight.detach(), n, n_pad, b_nk)  # once, not per call
 
     def forward(x: Any) -> Any:
         x2d = x.reshape(-1, k)
         if x2d.shape[0] != rows or not x2d.is_contiguous():
             return original(x)  # another shape than the one tuned: leave it to torch
-        weight = module.weight
-        out = torch.ops.kernelfarm.tuned_matmul(x2d, weight, b_nk, config)
+        out = torch.ops.kernelfarm.tuned_matmul(x2d, weight, b_nk, config)[:, :n]
         if getattr(module, "bias", None) is not None:
             out = out + module.bias
         return out.reshape(*x.shape[:-1], n)
@@ -106,7 +118,9 @@ def swap_in(model: Any, entry: dict[str, Any]) -> list[str]:
 
     _register_op()
     problem, config = entry["kernel_problem"], entry["config"]
-    k, n, rows, b_nk = int(problem["K"]), int(problem["N"]), int(problem["M"]), problem["b_layout"] == "nk"
+    k, rows, b_nk = int(problem["K"]), int(problem["M"]), problem["b_layout"] == "nk"
+    n_pad = int(problem["N"])  # the product the farm tuned: N may be padded (mapping.PAD_N_TO)
+    n = int(entry.get("problem", problem)["N"])  # the model's own N
     values = [int(config[name]) for name in CONFIG_ORDER]
     swapped = []
     for name, module in model.named_modules():
@@ -118,7 +132,7 @@ def swap_in(model: Any, entry: dict[str, Any]) -> list[str]:
         if (b_nk and is_linear and tuple(weight.shape) == (n, k)) or (
             not b_nk and is_conv1d and tuple(weight.shape) == (k, n)
         ):
-            module.forward = _forward(module, k, n, rows, b_nk, values)
+            module.forward = _forward(module, k, n, n_pad, rows, b_nk, values)
             swapped.append(name)
     return swapped
 

@@ -28,11 +28,13 @@ model = model.to("cuda", torch.bfloat16).eval()
 x = torch.randn(4, 100, 256, device="cuda", dtype=torch.bfloat16)
 config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": 0}
 tma = {**config, "TMA": 1}
-entries = [  # the Conv1D (K x N weight, TMA schedule) and the Linear (N x K weight, odd N: tiled schedule)
-    {"operator": "aten::addmm", "kernel": "matmul_triton", "config": tma, "speedup": 1.5,
+entries = [  # the Conv1D (K x N weight, tiled schedule) and the Linear (N x K weight, odd N padded to 1008: TMA)
+    {"operator": "aten::addmm", "kernel": "matmul_triton", "config": config, "speedup": 1.5,
+     "problem": {"M": 400, "N": 512, "K": 256, "dtype": "bfloat16", "b_layout": "kn"},
      "kernel_problem": {"M": 400, "N": 512, "K": 256, "dtype": "bfloat16", "b_layout": "kn"}},
-    {"operator": "aten::mm", "kernel": "matmul_triton", "config": config, "speedup": 1.5,
-     "kernel_problem": {"M": 400, "N": 1001, "K": 512, "dtype": "bfloat16", "b_layout": "nk"}},
+    {"operator": "aten::mm", "kernel": "matmul_triton", "config": tma, "speedup": 1.5,
+     "problem": {"M": 400, "N": 1001, "K": 512, "dtype": "bfloat16", "b_layout": "nk"},
+     "kernel_problem": {"M": 400, "N": 1008, "K": 512, "dtype": "bfloat16", "b_layout": "nk"}},
 ]
 mut = ModelUnderTest("test", model, {"input": x}, "bfloat16", "cuda")
 result = swap_and_measure(mut, entries, baseline_ms=1.0, iterations=3)
@@ -40,6 +42,8 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as
     with torch.inference_mode():
         model(x)
 result["ops"] = sorted({e.key for e in prof.key_averages()})
+with torch.inference_mode():
+    result["shape"] = list(model(x).shape)
 print(json.dumps(result))
 """
 
@@ -52,9 +56,10 @@ def test_tuned_products_are_swapped_in_and_match_eager() -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["swapped"] == {
         "aten::addmm {'M': 400, 'N': 512, 'K': 256, 'dtype': 'bfloat16', 'b_layout': 'kn'}": ["0"],
-        "aten::mm {'M': 400, 'N': 1001, 'K': 512, 'dtype': 'bfloat16', 'b_layout': 'nk'}": ["2"],
+        "aten::mm {'M': 400, 'N': 1008, 'K': 512, 'dtype': 'bfloat16', 'b_layout': 'nk'}": ["2"],
     }, result
     assert result["outputs_match"], result
+    assert result["shape"] == [4, 100, 1001]  # the padded columns are not handed on
     assert result["rel_l2_error"] < 1e-2
     assert "kernelfarm::tuned_matmul" in result["ops"]
     assert "aten::addmm" not in result["ops"] and "aten::mm" not in result["ops"]
