@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelfarm.kernels.tolerance import Tolerance
+
 # Config parameters with these names are Triton compile options, not constexpr arguments.
 OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
@@ -153,8 +155,8 @@ class TritonKernel(ABC):
         """Expected output(s), computed by a trusted library (cuBLAS, CuPy, ...)."""
 
     @abstractmethod
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        """Maximum relative error accepted for this problem's dtype."""
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        """The norm and element-wise bounds for this problem (``kernels/tolerance.py``), as for CUDA kernels."""
 
     @abstractmethod
     def flops(self, problem: Mapping[str, Any]) -> float:

@@ -15,6 +15,7 @@ from typing import Any
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.tolerance import Tolerance
 from kernelfarm.kernels.triton_kernel import TRITON_DTYPES, BufferArg, Grid, TritonKernel, cdiv, next_power_of_two
 
 ROW_SPACE = SearchSpace(
@@ -74,7 +75,7 @@ class TritonRowKernel(TritonKernel):
     def reference(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, Any]:
         return self.cuda.reference(buffers, problem)
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
         return self.cuda.tolerance(problem)
 
     def flops(self, problem: Mapping[str, Any]) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.kernels.cuda_dtypes import ELEMENT_BYTES
 from kernelfarm.kernels.spec import KernelSpec, ProblemParam
+from kernelfarm.kernels.tolerance import Tolerance
 from kernelfarm.kernels.triton_kernel import (
     TRITON_DTYPES,
     BufferArg,
@@ -174,8 +175,10 @@ class TritonMatmul(TritonKernel):
 
         return {"C": from_float32(self.product(buffers, problem), str(problem["dtype"]))}
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return 1e-2
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        # The norm bound of the CUDA bf16 products (measured, docs/benchmarks/GPU.md): the same fp32
+        # accumulation of bf16/fp16 operands; fp16's finer rounding only makes it looser there.
+        return Tolerance.derived(1e-3, str(problem["dtype"]), int(problem["K"]))
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return 2.0 * int(problem["M"]) * int(problem["N"]) * int(problem["K"])
