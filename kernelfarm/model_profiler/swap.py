@@ -36,7 +36,11 @@ def _register_op() -> None:
         return
     import torch
 
-    @torch.library.custom_op("kernelfarm::tuned_matmul", mutates_args=())
+    # The schema is spelled out: this module's annotations are strings (from __future__ import
+    # annotations), which torch cannot infer a schema from.
+    @torch.library.custom_op(
+        "kernelfarm::tuned_matmul", mutates_args=(), schema="(Tensor a, Tensor b, bool b_nk, int[] config) -> Tensor"
+    )
     def tuned_matmul(a: torch.Tensor, b: torch.Tensor, b_nk: bool, config: list[int]) -> torch.Tensor:
         return _launch(a, b, b_nk, config)
 
