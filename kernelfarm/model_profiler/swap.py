@@ -52,37 +52,47 @@ def _register_op() -> None:
     _registered = True
 
 
-CONFIG_ORDER = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages", "TMA")
+def _config_order() -> list[str]:
+    """The config's parameters in the kernel's space order: how the config travels through the custom
+    operator (its schema takes a list of ints, not a dict)."""
+    from kernelfarm.kernels.registry import get_kernel
+
+    return [p.name for p in get_kernel("matmul_triton").space.parameters]
 
 
 def _launch(a: Any, b: Any, b_nk: bool, config: list[int]) -> Any:
-    """C = A @ B (B given N x K when ``b_nk``) with the farm's jit functions and one config."""
+    """C = A @ B (B given N x K when ``b_nk``) with the farm's jit functions and one config, launched
+    exactly as the farm's triton backend launches it: the kernel spec gives the jit function, its
+    constexprs, compile options, grid and arguments (buffers and TMA descriptors by name)."""
+    import importlib
+
     import torch
 
-    from kernelfarm.kernels.triton_jit.matmul import kf_triton_matmul, kf_triton_matmul_tma
+    from kernelfarm.kernels.registry import get_kernel
+    from kernelfarm.kernels.triton_kernel import BufferArg, TensorDescriptorArg, TritonKernel
 
-    block_m, block_n, block_k, group_m, num_warps, num_stages, tma = config
+    impl = get_kernel("matmul_triton").impl("triton", TritonKernel)
+    values = dict(zip(_config_order(), config, strict=True))
     m, k = a.shape
     n = b.shape[0] if b_nk else b.shape[1]
+    dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[a.dtype]
+    problem = {"M": m, "N": n, "K": k, "dtype": dtype, "b_layout": "nk" if b_nk else "kn"}
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    tiles = -(-m // block_m) * -(-n // block_n)
-    constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "GROUP_M": group_m, "EPILOGUE": 0}
-    if tma:
-        from triton.tools.tensor_descriptor import TensorDescriptor
+    buffers = {"A": a, "B": b, "C": c}
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    arguments = {}
+    for name, value in impl.arguments(values, problem, sms).items():
+        if isinstance(value, BufferArg):
+            value = buffers[value.buffer]
+        elif isinstance(value, TensorDescriptorArg):
+            from triton.tools.tensor_descriptor import TensorDescriptor
 
-        sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        b_block = [block_n, block_k] if b_nk else [block_k, block_n]
-        kf_triton_matmul_tma[(min(sms, tiles),)](
-            TensorDescriptor.from_tensor(a, [block_m, block_k]), TensorDescriptor.from_tensor(b, b_block),
-            TensorDescriptor.from_tensor(c, [block_m, block_n]), c, m, n, k, min(sms, tiles),
-            B_KN=int(not b_nk), num_warps=num_warps, num_stages=num_stages, **constexprs,
-        )  # fmt: skip
-        return c
-    stride_bk, stride_bn = (b.stride(1), b.stride(0)) if b_nk else (b.stride(0), b.stride(1))
-    kf_triton_matmul[(tiles,)](
-        a, b, c, c, m, n, k, a.stride(0), a.stride(1), stride_bk, stride_bn, c.stride(0), c.stride(1),
-        num_warps=num_warps, num_stages=num_stages, **constexprs,
-    )  # fmt: skip
+            value = TensorDescriptor(buffers[value.buffer], list(value.shape), list(value.strides),
+                                     list(value.block_shape))  # fmt: skip
+        arguments[name] = value
+    function = getattr(importlib.import_module(impl.module), impl.entry(values))
+    grid = impl.grid(values, problem, sms).dims
+    function[grid](**arguments, **impl.constexprs(values, problem), **impl.options(values))
     return c
 
 
@@ -125,7 +135,7 @@ def swap_in(model: Any, entry: dict[str, Any]) -> list[str]:
     k, rows, b_nk = int(problem["K"]), int(problem["M"]), problem["b_layout"] == "nk"
     n_pad = int(problem["N"])  # the product the farm tuned: N may be padded (mapping.PAD_N_TO)
     n = int(entry.get("problem", problem)["N"])  # the model's own N
-    values = [int(config[name]) for name in CONFIG_ORDER]
+    values = [int(config[name]) for name in _config_order()]
     swapped = []
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)

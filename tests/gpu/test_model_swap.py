@@ -26,8 +26,9 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(Conv1D(512, 256), torch.nn.GELU(), torch.nn.Linear(512, 1001, bias=False))
 model = model.to("cuda", torch.bfloat16).eval()
 x = torch.randn(4, 100, 256, device="cuda", dtype=torch.bfloat16)
-config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": 0}
-tma = {**config, "TMA": 1}
+config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+          "TMA": 0, "SUBTILE": 0}
+tma = {**config, "TMA": 1, "SUBTILE": 1}
 entries = [  # the Conv1D (K x N weight, tiled schedule) and the Linear (N x K weight, odd N padded to 1008: TMA)
     {"operator": "aten::addmm", "kernel": "matmul_triton", "config": config, "speedup": 1.5,
      "problem": {"M": 400, "N": 512, "K": 256, "dtype": "bfloat16", "b_layout": "kn"},

@@ -16,7 +16,8 @@ from transformers.pytorch_utils import Conv1D  # noqa: E402
 from kernelfarm.model_profiler import swap  # noqa: E402
 from kernelfarm.model_profiler.models import ModelUnderTest  # noqa: E402
 
-CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2, "TMA": 1}
+CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 2, "TMA": 1,
+          "SUBTILE": 1}  # fmt: skip
 
 
 def _matmul(a: Any, b: Any, b_nk: bool, config: list[int]) -> Any:
