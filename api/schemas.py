@@ -39,7 +39,11 @@ class JobCreate(BaseModel):
     kernel: str = Field(min_length=1, max_length=128)
     problem: dict[str, int | str] = Field(default_factory=dict, max_length=32)
     gpu_model: str = Field(min_length=1, max_length=128, description="GPU model slug or device name")
-    objective: Literal["time"] = "time"
+    objective: Literal["time", "energy", "time+energy"] = Field(
+        default="time",
+        description="what the search minimizes: kernel time, energy per launch (NVML; cuda workers), or both "
+        "(a Pareto front: /v1/best?objective=pareto)",
+    )
     strategy: str | None = Field(default=None, description="search strategy; the farm's default if omitted")
     strategy_options: dict[str, Any] = Field(default_factory=dict, max_length=32)
     budget_trials: int | None = Field(default=None, ge=1, description="number of trials to evaluate")
