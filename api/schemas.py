@@ -200,6 +200,14 @@ class GpuModelPublic(BaseModel):
     backends: list[str]
 
 
+class ParetoPoint(BaseModel):
+    config: dict[str, Any]
+    config_key: str
+    time_ms: float
+    energy_mj: float
+    trial_id: int
+
+
 class BestPublic(BaseModel):
     kernel: str
     gpu_model: str = Field(description="the GPU model asked for")
@@ -219,3 +227,8 @@ class BestPublic(BaseModel):
     measured_at: datetime | None
     provenance: dict[str, Any]
     metrics: dict[str, Any]
+    objective: Literal["time", "energy", "pareto"] = "time"
+    energy_mj: float | None = Field(default=None, description="energy per launch (objective energy or pareto)")
+    pareto: list[ParetoPoint] | None = Field(
+        default=None, description="objective=pareto: the time/energy front, fastest first (this answer is its first)"
+    )
