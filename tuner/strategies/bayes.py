@@ -46,7 +46,7 @@ from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
-from kernelfarm.tuner.strategies.observed import Observed, observe
+from kernelfarm.tuner.strategies.observed import Observed, observe, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import PriorSummary, learned_scale, prior_model, summarize_prior
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
@@ -189,11 +189,18 @@ class BayesianOptimizer(Optimizer):
         placed = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
         return chosen + maximin(table.features, remaining, placed, n - len(chosen), rng)
 
+    def _prior_rows(self, table: CandidateTable) -> np.ndarray:
+        """Table rows of the prior's configs, looked up once per ask (the lookup is per config)."""
+        cached = self.__dict__.get("_prior_rows_cache")
+        if cached is None:
+            cached = self.__dict__["_prior_rows_cache"] = table_rows(table, self.space, self.prior)
+        return cached
+
     def _prior_summary(self, table: CandidateTable) -> PriorSummary | None:
         """The prior's successes scored per source (None: no prior, or too little of it)."""
         if not self.prior:
             return None
-        return summarize_prior(table, self.space, self.prior, self.settings.transform)
+        return summarize_prior(self.prior, self._prior_rows(table), self.settings.transform)
 
     def _model_based(
         self,
@@ -213,7 +220,7 @@ class BayesianOptimizer(Optimizer):
         offset = np.zeros(len(scored))
         if summary is not None and self.settings.transfer:
             # The prior's model as the mean, scaled by what this job's own measured times say.
-            prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max, rng)
+            prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max)
             prior_train, prior_scored = prior_gp.mean(x), prior_gp.mean(table.features[scored])
             a, b = learned_scale(prior_train[measured], y[measured], self.settings.transfer_strength)
             y = y - (a + b * prior_train)
@@ -272,7 +279,7 @@ class BayesianOptimizer(Optimizer):
         size or GPU has other times; only their ranking is assumed to carry over)."""
         if not self.prior or self.settings.prior_noise <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        prior = observe(table, self.space, self.prior)
+        prior = observe_rows(self.prior, self._prior_rows(table))
         fresh = ~np.isin(prior.success_rows, observed.seen_rows)
         rows, y = prior.success_rows[fresh], prior.log_time[fresh]
         if len(rows) < 2:
@@ -317,7 +324,7 @@ class BayesianOptimizer(Optimizer):
             return np.ones(len(rows))
         ok, bad = observed.success_rows, observed.failed_rows
         if self.prior:  # prior outcomes count where this job has no observation of its own
-            prior = observe(table, self.space, self.prior)
+            prior = observe_rows(self.prior, self._prior_rows(table))
             own = set(observed.seen_rows.tolist())
             ok = np.union1d(ok, [r for r in prior.success_rows.tolist() if r not in own])
             bad = np.union1d(bad, [r for r in prior.failed_rows.tolist() if r not in own])

@@ -54,7 +54,9 @@ def measure(
     prior_size: int = 0,
 ) -> list[Latency]:
     """``prior_size`` > 0: each ask also gets a warm-start prior of that many random trials of the
-    landscape from three "other GPUs" (the landscape's own times: the cost does not depend on them)."""
+    landscape from three "other GPUs" (the landscape's own times: the cost does not depend on
+    them). The prior is the same for every ask, as within one job: the first ask fits the prior's
+    model, later ones reuse it (transfer.py), so the median is a job's steady state."""
     cls = get_strategy(strategy)
     cls.from_history(landscape.space, {}, [], 0).ask(1)  # build the candidate table once (cached per space)
     out = []
@@ -65,7 +67,7 @@ def measure(
             prior = [
                 replace(o, source=f"gpu{g}")
                 for g in range(3 if prior_size else 0)
-                for o in random_history(landscape, prior_size // 3, 1000 * (g + 1) + seed)
+                for o in random_history(landscape, prior_size // 3, 1000 * (g + 1))
             ]
             start = time.perf_counter()
             cls.from_history(landscape.space, {}, history, seed, prior=prior).ask(batch)
