@@ -51,6 +51,7 @@ from kernelfarm.tuner.strategies.transfer import PriorSummary, learned_scale, pr
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 FAILURE_MODES = ("both", "feasibility", "penalty", "ignore")
+SUGGESTION_QUANTILE = 0.95
 TRANSFORMS = ("copula", "log", "clip")
 
 
@@ -138,6 +139,11 @@ class BayesianOptimizer(Optimizer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.settings = BayesSettings.from_options(self.options)
+        # Configs suggested from outside the model (an LLM arm, bayes_llm.py), as table rows: each
+        # is proposed only if the model ranks it among the top ``SUGGESTION_QUANTILE`` of its own
+        # candidates, so a wrong suggester costs no evaluation. ``accepted``: those it proposed.
+        self.suggestions: list[int] = []
+        self.accepted: list[int] = []
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
@@ -215,6 +221,9 @@ class BayesianOptimizer(Optimizer):
         train_rows, y, best, measured = self._targets(observed, rng)
         x = table.features[train_rows]
         pool = self._pool(table, observed, free_rows, rng, len(train_rows))
+        suggested = np.array([r for r in self.suggestions if r not in set(already)], dtype=np.int64)
+        suggested = suggested[np.isin(suggested, free_rows)]
+        pool = np.union1d(pool, suggested)
         fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
         scored = np.concatenate([pool, fantasies])
         offset = np.zeros(len(scored))
@@ -243,7 +252,17 @@ class BayesianOptimizer(Optimizer):
         taken = np.zeros(len(pool) + len(fantasies), dtype=bool)
         taken[len(pool) :] = True
         chosen: list[int] = []
-        for _ in range(min(n, len(pool))):
+        if len(suggested):
+            mean = posterior.mean + offset
+            score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
+            bar = float(np.quantile(score[~taken], SUGGESTION_QUANTILE))
+            for i in np.searchsorted(pool, suggested).tolist():
+                if len(chosen) < n and score[i] >= bar and score[i] > 0:
+                    taken[i] = True
+                    chosen.append(int(pool[i]))
+                    self.accepted.append(int(pool[i]))
+                    posterior.condition(i)
+        for _ in range(min(n - len(chosen), len(pool) - len(chosen))):
             mean = posterior.mean + offset
             score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
             if not np.any(score[~taken] > 0):  # EI underflow far from the incumbent: exploit the mean
