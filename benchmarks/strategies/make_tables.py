@@ -308,15 +308,15 @@ def llm(args: list[str]) -> str:
     """llm_proposers.py's report. Usage: llm REPORT.json"""
     report = json.loads(Path(args[0]).read_text())
     budget = int(report["settings"]["budget"])
+    checkpoint = max(b for b in CHECKPOINTS if int(b) <= budget)
     out = [
-        f"| landscape | proposer | frac@{min(budget, 100)} | evals to 0.95 (share) | cost vs bayes in evals to 0.95 |",
+        f"| landscape | proposer | frac@{checkpoint} | evals to 0.95 (share) | cost vs bayes in evals to 0.95 |",
         "|---|---|---|---|---|",
     ]
     for name, entry in report["landscapes"].items():
         for arm, s in entry.items():
             cost = s.get("n95_cost_vs_bayes")
-            frac = s["frac_at"].get(str(min(budget, 100))) if str(min(budget, 100)) in s["frac_at"] else None
-            frac = frac if frac is not None else s["frac_at"].get("50")
+            frac = s["frac_at"].get(checkpoint)
             out.append(
                 f"| {name} | {'none (bayes)' if arm == 'bayes' else arm} | {_fraction(frac)} "
                 f"| {_hits(s['n95_median'], s['n95_success'], budget)} "
