@@ -12,7 +12,7 @@ PY=${PY:-python3}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONWARNINGS=ignore
 mkdir -p "$OUT"
 SECONDS=0
-timeout 300 $PY compare_all.py --landscapes "$LANDSCAPES" --budget 200 --repeats 10 \
+timeout $(( ${DEADLINE:-200} + 120 )) $PY compare_all.py --landscapes "$LANDSCAPES" --budget 200 --repeats 10 \
     --farm bayes --farm genetic --farm random --jobs "$JOBS" --deadline "${DEADLINE:-200}" --out "$OUT" 2>&1 | grep -vi warn | tail -8
 echo "comparison: ${SECONDS}s"; SECONDS=0
 timeout 170 $PY warm_start_pairs.py --landscapes "$LANDSCAPES" --budget 50 --prior-trials 100 --prior-strategy random \
