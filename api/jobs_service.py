@@ -86,6 +86,7 @@ def create_job(session: Session, request: JobCreate, owner: str, settings: Setti
             profile_top_k=request.profile_top_k,
             warm_start=request.warm_start,
             owner=owner,
+            objective=request.objective,
         ),
     )
 

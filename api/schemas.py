@@ -70,7 +70,11 @@ class JobCreate(BaseModel):
     )
     problem: dict[str, StrictInt | StrictStr] = Field(default_factory=dict, max_length=32)
     gpu_model: str = Field(min_length=1, max_length=128, description="GPU model slug or device name")
-    objective: Literal["time"] = "time"
+    objective: Literal["time", "energy", "time+energy"] = Field(
+        default="time",
+        description="what the search minimizes: kernel time, energy per launch (NVML; cuda workers), or both "
+        "(a Pareto front: /v1/best?objective=pareto)",
+    )
     strategy: str | None = Field(
         default=None, min_length=1, max_length=64, description="search strategy; the farm's default if omitted"
     )
@@ -252,6 +256,14 @@ class GpuModelPublic(BaseModel):
     backends: list[str]
 
 
+class ParetoPoint(BaseModel):
+    config: dict[str, Any]
+    config_key: str
+    time_ms: float
+    energy_mj: float
+    trial_id: int
+
+
 class BestPublic(BaseModel):
     kernel: str
     gpu_model: str = Field(description="the GPU model asked for")
@@ -271,6 +283,11 @@ class BestPublic(BaseModel):
     measured_at: datetime | None
     provenance: dict[str, Any]
     metrics: dict[str, Any]
+    objective: Literal["time", "energy", "pareto"] = "time"
+    energy_mj: float | None = Field(default=None, description="energy per launch (objective energy or pareto)")
+    pareto: list[ParetoPoint] | None = Field(
+        default=None, description="objective=pareto: the time/energy front, fastest first (this answer is its first)"
+    )
 
 
 class TokenCreate(BaseModel):
@@ -296,6 +313,8 @@ class TokenPublic(BaseModel):
 
 class TokenCreated(TokenPublic):
     token: str = Field(description="the token itself, shown only in this answer")
+
+
 def _json_is_storable(value: Any, path: str = "report") -> None:
     """PostgreSQL's JSONB refuses NUL characters and JSON has no NaN or Infinity: say where, as a 422,
     instead of failing at the insert."""

@@ -140,7 +140,8 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     options = job.strategy_options
     if getattr(strategy, "wants_gpu_model", False):  # an LLM arm tells its endpoint the GPU
         options = {**options, "gpu_model": job.gpu_model}
-    optimizer = strategy.from_history(space, job.problem, observations(trials), int(job.seed),
+    history = observations(trials, job.objective, int(job.seed))
+    optimizer = strategy.from_history(space, job.problem, history, int(job.seed),
                                       options, prior=prior)  # fmt: skip
     configs = optimizer.ask(wanted)
     ask_seconds = time.perf_counter() - started

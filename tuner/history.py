@@ -12,18 +12,29 @@ from sqlalchemy.orm import Session
 from kernelfarm.core.models import Job, Trial
 from kernelfarm.core.space import SearchSpace
 from kernelfarm.core.states import FailureKind, TrialState
+from kernelfarm.tuner.objective import scalarize
 from kernelfarm.tuner.strategies.base import Observation
 
 PRIOR_LIMIT = 2000
 
 
-def observations(trials: Sequence[Trial] | Sequence[Row[Any]]) -> list[Observation]:
+def observations(
+    trials: Sequence[Trial] | Sequence[Row[Any]], objective: str = "time", seed: int = 0
+) -> list[Observation]:
+    """Trials as observations; ``objective`` picks the value (tuner/objective.py)."""
+    trials = list[Any](trials)  # ORM rows or the coordinator's column rows: same attribute names
+    done = [TrialState(t.state) == TrialState.COMPLETE and bool(t.verified) and t.time_ms is not None for t in trials]
+    times = [float(t.time_ms) if ok else None for t, ok in zip(trials, done, strict=True)]
+    energies = [_energy(t) if ok else None for t, ok in zip(trials, done, strict=True)]
+    values = scalarize(times, energies, objective, (seed & 0xFFFFFFFF, len(trials)))
     out = []
-    for trial in trials:
+    for trial, ok, value in zip(trials, done, values, strict=True):
         state = TrialState(trial.state)
         origin = _origin(trial)
-        if state == TrialState.COMPLETE and trial.verified and trial.time_ms is not None:
-            out.append(Observation(dict(trial.config), float(trial.time_ms), origin=origin))
+        if ok and value is not None:
+            out.append(Observation(dict(trial.config), value, origin=origin))
+        elif ok:  # measured, but not in this objective's terms (no energy counter): cannot be ranked
+            out.append(Observation(dict(trial.config), None, FailureKind.CRASH, origin=origin))
         elif state == TrialState.FAILED:
             out.append(Observation(dict(trial.config), None, FailureKind(trial.failure_kind or "crash"), origin=origin))
         elif state in (TrialState.QUEUED, TrialState.RUNNING):
@@ -32,6 +43,14 @@ def observations(trials: Sequence[Trial] | Sequence[Row[Any]]) -> list[Observati
         else:
             out.append(Observation(dict(trial.config), None, pending=True, origin=origin))
     return out
+
+
+def _energy(trial: Trial | Row[Any]) -> float | None:
+    raw = (trial.metrics or {}).get("energy_mj") if isinstance(trial, Trial) else getattr(trial, "energy_mj", None)
+    try:
+        return float(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _origin(trial: Trial | Row[Any]) -> str | None:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
 from kernelfarm.api.best_cache import Answer, BestCache
 from kernelfarm.api.deadline import in_thread
 from kernelfarm.api.deps import ReadToken, SettingsDep
-from kernelfarm.api.schemas import BestPublic
+from kernelfarm.api.schemas import BestPublic, ParetoPoint
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.core.store.best import BestMatch, find_best
+from kernelfarm.core.models import Job
+from kernelfarm.core.store.best import BestMatch, energy_front, find_best
 from kernelfarm.kernels.registry import get_kernel
 
 router = APIRouter(prefix="/v1", tags=["best"])
@@ -38,6 +39,10 @@ async def best_config(
     kernel: Annotated[str, Query(min_length=1, max_length=128)],
     gpu: Annotated[str, Query(min_length=1, max_length=128, description="GPU model slug or device name")],
     problem: Annotated[list[str], Query(max_length=32, description="repeated name=value; defaults fill the rest")] = [],  # noqa: B006
+    objective: Annotated[
+        Literal["time", "energy", "pareto"],
+        Query(description="time (with fallbacks), energy, or pareto (time/energy front); the last two: exact match"),
+    ] = "time",
 ) -> Response:
     """Fallback order: ``exact`` (same GPU model and problem) → ``nearest_problem`` (same GPU model,
     nearest recorded problem by log-ratio of sizes, same dtype) → ``same_architecture`` (another GPU
@@ -46,6 +51,8 @@ async def best_config(
     served at most ``best_cache_seconds`` (default 0.25 s) after it was recorded."""
     # The hot path of the farm: a cached answer is served on the event loop, with no thread hop,
     # database read or response validation (api/best_cache.py).
+    if objective != "time":  # rare and exact-match only: no cache (api/best_cache.py keys time answers)
+        return _respond(await run_in_threadpool(_energy_answer, settings.database_url, kernel, gpu, problem, objective))
     cache: BestCache = request.app.state.best_cache
     deadline = settings.api_database_deadline_seconds
     if not cache.enabled:
@@ -77,6 +84,43 @@ def _answer(database_url: str | None, kernel: str, gpu: str, pairs: list[str], c
         except NotFound as exc:
             return Answer(stamp, missing=str(exc))
         return Answer(stamp, body=_public(spec.name, gpu_model, normalized, found).model_dump_json().encode())
+
+
+def _energy_answer(database_url: str | None, kernel: str, gpu: str, pairs: list[str], objective: str) -> Answer:
+    spec = get_kernel(kernel)
+    normalized = spec.normalize_problem(parse_problem(pairs))
+    try:
+        gpu_model = model_slug(gpu)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    with session_scope(database_url) as session:
+        try:
+            front = energy_front(session, spec, normalized, gpu_model)
+        except NotFound as exc:
+            return Answer((0, 0), missing=str(exc))
+        chosen = min(front, key=lambda t: float(t.metrics["energy_mj"])) if objective == "energy" else front[0]
+        job = session.get(Job, chosen.job_id)
+        assert job is not None
+        match = BestMatch(chosen, job, "exact", dict(job.problem), gpu_model)
+        public = _public(spec.name, gpu_model, normalized, match).model_copy(
+            update={
+                "objective": objective,
+                "energy_mj": float(chosen.metrics["energy_mj"]),
+                "pareto": None
+                if objective == "energy"
+                else [
+                    ParetoPoint(
+                        config=t.config,
+                        config_key=t.config_key,
+                        time_ms=float(t.time_ms or 0.0),
+                        energy_mj=float(t.metrics["energy_mj"]),
+                        trial_id=t.id,
+                    )
+                    for t in front
+                ],
+            }
+        )
+        return Answer((0, 0), body=public.model_dump_json().encode())
 
 
 def _respond(answer: Answer) -> Response:

@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="50,200,500,1000")
     parser.add_argument("--samples", type=int, default=9)
     parser.add_argument("--cpu", type=int, default=0, help="the one CPU to run on")
+    parser.add_argument("--prior", type=int, default=0, help="warm start: prior trials (from 3 sources) per ask")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     os.sched_setaffinity(0, {args.cpu})
@@ -45,7 +46,7 @@ def main() -> None:
     report: dict[str, list[dict[str, float]]] = {}
     for path in args.landscapes:
         landscape = load_landscape(path)
-        rows = measure(landscape, args.strategy, sizes, batch=args.batch, samples=args.samples)
+        rows = measure(landscape, args.strategy, sizes, batch=args.batch, samples=args.samples, prior_size=args.prior)
         report[landscape_name(path)] = [asdict(r) for r in rows]
         for r in rows:
             table.add_row(
@@ -55,7 +56,10 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
-            json.dumps({"strategy": args.strategy, "batch": args.batch, "landscapes": report}, indent=2) + "\n"
+            json.dumps(
+                {"strategy": args.strategy, "batch": args.batch, "prior": args.prior, "landscapes": report}, indent=2
+            )
+            + "\n"
         )
 
 

@@ -269,6 +269,62 @@ def issue17(args: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def family_of(name: str) -> str:
+    from kernelfarm.tuner.strategy_benchmark.families import family_of as of
+
+    return of(name)
+
+
+def pairs(args: list[str]) -> str:
+    """warm_start_pairs.py's report: per target, cold / warm / unrelated prior.
+
+    Usage: pairs REPORT.json"""
+    report = json.loads(Path(args[0]).read_text())
+    budget = int(report["settings"]["budget"])
+
+    def hits(s: dict[str, Any]) -> str:
+        n = s["n95_median"]
+        return f"{'>' + str(budget) if n is None else f'{n:g}'} ({100 * s['n95_success']:.0f} %)"
+
+    out = [
+        "| target | prior from (other GPUs) | prior's best on target | frac@25 cold / warm / unrelated "
+        "| evals to 0.95 cold | warm | unrelated | warm <= 20 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, e in report["landscapes"].items():
+        sources = ", ".join(s.removeprefix(family_of(s) + "_") for s in e["sources"])
+        best = e["warm"]["prior_best_fraction"]
+        warm_n = e["warm"]["n95_median"]
+        out.append(
+            f"| {name} | {sources} | {'-' if best is None else f'{best:.3f}'} "
+            f"| {' / '.join(_fraction(e[a]['frac_at']['25']) for a in ('cold', 'warm', 'unrelated'))} "
+            f"| {hits(e['cold'])} | {hits(e['warm'])} | {hits(e['unrelated'])} "
+            f"| {'yes' if warm_n is not None and warm_n <= 20 else 'NO'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def llm(args: list[str]) -> str:
+    """llm_proposers.py's report. Usage: llm REPORT.json"""
+    report = json.loads(Path(args[0]).read_text())
+    budget = int(report["settings"]["budget"])
+    checkpoint = max(b for b in CHECKPOINTS if int(b) <= budget)
+    out = [
+        f"| landscape | proposer | frac@{checkpoint} | evals to 0.95 (share) | cost vs bayes in evals to 0.95 |",
+        "|---|---|---|---|---|",
+    ]
+    for name, entry in report["landscapes"].items():
+        for arm, s in entry.items():
+            cost = s.get("n95_cost_vs_bayes")
+            frac = s["frac_at"].get(checkpoint)
+            out.append(
+                f"| {name} | {'none (bayes)' if arm == 'bayes' else arm} | {_fraction(frac)} "
+                f"| {_hits(s['n95_median'], s['n95_success'], budget)} "
+                f"| {'-' if arm == 'bayes' else ('n/a' if cost is None else f'{100 * cost:+.0f} %')} |"
+            )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str]) -> None:
     kind, rest = argv[0], argv[1:]
     makers: dict[str, Any] = {
@@ -278,6 +334,8 @@ def main(argv: list[str]) -> None:
         "targets": targets,
         "summary": summary,
         "issue17": issue17,
+        "pairs": pairs,
+        "llm": llm,
     }
     sys.stdout.write(makers[kind](rest))
 

@@ -3,14 +3,14 @@
 # Kernel Tuner 1.5.0's, on every landscape, with failed configs kept and removed.
 # Needs the bench extra (pip install -e '.[bench]'). Writes JSON reports to $OUT.
 #
-#   benchmarks/strategies/run_comparison.sh            # LANDSCAPES=../shared/landscapes OUT=benchmarks/strategies/results
+#   LANDSCAPES=DIR benchmarks/strategies/run_comparison.sh     # OUT=benchmarks/strategies/results
 #
 # Repeats: 10 for every strategy except Kernel Tuner's Bayesian optimization (5 for its default
 # "multi-ultrafast" method, 3 for "ei": ~0.2 s per evaluation on gemm), to keep the run near
 # 20 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-LANDSCAPES=${LANDSCAPES:-../shared/landscapes}
+LANDSCAPES=${LANDSCAPES:?set LANDSCAPES to a folder of Kernel Tuner cache files (e.g. the 20 shared recordings; kernels/recorded/ holds two)}
 OUT=${OUT:-benchmarks/strategies/results}
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-2}

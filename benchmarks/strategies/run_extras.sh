@@ -3,7 +3,7 @@
 # ask latency on one core, and the warm-start experiment. Writes JSON reports to $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-LANDSCAPES=${LANDSCAPES:-../shared/landscapes}
+LANDSCAPES=${LANDSCAPES:?set LANDSCAPES to a folder of Kernel Tuner cache files (e.g. the 20 shared recordings; kernels/recorded/ holds two)}
 OUT=${OUT:-benchmarks/strategies/results}
 PY=${PY:-.venv/bin/python}
 JOBS=${JOBS:-2}

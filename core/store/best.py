@@ -170,3 +170,46 @@ def _best_of(session: Session, spec: StoredKernel, job: Job, match: str) -> Best
     assert found is not None  # the group was chosen because it has a verified complete trial
     trial, best_job = found
     return BestMatch(trial=trial, job=best_job, match=match, problem=dict(best_job.problem), gpu_model=job.gpu_model)
+
+
+def energy_front(session: Session, spec: StoredKernel, problem: Mapping[str, Any], gpu_model: str) -> list[Trial]:
+    """The exact match's verified trials that carry an energy per launch and that no other such
+    trial beats in both time and energy (the Pareto front), fastest first.
+
+    Raises:
+        NotFound: no energy was measured for this kernel, GPU model and problem (energy needs a
+            cuda worker whose GPU has NVML's energy counter); no fallback: another GPU's energy
+            says little about this one's.
+    """
+    kernel_ids = _current_kernel_ids(session, spec)
+    energy = Trial.metrics["energy_mj"].astext
+    rows = (
+        session.execute(
+            select(Trial)
+            .join(Job, Job.id == Trial.job_id)
+            .where(
+                Trial.kernel_name == spec.name,
+                Trial.gpu_model == gpu_model,
+                Trial.problem_key == spec.problem_key(problem),
+                Trial.state == TrialState.COMPLETE.value,
+                Trial.verified.is_(True),
+                energy.is_not(None),
+                Job.kernel_id.in_(kernel_ids),
+            )
+            .order_by(Trial.time_ms.asc(), Trial.id.asc())
+        )
+        .scalars()
+        .all()
+        if kernel_ids
+        else []
+    )
+    front: list[Trial] = []
+    lowest = math.inf
+    for trial in rows:  # fastest first: on the front iff less energy than every faster trial
+        value = float(trial.metrics["energy_mj"])
+        if value < lowest:
+            front.append(trial)
+            lowest = value
+    if not front:
+        raise NotFound(f"no energy measured for kernel {spec.name!r} on GPU model {gpu_model!r} for this problem")
+    return front

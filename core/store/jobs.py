@@ -34,6 +34,7 @@ class NewJob:
     profile_top_k: int
     warm_start: bool
     owner: str
+    objective: str = "time"  # "time", "energy" or "time+energy" (tuner/objective.py)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ def history_rows(session: Session, job_id: uuid.UUID) -> Sequence[Row[Any]]:
             Trial.verified,
             Trial.failure_kind,
             Trial.provenance["proposed_by"].astext.label("proposed_by"),
+            Trial.metrics["energy_mj"].astext.label("energy_mj"),
         )
         .where(Trial.job_id == job_id)
         .order_by(Trial.seq)

@@ -102,8 +102,8 @@ def _judge(verdict: Verdict, base: Job, cand: Job, threshold: float) -> None:
 def _unfinished_or_failed(job: Job, role: str) -> str | None:
     if not job.finished:
         return f"the {role} job {job.id} was still {job.state} at the timeout"
-    if job.best is None:
-        return f"the {role} job {job.id} ended {job.state} without a verified measurement: {job.status_message}"
+    if job.state != "complete" or job.best is None:
+        return f"the {role} job {job.id} ended {job.state} without a verified result: {job.status_message}"
     return None
 
 

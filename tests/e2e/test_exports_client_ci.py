@@ -21,12 +21,14 @@ import httpx
 import jsonschema
 import pytest
 
+from kernelfarm import launcher
 from kernelfarm.client import ApiError
 from kernelfarm.core.exports import header, json_format, triton
 from kernelfarm.core.exports.model import BestExport
 from kernelfarm.kernels.recorded import RECORDED_DIR
 from kernelfarm.sdk import BestConfigLookup, Client, WaitTimeout
 from kernelfarm.sdk.results import Job
+from kernelfarm.services import free_port
 from tests.conftest import RTX3090, Farm, live_worker_count, make_token, wait_for
 
 H100 = "nvidia-h100-80gb-hbm3"
@@ -135,20 +137,33 @@ def test_client_wait_follow_timeout_and_cancel(client: Client) -> None:
     assert CONV in {k.name for k in client.kernels()}
 
 
-def test_client_retries_then_says_the_farm_is_unreachable() -> None:
-    attempts: list[str] = []
-
-    def refuse(request: httpx.Request) -> httpx.Response:
-        attempts.append(request.headers.get("Idempotency-Key", ""))
-        if len(attempts) < 3:
-            return httpx.Response(503, json={"detail": "draining"})
-        raise httpx.ConnectError("refused", request=request)
-
-    client = Client("http://farm.invalid", "t", retries=3, backoff=0.01, transport=httpx.MockTransport(refuse))
-    with pytest.raises(ApiError) as error:
-        client.submit(CONV, RTX3090, budget_trials=1)
+def test_client_retries_until_the_api_answers_and_submits_once(farm: Farm, admin_token: str) -> None:
+    """The API is down when the client submits (a restart, a deploy): connection refused, retried
+    with back-off, answered once a real API process is up on that address; one job, not several."""
+    port = free_port()
+    client = Client(f"http://127.0.0.1:{port}", admin_token, timeout=10, retries=7, backoff=0.25)
+    late = threading.Timer(1.0, lambda: farm.start("api-late", launcher.api_argv(port)))
+    late.start()
+    try:
+        job = client.submit("cn_pnpoly", RTX3090, budget_trials=2, profile="none", idempotency_key="late-api")
+        assert client.job(job.id).id == job.id
+        assert (
+            client.submit("cn_pnpoly", RTX3090, budget_trials=2, profile="none", idempotency_key="late-api").id
+            == job.id
+        )
+    finally:
+        late.join()
+        farm.stop(next(p for p in farm.processes if p.name == "api-late"))
+    with pytest.raises(ApiError) as error:  # down for good: a clear error once the retries are spent
+        Client(f"http://127.0.0.1:{port}", admin_token, retries=1, backoff=0.05).kernels()
     assert error.value.status == 0 and "cannot reach the farm" in str(error.value)
-    assert len(attempts) == 4 and len(set(attempts)) == 1  # every retry carries the same key
+
+
+def test_client_timeout_is_a_clear_error(farm: Farm, admin_token: str) -> None:
+    hasty = Client(farm.api_url, admin_token, timeout=0.0001, retries=1, backoff=0.01)
+    with pytest.raises(ApiError) as error:
+        hasty.kernels()
+    assert error.value.status == 0 and "timed out" in str(error.value).lower()
 
 
 def test_client_docs_example_runs(farm: Farm, admin_token: str, tmp_path: Path) -> None:

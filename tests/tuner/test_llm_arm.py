@@ -18,6 +18,7 @@ import pytest
 
 from kernelfarm.core.states import FailureKind
 from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.bayes_llm import LLMAssistedBayes
 from kernelfarm.tuner.strategies.llm import (
     ArmSchedule,
@@ -46,6 +47,7 @@ class Endpoint:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.fail = False
+        self.answer: list[object] = list(ANSWER)
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,7 +59,7 @@ class Endpoint:
                     self.send_response(500 if endpoint.fail else 404)
                     self.end_headers()
                     return
-                content = "Here you go:\n```json\n" + json.dumps(ANSWER) + "\n```"
+                content = "Here you go:\n```json\n" + json.dumps(endpoint.answer) + "\n```"
                 payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -116,24 +118,28 @@ def test_chat_proposer_sends_space_history_and_gpu(endpoint: Endpoint) -> None:
         ChatProposer(endpoint.url, "tiny-model", None).propose(request)
 
 
-def test_the_arm_mixes_a_valid_proposal_into_the_batch_and_marks_it(
+def test_the_model_screens_proposals_and_marks_the_ones_it_takes(
     endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
         LLMAssistedBayes, "proposer_factory", staticmethod(lambda: ChatProposer(endpoint.url, "m", None))
     )
-    history = [o for o in _history(6) if SPACE.key(o.config) != SPACE.key(GOOD)]
-    optimizer = LLMAssistedBayes.from_history(SPACE, CONTEXT, history, 0, {"n_init": 4, "gpu_model": "gpu-x"})
+    history = [o for o in _history(8) if SPACE.key(o.config) != SPACE.key(GOOD)]
+    options = {"n_init": 4, "gpu_model": "gpu-x"}
+    # What the model itself would propose first: a proposal equal to it ranks at the top.
+    (favourite,) = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"n_init": 4}).ask(1)
+    seen = {SPACE.key(o.config) for o in history}
+    unseen = [c for c in SPACE.valid_configs(CONTEXT) if SPACE.key(c) not in seen and objective(c) is not None]
+    worst = max(unseen, key=lambda c: objective(c) or 0.0)
+    endpoint.answer = [*ANSWER[:3], worst, favourite]
+    optimizer = LLMAssistedBayes.from_history(SPACE, CONTEXT, history, 0, options)
     batch = optimizer.ask(4)
-    assert batch[0] == GOOD and len({SPACE.key(c) for c in batch}) == 4
+    assert batch[0] == favourite and len({SPACE.key(c) for c in batch}) == 4
     assert all(SPACE.contains(c, CONTEXT) for c in batch)
-    assert optimizer.proposed_by == {SPACE.key(GOOD): "llm:m"}
-    assert optimizer.dropped == 4  # unlisted value, constraint, missing parameters, repeat
+    assert optimizer.proposed_by == {SPACE.key(favourite): "llm:m"}  # marked for the trial's provenance
+    assert optimizer.dropped == 3  # unlisted value, constraint, missing parameters
+    assert optimizer.rejected == 1 and worst not in batch  # the slowest config: the model says no
     assert "gpu-x" in endpoint.requests[-1]["messages"][-1]["content"]
-    # The same job with the arm's proposal pending: the arm waits for its outcome.
-    pending = [*history, Observation(GOOD, None, pending=True, origin="llm")]
-    again = LLMAssistedBayes.from_history(SPACE, CONTEXT, pending, 0, {"n_init": 4})
-    assert GOOD not in again.ask(2) and again.proposed_by == {}
 
 
 def test_a_failing_endpoint_leaves_the_model_to_propose(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch) -> None:

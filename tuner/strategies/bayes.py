@@ -46,11 +46,12 @@ from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
-from kernelfarm.tuner.strategies.observed import Observed, observe
+from kernelfarm.tuner.strategies.observed import Observed, observe, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import PriorSummary, learned_scale, prior_model, summarize_prior
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 FAILURE_MODES = ("both", "feasibility", "penalty", "ignore")
+SUGGESTION_QUANTILE = 0.95
 TRANSFORMS = ("copula", "log", "clip")
 
 
@@ -138,6 +139,11 @@ class BayesianOptimizer(Optimizer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.settings = BayesSettings.from_options(self.options)
+        # Configs suggested from outside the model (an LLM arm, bayes_llm.py), as table rows: each
+        # is proposed only if the model ranks it among the top ``SUGGESTION_QUANTILE`` of its own
+        # candidates, so a wrong suggester costs no evaluation. ``accepted``: those it proposed.
+        self.suggestions: list[int] = []
+        self.accepted: list[int] = []
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
@@ -189,11 +195,18 @@ class BayesianOptimizer(Optimizer):
         placed = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
         return chosen + maximin(table.features, remaining, placed, n - len(chosen), rng)
 
+    def _prior_rows(self, table: CandidateTable) -> np.ndarray:
+        """Table rows of the prior's configs, looked up once per ask (the lookup is per config)."""
+        cached = self.__dict__.get("_prior_rows_cache")
+        if cached is None:
+            cached = self.__dict__["_prior_rows_cache"] = table_rows(table, self.space, self.prior)
+        return cached
+
     def _prior_summary(self, table: CandidateTable) -> PriorSummary | None:
         """The prior's successes scored per source (None: no prior, or too little of it)."""
         if not self.prior:
             return None
-        return summarize_prior(table, self.space, self.prior, self.settings.transform)
+        return summarize_prior(self.prior, self._prior_rows(table), self.settings.transform)
 
     def _model_based(
         self,
@@ -208,12 +221,15 @@ class BayesianOptimizer(Optimizer):
         train_rows, y, best, measured = self._targets(observed, rng)
         x = table.features[train_rows]
         pool = self._pool(table, observed, free_rows, rng, len(train_rows))
+        suggested = np.array([r for r in self.suggestions if r not in set(already)], dtype=np.int64)
+        suggested = suggested[np.isin(suggested, free_rows)]
+        pool = np.union1d(pool, suggested)
         fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
         scored = np.concatenate([pool, fantasies])
         offset = np.zeros(len(scored))
         if summary is not None and self.settings.transfer:
             # The prior's model as the mean, scaled by what this job's own measured times say.
-            prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max, rng)
+            prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max)
             prior_train, prior_scored = prior_gp.mean(x), prior_gp.mean(table.features[scored])
             a, b = learned_scale(prior_train[measured], y[measured], self.settings.transfer_strength)
             y = y - (a + b * prior_train)
@@ -236,7 +252,17 @@ class BayesianOptimizer(Optimizer):
         taken = np.zeros(len(pool) + len(fantasies), dtype=bool)
         taken[len(pool) :] = True
         chosen: list[int] = []
-        for _ in range(min(n, len(pool))):
+        if len(suggested):
+            mean = posterior.mean + offset
+            score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
+            bar = float(np.quantile(score[~taken], SUGGESTION_QUANTILE))
+            for i in np.searchsorted(pool, suggested).tolist():
+                if len(chosen) < n and score[i] >= bar and score[i] > 0:
+                    taken[i] = True
+                    chosen.append(int(pool[i]))
+                    self.accepted.append(int(pool[i]))
+                    posterior.condition(i)
+        for _ in range(min(n - len(chosen), len(pool) - len(chosen))):
             mean = posterior.mean + offset
             score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
             if not np.any(score[~taken] > 0):  # EI underflow far from the incumbent: exploit the mean
@@ -272,7 +298,7 @@ class BayesianOptimizer(Optimizer):
         size or GPU has other times; only their ranking is assumed to carry over)."""
         if not self.prior or self.settings.prior_noise <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        prior = observe(table, self.space, self.prior)
+        prior = observe_rows(self.prior, self._prior_rows(table))
         fresh = ~np.isin(prior.success_rows, observed.seen_rows)
         rows, y = prior.success_rows[fresh], prior.log_time[fresh]
         if len(rows) < 2:
@@ -317,7 +343,7 @@ class BayesianOptimizer(Optimizer):
             return np.ones(len(rows))
         ok, bad = observed.success_rows, observed.failed_rows
         if self.prior:  # prior outcomes count where this job has no observation of its own
-            prior = observe(table, self.space, self.prior)
+            prior = observe_rows(self.prior, self._prior_rows(table))
             own = set(observed.seen_rows.tolist())
             ok = np.union1d(ok, [r for r in prior.success_rows.tolist() if r not in own])
             bad = np.union1d(bad, [r for r in prior.failed_rows.tolist() if r not in own])

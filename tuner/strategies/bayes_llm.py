@@ -1,12 +1,13 @@
 """``bayes_llm``: the Bayesian optimizer with an LLM arm (tuner/strategies/llm.py).
 
 Off unless configured: without ``KERNELFARM_LLM_BASE_URL`` and ``KERNELFARM_LLM_MODEL`` it is
-``bayes`` exactly. When the arm is due (ArmSchedule) the endpoint is asked for configs; the first
-valid one takes one slot of the batch and the model fills the rest with that config pending (so
-the batch stays diverse). ``proposed_by`` maps each arm config's key to the proposer's name, and
-``dropped`` counts the proposals that failed validation; the coordinator writes the former into
-the trial's provenance and the latter into the job's log. An endpoint that fails is logged and
-the model proposes the whole batch.
+``bayes`` exactly. When the arm is due (ArmSchedule) the endpoint is asked for configs; the valid
+ones become the model's suggestions (bayes.py: proposed only where the model ranks them among
+its best candidates; the batch stays diverse because the model conditions on each pick).
+``proposed_by`` maps each accepted config's key to the proposer's name (the coordinator writes it
+into the trial's provenance), ``dropped`` counts proposals that failed validation and
+``rejected`` valid ones the model turned down (both logged). An endpoint that fails is logged
+and the model proposes the whole batch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 from kernelfarm.core.space import Config, SearchSpace
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.candidates import candidate_table, configs_at
 from kernelfarm.tuner.strategies.llm import (
     ArmSchedule,
     ChatProposer,
@@ -67,17 +69,25 @@ class LLMAssistedBayes(BayesianOptimizer):
         self.schedule = ArmSchedule(int(arm.get("llm_period_min", 4)), int(arm.get("llm_period_max", 64)))
         self.proposed_by: dict[str, str] = {}
         self.dropped = 0
+        self.rejected = 0  # valid proposals the model did not rank among its best candidates
+        self._proposer_name = ""
 
     def ask(self, n: int) -> list[Config]:
-        chosen = self._arm(n)
-        if len(chosen) >= n:
-            return chosen
-        own = self.history
-        self.history = own + [Observation(c, None, pending=True, origin="llm") for c in chosen]
-        try:
-            return chosen + super().ask(n - len(chosen))
-        finally:
-            self.history = own
+        proposals = self._arm(n)
+        if proposals:
+            table = candidate_table(self.space, self.context)
+            rows = table.rows_of(proposals, self.space.names)
+            self.suggestions = [int(r) for r in rows if r >= 0]
+        configs = super().ask(n)
+        accepted = {
+            self.space.key(c) for c in configs_at(self.space, candidate_table(self.space, self.context), self.accepted)
+        }
+        name = self._proposer_name
+        self.proposed_by = {key: name for key in accepted}
+        self.rejected = len(self.suggestions) - len(accepted)
+        if self.suggestions:
+            log.info("LLM arm: the model took %d of %d valid proposals", len(accepted), len(self.suggestions))
+        return configs
 
     def _arm(self, n: int) -> list[Config]:
         done = sum(1 for o in self.history if not o.pending)
@@ -97,7 +107,5 @@ class LLMAssistedBayes(BayesianOptimizer):
         self.dropped += dropped
         if dropped:
             log.info("LLM arm: %d of %d proposals dropped (invalid, seen or repeated)", dropped, len(raw))
-        chosen = valid[:1]
-        for config in chosen:
-            self.proposed_by[self.space.key(config)] = proposer.name
-        return chosen
+        self._proposer_name = proposer.name
+        return valid[: max(n, 4)]  # the model screens them (bayes.py SUGGESTION_QUANTILE)

@@ -9,12 +9,14 @@ array in it, and every one that is not a valid member of the space (unknown or m
 parameter, unlisted value, constraint violated), already observed or pending, or a repeat is
 dropped and counted.
 
-Why an *arm* and how much it gets: a proposer can be a perfect oracle or actively wrong, and the
-farm cannot know which before it has seen outcomes. So the arm proposes at most one config per
-ask, and only every ``period`` evaluations, where the period doubles each time a model proposal
-finished without beating the median of the job's own results, and halves (down to ``period_min``)
-each time one beat it. An adversarial proposer therefore costs at most a shrinking share of the
-evaluations; a good one keeps its slot (docs/benchmarks/STRATEGIES.md, replay measurements).
+Why an *arm*, and why screened: a proposer can be a perfect oracle or confidently wrong, and the
+farm cannot know which before it has seen outcomes. So the valid proposals go to the Bayesian
+model as suggestions, and it proposes one only where it ranks it among the top 5 % of its own
+candidates by acquisition (bayes.py ``SUGGESTION_QUANTILE``): a proposal the model already
+believes is slow or failing costs no evaluation. The endpoint is asked once every ``period``
+evaluations (ArmSchedule), the period doubling each time an accepted model proposal finished
+without beating the median of the job's results and halving when one did
+(docs/benchmarks/STRATEGIES.md has the replay measurements).
 """
 
 from __future__ import annotations

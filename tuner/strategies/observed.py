@@ -37,7 +37,16 @@ class Observed:
 
 
 def observe(table: CandidateTable, space: SearchSpace, history: Sequence[Observation]) -> Observed:
-    rows = table.rows_of([o.config for o in history], space.names) if history else np.zeros(0, np.int64)
+    return observe_rows(history, table_rows(table, space, history))
+
+
+def table_rows(table: CandidateTable, space: SearchSpace, history: Sequence[Observation]) -> np.ndarray:
+    """Table row of each observation's config (-1: not a valid member); the costly part of observe."""
+    return table.rows_of([o.config for o in history], space.names) if history else np.zeros(0, np.int64)
+
+
+def observe_rows(history: Sequence[Observation], rows: np.ndarray) -> Observed:
+    """``observe`` with the rows already looked up (``table_rows``)."""
     best: dict[int, float] = {}
     failed: set[int] = set()
     pending: set[int] = set()

@@ -14,16 +14,17 @@ beyond the few configs it seeds.
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from kernelfarm.core.space import SearchSpace
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.candidates import CandidateTable
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
-from kernelfarm.tuner.strategies.observed import observe
+from kernelfarm.tuner.strategies.observed import observe_rows
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 MIN_PRIOR = 5  # fewer successful prior trials than this carry no usable shape
@@ -41,18 +42,17 @@ class PriorSummary:
         return [int(r) for r in self.rows[np.argsort(self.score, kind="stable")[:k]]]
 
 
-def summarize_prior(
-    table: CandidateTable, space: SearchSpace, prior: Sequence[Observation], transform: str
-) -> PriorSummary | None:
+def summarize_prior(prior: Sequence[Observation], rows: np.ndarray, transform: str) -> PriorSummary | None:
     """Per source (``Observation.source``: the GPU model), log times warped and standardized on
-    that source's own scale; rows measured by several sources get the mean of their scores."""
-    groups: dict[str | None, list[Observation]] = {}
-    for obs in prior:
-        groups.setdefault(obs.source, []).append(obs)
+    that source's own scale; rows measured by several sources get the mean of their scores.
+    ``rows``: each prior observation's table row (observed.table_rows)."""
+    groups: dict[str | None, list[int]] = {}
+    for i, obs in enumerate(prior):
+        groups.setdefault(obs.source, []).append(i)
     total: dict[int, float] = {}
     count: dict[int, int] = {}
-    for group in groups.values():
-        seen = observe(table, space, group)
+    for members in groups.values():
+        seen = observe_rows([prior[i] for i in members], rows[members])
         if len(seen.success_rows) < 2:
             continue
         z = standardize(warp(seen.log_time, transform))
@@ -65,10 +65,30 @@ def summarize_prior(
     return PriorSummary(rows, np.array([total[r] / count[r] for r in rows.tolist()]))
 
 
-def prior_model(
-    table: CandidateTable, summary: PriorSummary, train_max: int, fit_max: int, rng: np.random.Generator
-) -> GaussianProcess:
-    """A GP on the prior's scores (at most ``train_max`` points; the best quarter always in)."""
+_MODELS: OrderedDict[tuple[bytes, bytes, bytes, int, int], GaussianProcess] = OrderedDict()
+_MODELS_KEPT = 8
+
+
+def prior_model(table: CandidateTable, summary: PriorSummary, train_max: int, fit_max: int) -> GaussianProcess:
+    """A GP on the prior's scores (at most ``train_max`` points; the best quarter always in).
+
+    The prior does not change while a job runs, and the coordinator rebuilds the strategy on
+    every step, so the fitted model is kept per process (keyed by the prior itself; its random
+    subset is seeded by the prior, not the step, so a cached and a fresh model are the same)."""
+    space = hashlib.blake2b(table.codes.tobytes(), digest_size=16).digest()
+    key = (space, summary.rows.tobytes(), summary.score.tobytes(), train_max, fit_max)
+    if key in _MODELS:
+        _MODELS.move_to_end(key)
+        return _MODELS[key]
+    model = _fit_prior(table, summary, train_max, fit_max)
+    _MODELS[key] = model
+    while len(_MODELS) > _MODELS_KEPT:
+        _MODELS.popitem(last=False)
+    return model
+
+
+def _fit_prior(table: CandidateTable, summary: PriorSummary, train_max: int, fit_max: int) -> GaussianProcess:
+    rng = np.random.default_rng(int(hashlib.blake2b(summary.rows.tobytes(), digest_size=8).hexdigest(), 16))
     keep = subset(len(summary.rows), train_max, summary.score, rng)
     rows, score = summary.rows[keep], standardize(summary.score[keep])
     x = table.features[rows]

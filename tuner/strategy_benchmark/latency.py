@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -46,8 +46,17 @@ def random_history(landscape: Landscape, n: int, seed: int) -> list[Observation]
 
 
 def measure(
-    landscape: Landscape, strategy: str, sizes: Sequence[int], batch: int = 8, samples: int = 9
+    landscape: Landscape,
+    strategy: str,
+    sizes: Sequence[int],
+    batch: int = 8,
+    samples: int = 9,
+    prior_size: int = 0,
 ) -> list[Latency]:
+    """``prior_size`` > 0: each ask also gets a warm-start prior of that many random trials of the
+    landscape from three "other GPUs" (the landscape's own times: the cost does not depend on
+    them). The prior is the same for every ask, as within one job: the first ask fits the prior's
+    model, later ones reuse it (transfer.py), so the median is a job's steady state."""
     cls = get_strategy(strategy)
     cls.from_history(landscape.space, {}, [], 0).ask(1)  # build the candidate table once (cached per space)
     out = []
@@ -55,8 +64,13 @@ def measure(
         times = []
         for seed in range(samples):
             history = random_history(landscape, n, seed)
+            prior = [
+                replace(o, source=f"gpu{g}")
+                for g in range(3 if prior_size else 0)
+                for o in random_history(landscape, prior_size // 3, 1000 * (g + 1))
+            ]
             start = time.perf_counter()
-            cls.from_history(landscape.space, {}, history, seed).ask(batch)
+            cls.from_history(landscape.space, {}, history, seed, prior=prior).ask(batch)
             times.append(1000 * (time.perf_counter() - start))
         times.sort()
         out.append(

@@ -53,12 +53,16 @@ def replay(
         run.ask_sizes.append(len(configs))
         if not configs:
             break  # the space is exhausted
+        # what the coordinator keeps in trial provenance (an LLM arm's proposals), kept here too
+        proposed_by: dict[str, str] = getattr(optimizer, "proposed_by", {})
         for config in configs:
-            recording = landscape.entries[space.key(config)]
+            key = space.key(config)
+            recording = landscape.entries[key]
+            origin = proposed_by[key].split(":", 1)[0] if key in proposed_by else None
             if recording.failure is None and recording.mean_ms is not None:
-                history.append(Observation(config, recording.mean_ms))
+                history.append(Observation(config, recording.mean_ms, origin=origin))
                 run.values.append(recording.mean_ms)
             else:
-                history.append(Observation(config, None, recording.failure))
+                history.append(Observation(config, None, recording.failure, origin=origin))
                 run.values.append(None)
     return run

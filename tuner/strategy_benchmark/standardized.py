@@ -4,6 +4,12 @@ evaluations b, how far a strategy's mean best-so-far time is from random search'
 optimum, ``(random(b) - strategy(b)) / (random(b) - optimum)`` (0 = random search, 1 = the
 optimum, negative = worse than random), averaged over b = 1..budget.
 
+The average is weighted by ``random(b) - optimum`` (equivalently: the area between random
+search's curve and the strategy's over the area between random search's and the optimum). An
+unweighted mean is dominated by the evaluations where random search is already within a hair of
+the optimum (dedispersion: 42 % of its configs are within 0.95): there a strategy 1 % behind
+scored -20 on the unweighted mean while being at 0.99 of the optimum.
+
 random(b) is not simulated: it is the exact expectation of the best of b configs drawn without
 replacement from the space (every config of the space, failing ones included when failures
 are kept). Before a run's first success its best-so-far counts as the slowest recorded time,
@@ -55,11 +61,10 @@ def best_so_far(trace: Sequence[float | None], budget: int, worst: float) -> np.
 def standardized_score(
     traces: Sequence[Sequence[float | None]], baseline: np.ndarray, optimum: float, worst: float
 ) -> float:
-    """Mean over b of (random(b) - mean strategy(b)) / (random(b) - optimum)."""
+    """Sum over b of (random(b) - mean strategy(b)) over the sum of (random(b) - optimum)."""
     budget = len(baseline)
     mean = np.mean([best_so_far(t, budget, worst) for t in traces], axis=0)
-    gap = baseline - optimum
-    ok = gap > 1e-15  # once random search is at the optimum too, b carries no information
-    if not np.any(ok):
+    gap = float(np.sum(baseline - optimum))
+    if gap <= 1e-15:  # random search is at the optimum from the first evaluation: nothing to gain
         return 1.0
-    return float(np.mean((baseline[ok] - mean[ok]) / gap[ok]))
+    return float(np.sum(baseline - mean) / gap)

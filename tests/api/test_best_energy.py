@@ -1,0 +1,73 @@
+"""/v1/best with objective=energy and objective=pareto, on the real schema with the app in-process."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kernelfarm.api.app import create_app
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import trials as trial_store
+from tests.api.test_best_cache import KERNEL, add_job, new_model
+from tests.conftest import make_token
+
+
+def record(database_url: str, job_id: uuid.UUID, time_ms: float, energy_mj: float | None) -> int:
+    key = secrets.token_hex(4)
+    with session_scope(database_url) as session:
+        [trial] = trial_store.add_trials(session, job_store.get_job(session, job_id), [(key, {"key": key})])
+        trial_id = trial.id
+    with session_scope(database_url) as session:
+        claim = trial_store.claim(session, trial_id, "test-worker", None)
+        assert claim is not None
+    metrics = {} if energy_mj is None else {"energy_mj": energy_mj, "power_w": 300.0}
+    measurement = Measurement(timing=TimingStats.from_times([time_ms]), verified=True, metrics=metrics)
+    with session_scope(database_url) as session:
+        assert trial_store.record_result(session, trial_id, claim.attempt, measurement)
+    return trial_id
+
+
+@pytest.fixture(scope="module")
+def client(database_url: str) -> Iterator[TestClient]:
+    settings = Settings(database_url=database_url, redis_url="redis://127.0.0.1:1/0")
+    with TestClient(create_app(settings)) as test_client:
+        test_client.headers["Authorization"] = f"Bearer {make_token(database_url, 'read', name='energy-test')}"
+        yield test_client
+
+
+def test_energy_and_the_pareto_front(client: TestClient, database_url: str) -> None:
+    gpu = new_model()
+    job = add_job(database_url, gpu)
+    fast = record(database_url, job, 1.0, 9.0)
+    middle = record(database_url, job, 2.0, 4.0)
+    record(database_url, job, 3.0, 5.0)  # dominated by the middle one
+    frugal = record(database_url, job, 4.0, 2.0)
+    record(database_url, job, 0.5, None)  # fastest, but no energy counter: not on the front
+
+    def best(**params: str) -> dict:  # type: ignore[type-arg]
+        response = client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu, **params})
+        assert response.status_code == 200, response.text
+        return response.json()  # type: ignore[no-any-return]
+
+    assert best()["time_ms"] == 0.5 and best()["objective"] == "time"
+    energy = best(objective="energy")
+    assert energy["trial_id"] == frugal and energy["energy_mj"] == 2.0 and energy["pareto"] is None
+    pareto = best(objective="pareto")
+    assert [p["trial_id"] for p in pareto["pareto"]] == [fast, middle, frugal]
+    assert pareto["trial_id"] == fast
+
+
+def test_no_energy_is_a_404_with_a_reason(client: TestClient, database_url: str) -> None:
+    gpu = new_model()
+    record(database_url, add_job(database_url, gpu), 1.0, None)
+    response = client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu, "objective": "energy"})
+    assert response.status_code == 404 and "no energy measured" in response.text
+    bad = client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu, "objective": "power"})
+    assert bad.status_code == 422
