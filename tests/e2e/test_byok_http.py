@@ -139,7 +139,9 @@ def test_uploaded_python_needs_admin(byok_farm: Farm, database_url: str, admin_t
     manifest["reference"] = {"python": "reference.py"}
     manifest["name"] = "user-axpb-python"
     uploads.pop("axpb_naive.cu")
-    uploads["reference.py"] = b"def reference(buffers, problem):\n    return {'out': 1.5 * buffers['x'] + buffers['bias']}\n"
+    uploads["reference.py"] = (
+        b"def reference(buffers, problem):\n    return {'out': 1.5 * buffers['x'] + buffers['bias']}\n"
+    )
     uploader = make_token(database_url, "kernels", name="byok-python-uploader")
     refused = upload(client(byok_farm, uploader), manifest, uploads)
     assert refused.status_code == 403 and "admin" in refused.json()["detail"]
@@ -201,8 +203,8 @@ def test_cli_adds_lists_shows_and_versions_a_kernel(
     env = {**os.environ, "KERNELFARM_API_URL": byok_farm.api_url, "KERNELFARM_API_TOKEN": token}
 
     def kernelfarm(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-P", "-m", "kernelfarm", *args], env=env, capture_output=True, text=True,
-                              timeout=120, cwd=byok_farm.workdir)  # fmt: skip
+        argv = [sys.executable, "-P", "-m", "kernelfarm", *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=byok_farm.workdir)
 
     added = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
     assert added.returncode == 0, added.stderr + added.stdout

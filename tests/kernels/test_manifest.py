@@ -190,7 +190,7 @@ def test_a_recording_gives_a_replay_implementation(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("name", ["matmul", "convolution"])
 def test_kernel_tuner_examples_are_valid_manifests(name: str) -> None:
-    bundle, real_source = example_bundle(name)
+    bundle, _ = example_bundle(name)
     spec = build_spec(bundle, 1)
     problem = spec.normalize_problem(None)
     valid = spec.space.valid_configs(problem)
