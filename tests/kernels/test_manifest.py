@@ -18,7 +18,7 @@ from kernelfarm.kernels.manifest.bundle import InvalidManifest, check_bundle, pa
 from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 from kernelfarm.kernels.manifest.model import manifest_json_schema, shipped_schema
 from kernelfarm.worker.cuda.compiler import CompileJob
-from tests.kernels.manifests import example_bundle, user_bundle, user_manifest, user_spec, user_uploads
+from tests.kernels.manifests import REPO, example_bundle, user_bundle, user_manifest, user_spec, user_uploads
 
 Mutation = Callable[[dict[str, Any], dict[str, bytes]], None]
 
@@ -118,6 +118,11 @@ def test_unparseable_manifests_are_refused() -> None:
 
 def test_the_shipped_json_schema_is_the_models_schema() -> None:
     assert shipped_schema() == json.loads(json.dumps(manifest_json_schema()))
+
+
+def test_the_published_json_schema_is_the_shipped_one() -> None:
+    published = REPO / "docs" / "kernel-manifest.schema.json"
+    assert json.loads(published.read_text()) == shipped_schema()
 
 
 def test_the_user_kernel_becomes_a_spec_read_as_kernel_tuner_reads_it() -> None:
