@@ -65,7 +65,10 @@ class JobCreate(BaseModel):
 
     kernel: str = Field(min_length=1, max_length=128)
     kernel_version: int | None = Field(
-        default=None, ge=1, le=2**31 - 1, strict=True,
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        strict=True,
         description="an uploaded kernel's version to pin; default: its latest",
     )
     problem: dict[str, StrictInt | StrictStr] = Field(default_factory=dict, max_length=32)

@@ -225,9 +225,14 @@ CHILD_ENVIRONMENT_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "CUPY_", "TRITON_", "NV
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "KEY", "URL")
 
 
+# Set for the child: its math libraries start no thread pools (the child does GPU work; and a
+# thread started before it confines itself would make the kernel refuse its new user namespace).
+CHILD_ENVIRONMENT_FIXED = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def child_environment() -> dict[str, str]:
     """The environment a process running user code gets (see CHILD_ENVIRONMENT_NAMES)."""
-    out = {}
+    out = dict(CHILD_ENVIRONMENT_FIXED)
     for name, value in os.environ.items():
         allowed = name in CHILD_ENVIRONMENT_NAMES or name.startswith(CHILD_ENVIRONMENT_PREFIXES)
         if allowed and not any(word in name.upper() for word in _SECRET_WORDS):
@@ -250,6 +255,9 @@ def environment_for_children() -> Iterator[None]:
         try:
             for name in [n for n in saved if n not in reduced]:
                 del os.environ[name]
+            os.environ.update(reduced)
             yield
         finally:
+            for name in [n for n in os.environ if n not in saved]:
+                del os.environ[name]
             os.environ.update(saved)

@@ -49,6 +49,7 @@ def worker_argv(
     sleep_ms: float = 0.0,
     time_scale: float = 0.0,
     loglevel: str | None = None,
+    allow_uploaded_python: bool = False,
     python: str = sys.executable,
 ) -> list[str]:
     """``kernelfarm worker``: one GPU worker named ``name``.
@@ -60,6 +61,7 @@ def worker_argv(
         sleep_ms: replay: a fixed time per trial.
         time_scale: replay: also sleep the recorded time times this factor.
         loglevel: Celery's log level (the worker's default when None).
+        allow_uploaded_python: also run kernels whose uploaded manifest carries Python (docs/SECURITY.md).
         python: the interpreter that runs it.
     """
     argv = _kernelfarm(python, "worker", "--backend", backend, "--name", name)
@@ -73,6 +75,8 @@ def worker_argv(
         argv += ["--time-scale", str(time_scale)]
     if loglevel:
         argv += ["--loglevel", loglevel]
+    if allow_uploaded_python:
+        argv += ["--allow-uploaded-python"]
     return argv
 
 

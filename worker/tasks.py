@@ -24,17 +24,17 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
-from kernelfarm.core.capabilities import UPLOADED_PYTHON, capability_queues
+from kernelfarm.core.capabilities import capability_queues
 from kernelfarm.core.celery_app import ADVANCE_TASK, EVALUATE_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import workers as worker_store
-from kernelfarm.kernels.plugins import plugin_capabilities
 from kernelfarm.kernels.registry import all_kernels
 from kernelfarm.worker import runner
 from kernelfarm.worker.backend_factory import make_backend
 from kernelfarm.worker.backends.base import Backend
+from kernelfarm.worker.capabilities import worker_capabilities
 from kernelfarm.worker.profiling import profile_trials
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def _register(sender: Any = None, **_: Any) -> None:
     except Exception:
         logger.warning("backend warm-up failed; the first trial will pay for it", exc_info=True)
     identity = backend.identity()
-    capabilities = worker_capabilities()
+    capabilities = worker_capabilities(settings)
     # The queues of trials that need what this worker has (a plugin, the uploaded-Python opt-in):
     # only workers that have it consume them (core/capabilities.py).
     if hasattr(sender, "add_task_queue"):
@@ -93,14 +93,6 @@ def _register(sender: Any = None, **_: Any) -> None:
         )
     threading.Thread(target=_heartbeat_loop, name="worker-heartbeat", daemon=True).start()
     logger.info("worker %s registered for %s (%s backend)", _WorkerState.name, identity.gpu_model, backend.name)
-
-
-def worker_capabilities() -> list[str]:
-    """The kernel plugins installed here, and the uploaded-Python opt-in when given."""
-    capabilities = plugin_capabilities()
-    if settings.worker_allow_uploaded_python:
-        capabilities.append(UPLOADED_PYTHON)
-    return capabilities
 
 
 def _heartbeat_loop() -> None:

@@ -52,7 +52,10 @@ async def best_config(
     # The hot path of the farm: a cached answer is served on the event loop, with no thread hop,
     # database read or response validation (api/best_cache.py).
     if objective != "time":  # rare and exact-match only: no cache (api/best_cache.py keys time answers)
-        return _respond(await run_in_threadpool(_energy_answer, settings.database_url, kernel, gpu, problem, objective))
+        return _respond(
+            await in_thread(settings.api_database_deadline_seconds, _energy_answer, settings.database_url, kernel, gpu,
+                            problem, objective)
+        )  # fmt: skip
     cache: BestCache = request.app.state.best_cache
     deadline = settings.api_database_deadline_seconds
     if not cache.enabled:

@@ -26,7 +26,9 @@ def db_upgrade(revision: str = typer.Argument("head")) -> None:
 
 @token_app.command("create")
 def token_create(
-    scope: list[str] = typer.Option(..., "--scope", help="read, submit or admin (repeatable)"),
+    scope: list[str] = typer.Option(
+        ..., "--scope", help="read, submit, kernels (upload manifests) or admin (repeatable)"
+    ),
     name: str = typer.Option("cli", help="a name to recognise and revoke the token by"),
 ) -> None:
     """Create a token and print it (the only time it is shown)."""

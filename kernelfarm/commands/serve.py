@@ -106,6 +106,9 @@ def worker(
     name: str = typer.Option("", help="worker name (default: backend + gpu index)"),
     sleep_ms: float = typer.Option(0.0, help="replay: fixed time per trial, ms"),
     time_scale: float = typer.Option(0.0, help="replay: also sleep recorded time x this factor"),
+    allow_uploaded_python: bool = typer.Option(
+        False, help="also run kernels whose uploaded manifest carries Python (host code; docs/SECURITY.md)"
+    ),
     loglevel: str = "INFO",
 ) -> None:
     """Run one GPU worker. Its queue is gpu.<model-slug>, derived from the device's real name
@@ -125,6 +128,7 @@ def worker(
         "KERNELFARM_WORKER_LANDSCAPES": os.pathsep.join(str(p) for p in paths),
         "KERNELFARM_WORKER_SLEEP_MS": str(sleep_ms),
         "KERNELFARM_WORKER_TIME_SCALE": str(time_scale),
+        "KERNELFARM_WORKER_ALLOW_UPLOADED_PYTHON": "1" if allow_uploaded_python else "0",
     })  # fmt: skip
     get_settings.cache_clear()
     probe = make_backend(get_settings())

@@ -12,7 +12,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
+import threading
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -118,13 +120,23 @@ class Bundle:
         return self.manifest.reference.python is not None
 
     def write(self, directory: Path) -> Path:
-        """Materialize the bundle in ``directory`` (manifest.json, the files, the recording)."""
+        """Materialize the bundle in ``directory`` (its files, the recording, then manifest.json).
+
+        The directory is named by the content hash and shared by a host's workers: each file appears
+        whole (written aside, then renamed), manifest.json last, so a directory with a manifest is
+        complete and is not written again.
+        """
+        if (directory / MANIFEST_FILE).is_file():
+            return directory
         directory.mkdir(parents=True, exist_ok=True)
-        for name, text in self.files.items():
-            (directory / name).write_text(text)
+        contents: dict[str, bytes] = {name: text.encode() for name, text in self.files.items()}
         if self.recording is not None and self.manifest.recording is not None:
-            (directory / self.manifest.recording.file).write_bytes(self.recording)
-        (directory / MANIFEST_FILE).write_text(canonical_json(self.manifest_dict))
+            contents[self.manifest.recording.file] = self.recording
+        contents[MANIFEST_FILE] = canonical_json(self.manifest_dict).encode()
+        for name, data in contents.items():
+            aside = directory / f".{name}.{os.getpid()}.{threading.get_ident()}"
+            aside.write_bytes(data)
+            aside.replace(directory / name)
         return directory
 
 
@@ -139,7 +151,7 @@ def read_bundle(directory: Path) -> Bundle:
     manifest = parse_manifest_text((directory / MANIFEST_FILE).read_bytes())
     files: dict[str, bytes] = {}
     for path in directory.iterdir():
-        if path.is_file() and path.name != MANIFEST_FILE:
+        if path.is_file() and path.name != MANIFEST_FILE and not path.name.startswith("."):
             files[path.name] = path.read_bytes()
     return check_bundle(manifest, files)
 

@@ -18,6 +18,7 @@ from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.manifest.bundle import Bundle, _scope_names
 from kernelfarm.kernels.manifest.expressions import Expr
 from kernelfarm.kernels.manifest.references import BUILTINS
+from kernelfarm.kernels.tolerance import Tolerance
 
 # NVRTC ships no C library headers; sources written for nvcc (Kernel Tuner's examples) include some.
 # Device printf is built into NVRTC, so an empty header is all these need.
@@ -210,8 +211,10 @@ class ManifestCudaKernel(CudaKernel):
         cp.cuda.Stream.null.synchronize()
         return copies
 
-    def tolerance(self, problem: Mapping[str, Any]) -> float:
-        return self.manifest.tolerance
+    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
+        # The manifest's tolerance is the norm bound. The element bound stays off: it follows from the
+        # reduction length (kernels/tolerance.py), which the farm cannot know of a user's kernel.
+        return Tolerance(norm=self.manifest.tolerance, element=math.inf)
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return float(self._flops.value(problem))

@@ -42,7 +42,9 @@ def test_worker_command_line_is_the_clis() -> None:
     replay = parsed(launcher.worker_argv("r1", landscapes=[CONVOLUTION, PNPOLY], sleep_ms=150, time_scale=2.5,
                                          loglevel="WARNING"))  # fmt: skip
     assert replay == {"backend": "replay", "gpu": 0, "landscape": [CONVOLUTION, PNPOLY], "name": "r1",
-                      "sleep_ms": 150.0, "time_scale": 2.5, "loglevel": "WARNING"}  # fmt: skip
+                      "sleep_ms": 150.0, "time_scale": 2.5, "loglevel": "WARNING",
+                      "allow_uploaded_python": False}  # fmt: skip
+    assert parsed(launcher.worker_argv("p", allow_uploaded_python=True))["allow_uploaded_python"] is True
     cuda = parsed(launcher.worker_argv("cuda1", backend="cuda", gpu=1))
     assert cuda["backend"] == "cuda" and cuda["gpu"] == 1 and cuda["landscape"] == []
 

@@ -24,10 +24,11 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.models import KernelVersion
 from kernelfarm.kernels.manifest.bundle import search_space, validated_model
-from tests.conftest import RTX3090, Farm, live_worker_count, make_token, wait_for
+from tests.conftest import CONVOLUTION, RTX3090, Farm, live_worker_count, make_token, wait_for
 from tests.kernels.manifests import USER_FILES, USER_KERNEL, USER_MANIFEST, user_manifest, user_uploads
 from tests.kernels.test_manifest import BAD_MANIFESTS
 
@@ -139,7 +140,9 @@ def test_uploaded_python_needs_admin(byok_farm: Farm, database_url: str, admin_t
     manifest["reference"] = {"python": "reference.py"}
     manifest["name"] = "user-axpb-python"
     uploads.pop("axpb_naive.cu")
-    uploads["reference.py"] = b"def reference(buffers, problem):\n    return {'out': 1.5 * buffers['x'] + buffers['bias']}\n"
+    uploads["reference.py"] = (
+        b"def reference(buffers, problem):\n    return {'out': 1.5 * buffers['x'] + buffers['bias']}\n"
+    )
     uploader = make_token(database_url, "kernels", name="byok-python-uploader")
     refused = upload(client(byok_farm, uploader), manifest, uploads)
     assert refused.status_code == 403 and "admin" in refused.json()["detail"]
@@ -147,6 +150,33 @@ def test_uploaded_python_needs_admin(byok_farm: Farm, database_url: str, admin_t
     assert stored.status_code == 201, stored.text
     shown = client(byok_farm, admin_token).get("/v1/kernels/user-axpb-python").json()
     assert shown["requires"] == ["uploaded-python"]  # only workers started with the opt-in run it
+
+
+def test_uploaded_python_runs_only_on_workers_that_opted_in(byok_farm: Farm, admin_token: str) -> None:
+    http = client(byok_farm, admin_token)
+    manifest = user_manifest() | {"name": "python-axpb", "reference": {"python": "reference.py"},
+                                  "recording": {"file": RECORDING}}  # fmt: skip
+    uploads = {name: data for name, data in user_uploads().items() if name != "axpb_naive.cu"}
+    uploads |= {
+        "reference.py": b"def reference(buffers, problem):\n    return {}\n",
+        RECORDING: recording_bytes(manifest),
+    }
+    assert upload(http, manifest, uploads).status_code == 201
+    body = {"kernel": "python-axpb", "gpu_model": RTX3090, "budget_trials": 6, "parallelism": 2, "seed": 2}
+    job_id = http.post("/v1/jobs", json=body).json()["id"]
+    waiting = wait_for(
+        lambda: "uploaded-python" in (j := http.get(f"/v1/jobs/{job_id}").json())["status_message"] and j,
+        60,
+        "the job to say it waits for a worker that opted in",
+    )
+    assert waiting["status_message"].startswith("waiting: no live worker") and waiting["progress"]["total"] == 0
+    byok_farm.start("opted-in", launcher.worker_argv("opted-in", landscapes=(CONVOLUTION,), allow_uploaded_python=True))
+    done = wait_for(
+        lambda: (j := http.get(f"/v1/jobs/{job_id}").json())["state"] in ("complete", "failed") and j, 120, "the job"
+    )
+    assert done["state"] == "complete", done["status_message"]
+    trials = http.get(f"/v1/jobs/{job_id}/trials").json()["items"]
+    assert {t["worker_name"].split("@")[0] for t in trials} == {"opted-in"}
 
 
 def test_upload_job_replay_best(byok_farm: Farm, database_url: str, admin_token: str) -> None:
@@ -201,8 +231,8 @@ def test_cli_adds_lists_shows_and_versions_a_kernel(
     env = {**os.environ, "KERNELFARM_API_URL": byok_farm.api_url, "KERNELFARM_API_TOKEN": token}
 
     def kernelfarm(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-P", "-m", "kernelfarm", *args], env=env, capture_output=True, text=True,
-                              timeout=120, cwd=byok_farm.workdir)  # fmt: skip
+        argv = [sys.executable, "-P", "-m", "kernelfarm", *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=byok_farm.workdir)
 
     added = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
     assert added.returncode == 0, added.stderr + added.stdout

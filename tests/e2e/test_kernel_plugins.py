@@ -27,8 +27,9 @@ DISTRIBUTION, VERSION, KERNEL = "kf-test-plugin", "1.2.0", "plugin-conv"
 def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("plugin-sites")
     return {
-        version: write_plugin(root / version, distribution=DISTRIBUTION, version=version, kernel=KERNEL,
-                              recording=CONVOLUTION)  # fmt: skip
+        version: write_plugin(
+            root / version, distribution=DISTRIBUTION, version=version, kernel=KERNEL, recording=CONVOLUTION
+        )
         for version in (VERSION, "1.1.0")
     }
 
@@ -74,7 +75,8 @@ def test_only_a_worker_with_the_plugin_version_runs_its_trials(
     assert created.status_code == 201, created.text
     job_id = created.json()["id"]
     waiting = wait_for(
-        lambda: requirement in (j := http.get(f"/v1/jobs/{job_id}").json())["status_message"] and j, 60,
+        lambda: requirement in (j := http.get(f"/v1/jobs/{job_id}").json())["status_message"] and j,
+        60,
         "the job to say it waits for the plugin",
     )
     message = waiting["status_message"]

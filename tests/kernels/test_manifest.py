@@ -18,7 +18,7 @@ from kernelfarm.kernels.manifest.bundle import InvalidManifest, check_bundle, pa
 from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 from kernelfarm.kernels.manifest.model import manifest_json_schema, shipped_schema
 from kernelfarm.worker.cuda.compiler import CompileJob
-from tests.kernels.manifests import example_bundle, user_bundle, user_manifest, user_spec, user_uploads
+from tests.kernels.manifests import REPO, example_bundle, user_bundle, user_manifest, user_spec, user_uploads
 
 Mutation = Callable[[dict[str, Any], dict[str, bytes]], None]
 
@@ -120,6 +120,11 @@ def test_the_shipped_json_schema_is_the_models_schema() -> None:
     assert shipped_schema() == json.loads(json.dumps(manifest_json_schema()))
 
 
+def test_the_published_json_schema_is_the_shipped_one() -> None:
+    published = REPO / "docs" / "kernel-manifest.schema.json"
+    assert json.loads(published.read_text()) == shipped_schema()
+
+
 def test_the_user_kernel_becomes_a_spec_read_as_kernel_tuner_reads_it() -> None:
     spec = user_spec()
     problem = spec.normalize_problem(None)
@@ -190,7 +195,7 @@ def test_a_recording_gives_a_replay_implementation(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("name", ["matmul", "convolution"])
 def test_kernel_tuner_examples_are_valid_manifests(name: str) -> None:
-    bundle, real_source = example_bundle(name)
+    bundle, _ = example_bundle(name)
     spec = build_spec(bundle, 1)
     problem = spec.normalize_problem(None)
     valid = spec.space.valid_configs(problem)

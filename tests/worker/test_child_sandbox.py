@@ -108,7 +108,8 @@ except OSError as exc:
 def test_limits_are_applied_in_the_child(child: MeasuringChild) -> None:
     code = """
 import resource
-result = {name: resource.getrlimit(getattr(resource, name))[0] for name in ("RLIMIT_CORE", "RLIMIT_NOFILE", "RLIMIT_AS", "RLIMIT_CPU")}
+names = ("RLIMIT_CORE", "RLIMIT_NOFILE", "RLIMIT_AS", "RLIMIT_CPU")
+result = {name: resource.getrlimit(getattr(resource, name))[0] for name in names}
 """
     reply = child.ask({"op": "python", "code": code}, 30)
     limits = reply["result"]

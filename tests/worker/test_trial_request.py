@@ -26,9 +26,11 @@ def test_profile_is_passed_through_and_the_mappings_are_copied() -> None:
 
 
 def test_the_runner_measures_without_a_profile_even_when_the_job_profiles_all() -> None:
-    """Profiles are taken later in batches (worker/profiling.py); the measuring stream never takes one."""
+    """Profiles are taken later in batches (worker/profiling.py); the measuring stream never takes one.
+    The request names the kernel version the job pinned."""
     claim = Claim(trial_id=7, attempt=1, job_id=uuid.uuid4(), kernel_name="vector_add", problem={"n": 4096},
-                  config={"block_size_x": 128}, profile="all", seed=3)  # fmt: skip
+                  config={"block_size_x": 128}, profile="all", seed=3, kernel_version=2)  # fmt: skip
     expected = measure_request(trial_id=7, kernel_name="vector_add", problem={"n": 4096},
-                               config={"block_size_x": 128}, job_seed=3, profile=False)  # fmt: skip
+                               config={"block_size_x": 128}, job_seed=3, profile=False,
+                               kernel_version=2)  # fmt: skip
     assert runner._request_of(claim) == expected

@@ -82,6 +82,8 @@ def enter(limits: ChildLimits) -> dict[str, Any]:
     if limits.address_space_bytes is not None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes))
         applied["address_space_bytes"] = limits.address_space_bytes
+    # the kernel refuses a new user namespace to a process with more than one thread (EINVAL)
+    applied["threads_at_entry"] = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None
     applied["network"] = _isolate_network() if limits.isolate_network else "shared (not asked)"
     applied["uid"] = os.getuid()
     return applied
