@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 logger = logging.getLogger(__name__)
@@ -99,8 +99,10 @@ class EmbeddedPostgres:
     def _bin(self, name: str) -> str:
         return str(_postgres_bin_dir() / name)
 
-    def _user_kwargs(self) -> dict[str, str]:
-        return {"user": PG_SYSTEM_USER} if os.geteuid() == 0 else {}
+    def _user_kwargs(self) -> dict[str, Any]:
+        # The user's own group and no other: with subprocess' `user=` alone it kept root's group, so the
+        # group bits of root's folders (not the "others" bits this class relies on) decided its access.
+        return {"user": PG_SYSTEM_USER, "group": PG_SYSTEM_USER, "extra_groups": []} if os.geteuid() == 0 else {}
 
     def _prepare_root(self) -> None:
         """As root: PostgreSQL runs as PG_SYSTEM_USER. Folders from the data dir up to ``boundary``

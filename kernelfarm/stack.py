@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
 # Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
 STOPPING_FILE = "stopping"
+STACK_TAG = "KERNELFARM_STACK_TAG"  # in every component's environment: the state dir of its stack
 HEALTH_FILE = "components.json"  # the foreground supervisor's view, read by `kernelfarm status` and /ready
 # Kept across `down`/`up` (the PostgreSQL data outlives a run): generated server passwords and the local
 # admin token, readable by the owner only.
@@ -148,8 +149,29 @@ def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:
 
 
 def _component_env(state: StackState, state_dir: Path | None = None) -> dict[str, str]:
-    overrides = {"KERNELFARM_STACK_HEALTH_FILE": str(state_dir / HEALTH_FILE)} if state_dir else None
+    overrides = None
+    if state_dir:
+        # STACK_TAG: `down` finds every process of the stack by it, also one that left its process group
+        # or outlived a restarted parent (a Celery beat orphaned by a killed coordinator survived `down`).
+        overrides = {"KERNELFARM_STACK_HEALTH_FILE": str(state_dir / HEALTH_FILE), STACK_TAG: str(state_dir)}
     return launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url, overrides=overrides)
+
+
+def tagged_processes(state_dir: Path) -> list[int]:
+    """Live processes started by the stack of ``state_dir`` (their environment carries its tag)."""
+    tag = f"{STACK_TAG}={state_dir.resolve()}".encode()
+    found = []
+    for pid in _all_pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                tagged = tag in handle.read().split(b"\0")
+        except OSError:
+            continue
+        if tagged and alive(pid):
+            found.append(pid)
+    return found
 
 
 def survivors(state_dir: Path) -> list[str]:
@@ -162,6 +184,9 @@ def survivors(state_dir: Path) -> list[str]:
         left += [f"{p.name} (pid {p.pid})" for p in state.processes if group_alive(p.pid)]
         if state.embedded_redis_pid and alive(state.embedded_redis_pid):
             left.append(f"redis (pid {state.embedded_redis_pid})")
+    listed = {p.pid for p in state.processes} if state else set()
+    left += [f"stray component process (pid {pid})" for pid in tagged_processes(state_dir)
+             if _pgid_of(pid) not in listed]  # fmt: skip
     postgres_dir = Path(state.embedded_postgres) if state and state.embedded_postgres else state_dir / "postgres"
     pid = EmbeddedPostgres(postgres_dir).server_pid()
     if pid is not None:
@@ -309,18 +334,25 @@ def stop_stack_checked(state_dir: Path, grace: float = 15.0) -> StopReport:
     state = StackState.load(state_dir)
     postgres = EmbeddedPostgres(Path(state.embedded_postgres) if state and state.embedded_postgres
                                 else state_dir / "postgres")  # fmt: skip
-    if state is None and postgres.server_pid() is None:
+    if state is None and postgres.server_pid() is None and not tagged_processes(state_dir):
         return StopReport([], [])
     (state_dir / STOPPING_FILE).touch()
     stopped: list[str] = []
     problems: list[str] = []
+    strays = tagged_processes(state_dir)
     if state is not None:
         stopped += stop_processes(state.processes, grace)
-        if state.embedded_redis_pid and alive(state.embedded_redis_pid):
+    for pid in strays:  # orphans outside the components' process groups (see _component_env)
+        if alive(pid):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(state.embedded_redis_pid, signal.SIGTERM)
-            _wait_gone(state.embedded_redis_pid, grace)
-            stopped.append("redis")
+                os.kill(pid, signal.SIGTERM)
+            _wait_gone(pid, 5)
+            stopped.append(f"stray pid {pid}")
+    if state is not None and state.embedded_redis_pid and alive(state.embedded_redis_pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(state.embedded_redis_pid, signal.SIGTERM)
+        _wait_gone(state.embedded_redis_pid, grace)
+        stopped.append("redis")
     if postgres.server_pid() is not None:
         why = postgres.stop()
         if why:

@@ -10,6 +10,8 @@ import os
 import signal
 import socket
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +21,15 @@ import redis
 from sqlalchemy.engine import make_url
 
 from kernelfarm.services import EmbeddedPostgres, UnreachableForPostgres, port_open, wait_for
-from kernelfarm.stack import DEFAULT_API_PORT, SECRETS_FILE, STATE_FILE, StackState, choose_api_port, group_alive
+from kernelfarm.stack import (
+    DEFAULT_API_PORT,
+    SECRETS_FILE,
+    STACK_TAG,
+    STATE_FILE,
+    StackState,
+    choose_api_port,
+    group_alive,
+)
 from tests.cli.test_embedded_stack import RTX3090, run
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the permission checks need root (as on the GPU nodes)")
@@ -185,11 +195,16 @@ def test_down_verifies_up_explains_and_the_token_is_reused(stack: Path) -> None:
     assert state is not None and state.embedded_postgres
     data = Path(state.embedded_postgres)
     token = state.token
+    # An orphan of the stack outside every component's process group (as a Celery beat orphaned by a
+    # killed coordinator was, before): `down` finds it by the stack's tag and stops it too.
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                              env={**os.environ, STACK_TAG: str(stack.resolve())})  # fmt: skip
     data.chmod(0o000)
     try:
         down = run(stack, "down")
         assert down.returncode == 1, down.stdout
         assert "still running" in down.stdout and "PostgreSQL (pid" in down.stdout
+        assert orphan.wait(timeout=10) is not None and f"stray pid {orphan.pid}" in down.stdout
         again = run(stack, "up", "--detach", "--workers", "0")
         assert again.returncode == 1 and "Traceback" not in again.stdout + again.stderr
         assert "still running" in again.stderr and "kernelfarm down" in again.stderr
