@@ -139,7 +139,7 @@ class EmbeddedPostgres:
         if not self.password:
             auth = ["--auth=trust"]
             subprocess.run([self._bin("initdb"), "-D", str(self.data_dir), *auth, "--encoding=utf8", "-U", "postgres"],
-                           check=True, capture_output=True, **self._user_kwargs())  # type: ignore[call-overload]  # fmt: skip
+                           check=True, capture_output=True, **self._user_kwargs())  # fmt: skip
             return
         # The password reaches initdb in a file only its user can read, never on a command line (ps).
         pwfile = self.data_dir.parent / f".{self.data_dir.name}.pwfile"
@@ -155,7 +155,7 @@ class EmbeddedPostgres:
             subprocess.run(
                 [self._bin("initdb"), "-D", str(self.data_dir), "--auth=scram-sha-256", f"--pwfile={pwfile}",
                  "--encoding=utf8", "-U", "postgres"],
-                check=True, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
+                check=True, capture_output=True, **self._user_kwargs(),
             )  # fmt: skip
         finally:
             pwfile.unlink(missing_ok=True)
@@ -171,7 +171,7 @@ class EmbeddedPostgres:
         subprocess.run(
             [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-t", "60", "-o", options,
              "-l", str(self.data_dir / "server.log"), "start"],
-            check=True, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
+            check=True, capture_output=True, **self._user_kwargs(),
         )  # fmt: skip
         wait_for(lambda: port_open(self.host, self.port), 30, "PostgreSQL")
         logger.info("PostgreSQL listening on %s:%s", self.host, self.port)
@@ -197,7 +197,7 @@ class EmbeddedPostgres:
             return None
         result = subprocess.run(
             [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-t", str(int(timeout)), "-m", mode, "stop"],
-            check=False, capture_output=True, text=True, **self._user_kwargs(),  # type: ignore[call-overload]
+            check=False, capture_output=True, text=True, **self._user_kwargs(),
         )  # fmt: skip
         if self.server_pid() is None:
             return None
