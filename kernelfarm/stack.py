@@ -269,13 +269,14 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
 
     upgrade(database_url)
     token = local_admin_token(database_url, kept, state_dir)
-    port = choose_api_port(api_port)
-    state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
-    state.save(state_dir)
-
-    env = _component_env(state, state_dir)
+    state = StackState(database_url, redis_url, "", token, embedded_pg, embedded_redis_pid)
     logs = state_dir / "logs"
-    state.processes.append(spawn("api", launcher.api_argv(port), env, logs))
+    try:
+        _start_api(state, state_dir, api_port, logs)
+    except Exception:
+        stop_stack(state_dir)
+        raise
+    env = _component_env(state, state_dir)
     schedule = state_dir / "celerybeat-schedule"
     state.processes.append(spawn("coordinator", launcher.coordinator_argv(schedule), env, logs))
     for index in range(plan.count):
@@ -287,6 +288,42 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
         stop_stack(state_dir)
         raise
     return state
+
+
+def _start_api(state: StackState, state_dir: Path, requested_port: int | None, logs: Path) -> None:
+    """Start the API and wait until it answers. On the default port, another stack starting at the same
+    moment may win the race for it: then once more on a free port."""
+    for attempt in range(2):
+        port = choose_api_port(requested_port) if attempt == 0 else free_port()
+        state.api_url = f"http://127.0.0.1:{port}"
+        api = spawn("api", launcher.api_argv(port), _component_env(state, state_dir), logs)
+        state.processes[:] = [api]
+        state.save(state_dir)
+        deadline = time.monotonic() + 60
+
+        def answering(pid: int = api.pid, port: int = port) -> bool:  # ours, not another stack's on that port
+            return _listens(pid, port) and api_ready(state.api_url)
+
+        while alive(api.pid) and not answering() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if alive(api.pid) and answering():
+            return
+        if alive(api.pid):
+            raise RuntimeError(f"the API did not answer within 60 s; see {api.log}")
+        if requested_port or port != DEFAULT_API_PORT:
+            break
+        logger.warning("the API could not take port %d; trying a free port", port)
+    raise RuntimeError(f"the API exited during start-up; see {logs / 'api.log'}")
+
+
+def _listens(pid: int, port: int) -> bool:
+    import psutil
+
+    try:
+        connections = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in connections)
 
 
 def wait_until_ready(state: StackState, workers: int, timeout: float) -> None:
