@@ -7,6 +7,8 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from sqlalchemy.exc import OperationalError
 
 from kernelfarm.client import ApiError
 from kernelfarm.commands import (
@@ -22,6 +24,7 @@ from kernelfarm.commands import (
     strategy_benchmark,
 )
 from kernelfarm.context import CliError
+from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.stack import StackError
 
 app = typer.Typer(help="kernelfarm: distributed GPU kernel auto-tuning.", no_args_is_help=True,
@@ -53,6 +56,13 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         app()
-    except (CliError, StackError, ApiError) as exc:  # what a user can cause or fix: one line, exit 1
-        Console(stderr=True).print(f"[red]error[/]: {exc}", highlight=False, soft_wrap=True)
-        sys.exit(1)
+    except (CliError, StackError, ApiError, KernelfarmError) as exc:  # a user can cause or fix these: one line
+        _fail(str(exc))
+    except OperationalError as exc:  # the database of DATABASE_URL or of the stack does not answer
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        _fail(f"cannot reach the database ({reason}); is the stack running? `kernelfarm status` says")
+
+
+def _fail(message: str) -> None:
+    Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    sys.exit(1)

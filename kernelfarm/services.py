@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 logger = logging.getLogger(__name__)
@@ -99,8 +99,10 @@ class EmbeddedPostgres:
     def _bin(self, name: str) -> str:
         return str(_postgres_bin_dir() / name)
 
-    def _user_kwargs(self) -> dict[str, str]:
-        return {"user": PG_SYSTEM_USER} if os.geteuid() == 0 else {}
+    def _user_kwargs(self) -> dict[str, Any]:
+        # The user's own group and no other: with subprocess' `user=` alone it kept root's group, so the
+        # group bits of root's folders (not the "others" bits this class relies on) decided its access.
+        return {"user": PG_SYSTEM_USER, "group": PG_SYSTEM_USER, "extra_groups": []} if os.geteuid() == 0 else {}
 
     def _prepare_root(self) -> None:
         """As root: PostgreSQL runs as PG_SYSTEM_USER. Folders from the data dir up to ``boundary``
@@ -137,7 +139,7 @@ class EmbeddedPostgres:
         if not self.password:
             auth = ["--auth=trust"]
             subprocess.run([self._bin("initdb"), "-D", str(self.data_dir), *auth, "--encoding=utf8", "-U", "postgres"],
-                           check=True, capture_output=True, **self._user_kwargs())  # type: ignore[call-overload]  # fmt: skip
+                           check=True, capture_output=True, **self._user_kwargs())  # fmt: skip
             return
         # The password reaches initdb in a file only its user can read, never on a command line (ps).
         pwfile = self.data_dir.parent / f".{self.data_dir.name}.pwfile"
@@ -153,7 +155,7 @@ class EmbeddedPostgres:
             subprocess.run(
                 [self._bin("initdb"), "-D", str(self.data_dir), "--auth=scram-sha-256", f"--pwfile={pwfile}",
                  "--encoding=utf8", "-U", "postgres"],
-                check=True, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
+                check=True, capture_output=True, **self._user_kwargs(),
             )  # fmt: skip
         finally:
             pwfile.unlink(missing_ok=True)
@@ -169,7 +171,7 @@ class EmbeddedPostgres:
         subprocess.run(
             [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-t", "60", "-o", options,
              "-l", str(self.data_dir / "server.log"), "start"],
-            check=True, capture_output=True, **self._user_kwargs(),  # type: ignore[call-overload]
+            check=True, capture_output=True, **self._user_kwargs(),
         )  # fmt: skip
         wait_for(lambda: port_open(self.host, self.port), 30, "PostgreSQL")
         logger.info("PostgreSQL listening on %s:%s", self.host, self.port)
@@ -195,7 +197,7 @@ class EmbeddedPostgres:
             return None
         result = subprocess.run(
             [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-t", str(int(timeout)), "-m", mode, "stop"],
-            check=False, capture_output=True, text=True, **self._user_kwargs(),  # type: ignore[call-overload]
+            check=False, capture_output=True, text=True, **self._user_kwargs(),
         )  # fmt: skip
         if self.server_pid() is None:
             return None

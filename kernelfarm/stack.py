@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
 # Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
 STOPPING_FILE = "stopping"
+STACK_TAG = "KERNELFARM_STACK_TAG"  # in every component's environment: the state dir of its stack
 HEALTH_FILE = "components.json"  # the foreground supervisor's view, read by `kernelfarm status` and /ready
 # Kept across `down`/`up` (the PostgreSQL data outlives a run): generated server passwords and the local
 # admin token, readable by the owner only.
@@ -152,12 +153,33 @@ METRICS_DIR = "metrics"
 
 
 def _component_env(state: StackState, state_dir: Path | None = None) -> dict[str, str]:
-    overrides = {"KERNELFARM_STACK_HEALTH_FILE": str(state_dir / HEALTH_FILE)} if state_dir else None
+    overrides = None
+    if state_dir:
+        # STACK_TAG: `down` finds every process of the stack by it, also one that left its process group
+        # or outlived a restarted parent (a Celery beat orphaned by a killed coordinator survived `down`).
+        overrides = {"KERNELFARM_STACK_HEALTH_FILE": str(state_dir / HEALTH_FILE), STACK_TAG: str(state_dir)}
     env = launcher.component_env(state.database_url, state.redis_url, api_url=state.api_url, overrides=overrides)
     if state_dir is not None:
         # The API's /metrics sums what the API and the coordinator's pool processes leave here (core/metrics.py).
         env["PROMETHEUS_MULTIPROC_DIR"] = str(state_dir / METRICS_DIR)
     return env
+
+
+def tagged_processes(state_dir: Path) -> list[int]:
+    """Live processes started by the stack of ``state_dir`` (their environment carries its tag)."""
+    tag = f"{STACK_TAG}={state_dir.resolve()}".encode()
+    found = []
+    for pid in _all_pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                tagged = tag in handle.read().split(b"\0")
+        except OSError:
+            continue
+        if tagged and alive(pid):
+            found.append(pid)
+    return found
 
 
 def survivors(state_dir: Path) -> list[str]:
@@ -170,6 +192,9 @@ def survivors(state_dir: Path) -> list[str]:
         left += [f"{p.name} (pid {p.pid})" for p in state.processes if group_alive(p.pid)]
         if state.embedded_redis_pid and alive(state.embedded_redis_pid):
             left.append(f"redis (pid {state.embedded_redis_pid})")
+    listed = {p.pid for p in state.processes} if state else set()
+    left += [f"stray component process (pid {pid})" for pid in tagged_processes(state_dir)
+             if _pgid_of(pid) not in listed]  # fmt: skip
     postgres_dir = Path(state.embedded_postgres) if state and state.embedded_postgres else state_dir / "postgres"
     pid = EmbeddedPostgres(postgres_dir).server_pid()
     if pid is not None:
@@ -252,15 +277,16 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
 
     upgrade(database_url)
     token = local_admin_token(database_url, kept, state_dir)
-    port = choose_api_port(api_port)
-    state = StackState(database_url, redis_url, f"http://127.0.0.1:{port}", token, embedded_pg, embedded_redis_pid)
-    state.save(state_dir)
-
+    state = StackState(database_url, redis_url, "", token, embedded_pg, embedded_redis_pid)
     shutil.rmtree(state_dir / METRICS_DIR, ignore_errors=True)  # the last run's samples
     (state_dir / METRICS_DIR).mkdir()
-    env = _component_env(state, state_dir)
     logs = state_dir / "logs"
-    state.processes.append(spawn("api", launcher.api_argv(port), env, logs))
+    try:
+        _start_api(state, state_dir, api_port, logs)
+    except Exception:
+        stop_stack(state_dir)
+        raise
+    env = _component_env(state, state_dir)
     schedule = state_dir / "celerybeat-schedule"
     state.processes.append(spawn("coordinator", launcher.coordinator_argv(schedule), env, logs))
     for index in range(plan.count):
@@ -272,6 +298,42 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
         stop_stack(state_dir)
         raise
     return state
+
+
+def _start_api(state: StackState, state_dir: Path, requested_port: int | None, logs: Path) -> None:
+    """Start the API and wait until it answers. On the default port, another stack starting at the same
+    moment may win the race for it: then once more on a free port."""
+    for attempt in range(2):
+        port = choose_api_port(requested_port) if attempt == 0 else free_port()
+        state.api_url = f"http://127.0.0.1:{port}"
+        api = spawn("api", launcher.api_argv(port), _component_env(state, state_dir), logs)
+        state.processes[:] = [api]
+        state.save(state_dir)
+        deadline = time.monotonic() + 60
+
+        def answering(pid: int = api.pid, port: int = port) -> bool:  # ours, not another stack's on that port
+            return _listens(pid, port) and api_ready(state.api_url)
+
+        while alive(api.pid) and not answering() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if alive(api.pid) and answering():
+            return
+        if alive(api.pid):
+            raise RuntimeError(f"the API did not answer within 60 s; see {api.log}")
+        if requested_port or port != DEFAULT_API_PORT:
+            break
+        logger.warning("the API could not take port %d; trying a free port", port)
+    raise RuntimeError(f"the API exited during start-up; see {logs / 'api.log'}")
+
+
+def _listens(pid: int, port: int) -> bool:
+    import psutil
+
+    try:
+        connections = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in connections)
 
 
 def wait_until_ready(state: StackState, workers: int, timeout: float) -> None:
@@ -319,18 +381,25 @@ def stop_stack_checked(state_dir: Path, grace: float = 15.0) -> StopReport:
     state = StackState.load(state_dir)
     postgres = EmbeddedPostgres(Path(state.embedded_postgres) if state and state.embedded_postgres
                                 else state_dir / "postgres")  # fmt: skip
-    if state is None and postgres.server_pid() is None:
+    if state is None and postgres.server_pid() is None and not tagged_processes(state_dir):
         return StopReport([], [])
     (state_dir / STOPPING_FILE).touch()
     stopped: list[str] = []
     problems: list[str] = []
+    strays = tagged_processes(state_dir)
     if state is not None:
         stopped += stop_processes(state.processes, grace)
-        if state.embedded_redis_pid and alive(state.embedded_redis_pid):
+    for pid in strays:  # orphans outside the components' process groups (see _component_env)
+        if alive(pid):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(state.embedded_redis_pid, signal.SIGTERM)
-            _wait_gone(state.embedded_redis_pid, grace)
-            stopped.append("redis")
+                os.kill(pid, signal.SIGTERM)
+            _wait_gone(pid, 5)
+            stopped.append(f"stray pid {pid}")
+    if state is not None and state.embedded_redis_pid and alive(state.embedded_redis_pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(state.embedded_redis_pid, signal.SIGTERM)
+        _wait_gone(state.embedded_redis_pid, grace)
+        stopped.append("redis")
     if postgres.server_pid() is not None:
         why = postgres.stop()
         if why:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -41,13 +44,21 @@ def token_create(
 
 
 @token_app.command("list")
-def token_list() -> None:
+def token_list(as_json: bool = typer.Option(False, "--json", help="print JSON (for scripts)")) -> None:
+    """Tokens by name, with scopes and dates (never the token itself)."""
     with session_scope(cli_context().database_url()) as session:
-        rows = tokens.list_tokens(session)
-        table = Table("name", "scopes", "created", "last used", "revoked")
-        for row in rows:
-            table.add_row(row.name, ",".join(row.scopes), str(row.created_at), str(row.last_used_at or ""),
-                          str(row.revoked_at or ""))  # fmt: skip
+        rows: list[dict[str, Any]] = [
+            {"name": row.name, "scopes": list(row.scopes), "created_at": row.created_at,
+             "last_used_at": row.last_used_at, "revoked_at": row.revoked_at}
+            for row in tokens.list_tokens(session)
+        ]  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+        return
+    table = Table("name", "scopes", "created", "last used", "revoked")
+    for item in rows:
+        table.add_row(item["name"], ",".join(item["scopes"]), str(item["created_at"]), str(item["last_used_at"] or ""),
+                      str(item["revoked_at"] or ""))  # fmt: skip
     console.print(table)
 
 

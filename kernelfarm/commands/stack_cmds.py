@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -109,10 +110,14 @@ def _report_stop(state_dir: Path) -> None:
         console.print(f"nothing was running (state dir {state_dir.resolve()})")
 
 
-def status(state_dir: Path = typer.Option(None)) -> None:
-    """Is the embedded stack running, and where?"""
+def status(state_dir: Path = typer.Option(None),
+           as_json: bool = typer.Option(False, "--json", help="print JSON (for scripts)")) -> None:  # fmt: skip
+    """Is the embedded stack running, and where? Exit 1 when it is not, or a component is down."""
     ctx = cli_context(state_dir)
     state = running_state(ctx.state_dir)
+    if as_json:
+        _status_json(ctx.state_dir, state)
+        return
     if state is None:
         left = survivors(ctx.state_dir)
         extra = f"; left over from an earlier stack: {', '.join(left)} (`kernelfarm down` stops them)" if left else ""
@@ -136,4 +141,21 @@ def status(state_dir: Path = typer.Option(None)) -> None:
         failing = failing or "exited" in described or "CRASH" in described or "GAVE" in described
         console.print(f"  {process.name} (pid {process.pid}): {described}")
     if failing:
+        raise typer.Exit(1)
+
+
+def _status_json(state_dir: Path, state: StackState | None) -> None:
+    health = read_health(state_dir)
+    components = []
+    for process in state.processes if state else []:
+        known = health.get(process.name)
+        running = group_alive(process.pid)
+        components.append({"name": process.name, "pid": process.pid, "running": running, "log": process.log,
+                           "state": known.state if known else ("running" if running else "exited"),
+                           "exits": known.exits if known else None})  # fmt: skip
+    failing = any(c["state"] not in ("running", "restarting") for c in components)
+    typer.echo(json.dumps({"running": state is not None, "state_dir": str(state_dir.resolve()),
+                           "api_url": state.api_url if state else None, "components": components,
+                           "left_over": [] if state else survivors(state_dir)}, indent=2))  # fmt: skip
+    if state is None or failing:
         raise typer.Exit(1)

@@ -64,7 +64,7 @@ def test_tune_then_best_from_the_cli(stack: Path) -> None:
     assert job_id in jobs.stdout and "convolution_kernel" in jobs.stdout and "complete" in jobs.stdout
     workers = run(stack, "workers")
     assert workers.returncode == 0, workers.stderr
-    assert "worker-0" in workers.stdout and "worker-1" in workers.stdout and RTX3090 in workers.stdout
+    assert "replay0@" in workers.stdout and "replay1@" in workers.stdout and RTX3090 in workers.stdout
     kernels = run(stack, "kernels")
     assert kernels.returncode == 0, kernels.stderr
     assert "convolution_kernel" in kernels.stdout and "block_size_x" in kernels.stdout

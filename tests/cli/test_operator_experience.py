@@ -10,6 +10,8 @@ import os
 import signal
 import socket
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +21,15 @@ import redis
 from sqlalchemy.engine import make_url
 
 from kernelfarm.services import EmbeddedPostgres, UnreachableForPostgres, port_open, wait_for
-from kernelfarm.stack import DEFAULT_API_PORT, SECRETS_FILE, STATE_FILE, StackState, choose_api_port, group_alive
+from kernelfarm.stack import (
+    DEFAULT_API_PORT,
+    SECRETS_FILE,
+    STACK_TAG,
+    STATE_FILE,
+    StackState,
+    choose_api_port,
+    group_alive,
+)
 from tests.cli.test_embedded_stack import RTX3090, run
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the permission checks need root (as on the GPU nodes)")
@@ -130,6 +140,24 @@ def test_tune_prints_names_numbers_progress_lines_and_json(stack: Path) -> None:
     assert cancelled.returncode == 0 and json.loads(cancelled.stdout)["state"] == "complete"
 
 
+def test_status_as_json(stack: Path) -> None:
+    status = run(stack, "status", "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    report = json.loads(status.stdout)
+    assert report["running"] is True and report["api_url"].startswith("http://127.0.0.1:")
+    assert {c["name"]: c["state"] for c in report["components"]} == {
+        "api": "running", "coordinator": "running", "worker-0": "running"}  # fmt: skip
+
+
+def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "DATABASE_URL": "postgresql+psycopg2://postgres@127.0.0.1:1/postgres",
+           "KERNELFARM_STATE_DIR": str(tmp_path)}  # fmt: skip
+    listed = subprocess.run([sys.executable, "-P", "-m", "kernelfarm", "token", "list"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert listed.returncode == 1 and "Traceback" not in listed.stderr
+    assert listed.stderr.startswith("error: cannot reach the database") and listed.stderr.count("\n") == 1
+
+
 def test_errors_are_one_human_line(stack: Path) -> None:
     bad = run(stack, "tune", "convolution_kernel", "--gpu", RTX3090, "--budget", "0")
     assert bad.returncode == 1
@@ -185,11 +213,16 @@ def test_down_verifies_up_explains_and_the_token_is_reused(stack: Path) -> None:
     assert state is not None and state.embedded_postgres
     data = Path(state.embedded_postgres)
     token = state.token
+    # An orphan of the stack outside every component's process group (as a Celery beat orphaned by a
+    # killed coordinator was, before): `down` finds it by the stack's tag and stops it too.
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                              env={**os.environ, STACK_TAG: str(stack.resolve())})  # fmt: skip
     data.chmod(0o000)
     try:
         down = run(stack, "down")
         assert down.returncode == 1, down.stdout
         assert "still running" in down.stdout and "PostgreSQL (pid" in down.stdout
+        assert orphan.wait(timeout=10) is not None and f"stray pid {orphan.pid}" in down.stdout
         again = run(stack, "up", "--detach", "--workers", "0")
         assert again.returncode == 1 and "Traceback" not in again.stdout + again.stderr
         assert "still running" in again.stderr and "kernelfarm down" in again.stderr
@@ -202,5 +235,6 @@ def test_down_verifies_up_explains_and_the_token_is_reused(stack: Path) -> None:
     assert up.returncode == 0, up.stdout + up.stderr
     restarted = StackState.load(stack)
     assert restarted is not None and restarted.token == token  # reused, not a new one per `up`
-    listed = run(stack, "token", "list")
-    assert listed.stdout.count("local-stack-admin") == 1, listed.stdout
+    listed = json.loads(run(stack, "token", "list", "--json").stdout)
+    active = [t for t in listed if t["name"] == "local-stack-admin" and t["revoked_at"] is None]
+    assert len(active) == 1 and len([t for t in listed if t["name"] == "local-stack-admin"]) == 1

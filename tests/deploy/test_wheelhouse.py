@@ -250,7 +250,7 @@ GPU_NODE_VENV_MARK = "<!-- gpu-node-venv:"
 def documented_gpu_node_venv_steps() -> list[str]:
     """The bash block of DEPLOY.md's bare-metal step 2, install.sh line left out."""
     text = DOCS.read_text()
-    block = text[text.index(GPU_NODE_VENV_MARK):].split("```bash\n", 1)[1].split("```", 1)[0]
+    block = text[text.index(GPU_NODE_VENV_MARK) :].split("```bash\n", 1)[1].split("```", 1)[0]
     return [line for line in block.replace("\\\n", "").splitlines() if line.strip() and "install.sh" not in line]
 
 
