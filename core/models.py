@@ -202,6 +202,8 @@ class JobIdempotencyKey(Base):
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     request_hash: Mapped[str] = mapped_column(String(64))
+
+
 class ModelProfile(Base):
     """A model's inference profile from ``kernelfarm profile-model``: the whole report as JSON, and the
     fields it is listed and filtered by."""

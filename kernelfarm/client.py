@@ -106,6 +106,7 @@ class Client:
         """POST /v1/kernels: the manifest (file name, bytes) and the files it names."""
         parts = [("manifest", manifest), *(("files", item) for item in files)]
         return self._call("POST", "/v1/kernels", files=parts)
+
     def store_profile(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/v1/profiles", json=body)
 
