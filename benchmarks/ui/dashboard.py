@@ -112,15 +112,18 @@ def seed(database_url: str, trials: int, workers: int) -> str:
                 "failure_message": f"synthetic {failed_kind}" if failed_kind else None, "provenance": {},
                 "started_at": _at(finished - 0.04), "finished_at": _at(finished),
             })  # fmt: skip
-        session.execute(insert(Trial), rows)
+        if rows:
+            session.execute(insert(Trial), rows)
         ids = session.execute(text("SELECT id, time_ms FROM trials WHERE job_id = :j AND time_ms IS NOT NULL "
                                    "ORDER BY time_ms LIMIT 100"), {"j": job.id}).all()  # fmt: skip
-        session.execute(insert(TrialProfile), [{
+        profiles = [{
             "trial_id": trial_id, "job_id": job.id, "profiled_at": _at(start), "worker_name": "bench-0",
             "metrics": {"achieved_occupancy_pct": 40 + rng.random() * 50, "dram_throughput_pct": rng.random() * 90,
                         "l2_hit_rate_pct": 30 + rng.random() * 60, "ncu_wall_s": 0.4},
             "batch_size": 8, "wall_seconds": 3.2,
-        } for trial_id, _ in ids])  # fmt: skip
+        } for trial_id, _ in ids]  # fmt: skip
+        if profiles:
+            session.execute(insert(TrialProfile), profiles)
         for n in range(workers):
             register_worker(session, WorkerIdentity(
                 name=f"bench-{n}", hostname=f"host-{n // 8}", backend="replay", gpu_model=GPU,
@@ -266,11 +269,15 @@ def main() -> None:
         with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {token}"}) as client:
             live = len(client.get("/v1/workers").json())
         assert live == args.workers, f"{live} live workers, expected {args.workers}"
-        figures: dict[str, Any] = {"trials": args.trials, "workers": args.workers, "runs": args.runs}
+        figures: dict[str, Any] = {"trials": args.trials, "workers": args.workers, "runs": args.runs,
+                                   "load_average_before": os.getloadavg()}  # fmt: skip
         figures |= scrape_figures(api_url, token, 50)
         if args.runs:
             figures |= browser_figures(api_url, token, job_id, args.runs)
-        summary = {k: round(statistics.median(v), 1) for k, v in figures.items() if isinstance(v, list)}
+        figures["load_average_after"] = os.getloadavg()
+        summary = {
+            k: round(statistics.median(v), 1) for k, v in figures.items() if isinstance(v, list) and "load" not in k
+        }
         figures["median"] = summary
         print(json.dumps(summary, indent=2))
         if args.json:
