@@ -16,7 +16,10 @@ Measured (medians over ``--runs``):
   trial, heatmap, trial table; ``window.kfFirstRenderMs``), in a fresh browser context (cold: nothing
   cached, plotly.min.js fetched and compiled) and on a second visit in that context (warm);
 - heatmap switch: from changing the x parameter to the next frame after Plotly drew the new heatmap;
-- /metrics: one scrape over a keep-alive connection with a read token, 50 scrapes.
+- /metrics: one scrape over a keep-alive connection with a read token, 50 scrapes; /health the same way,
+  as a baseline of how slowly the (shared) machine answers anything;
+- the renderer process's CPU time for each first render (Chromium's ProcessTime): the page's own work,
+  which contention for the cores does not inflate (the GPU process's software WebGL is not included).
 
 Needs Chromium (apt-get install chromium) and the dev extras (playwright).
 """
@@ -170,6 +173,7 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
     if chromium is None:
         raise SystemExit("no Chromium: apt-get install chromium")
     cold, warm, switches = [], [], []
+    cold_cpu, warm_cpu = [], []
     host = api_url.split("//", 1)[1].split(":")[0]
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, headless=True,
@@ -179,11 +183,16 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_cookies([{"name": "kf_session", "value": token, "domain": host, "path": "/",
                                   "httpOnly": True, "sameSite": "Strict"}])  # fmt: skip
-            for bucket in (cold, warm):
+            for bucket, cpu in ((cold, cold_cpu), (warm, warm_cpu)):
                 page = context.new_page()
+                cdp = context.new_cdp_session(page)
+                cdp.send("Performance.enable")
+                before = _process_seconds(cdp)
                 page.goto(f"{api_url}/ui/jobs/{job_id}")
                 page.wait_for_selector("body[data-rendered='1']", timeout=60_000)
                 bucket.append(page.evaluate("window.kfFirstRenderMs"))
+                after = _process_seconds(cdp)
+                cpu.append(1000 * (after - before if after >= before else after))
                 logger.info("%s: %.0f ms; stages %s; plotly loaded at %.0f ms", "cold" if bucket is cold else "warm",
                             bucket[-1], page.evaluate("window.kfStages"), page.evaluate(PLOTLY_LOADED))  # fmt: skip
                 if bucket is warm:
@@ -193,7 +202,20 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
                 page.close()
             context.close()
         browser.close()
-    return {"first_render_cold_ms": cold, "first_render_warm_ms": warm, "heatmap_switch_ms": switches}
+    return {
+        "first_render_cold_ms": cold,
+        "first_render_warm_ms": warm,
+        "heatmap_switch_ms": switches,
+        "first_render_cold_renderer_cpu_ms": cold_cpu,
+        "first_render_warm_renderer_cpu_ms": warm_cpu,
+    }
+
+
+def _process_seconds(cdp: Any) -> float:
+    """CPU seconds the page's renderer process has used (Chromium's Performance.getMetrics ProcessTime):
+    the page's own work, whatever else the machine's cores were busy with."""
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return float(metrics.get("ProcessTime", 0.0))
 
 
 PLOTLY_LOADED = (
@@ -210,16 +232,21 @@ SWITCH = """async (x) => {
 
 
 def scrape_figures(api_url: str, token: str, scrapes: int) -> dict[str, Any]:
-    times = []
+    """/metrics, and /health the same way as a baseline: how long the loaded machine takes to answer
+    anything at all."""
+    out: dict[str, Any] = {}
     with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
-        client.get("/metrics").raise_for_status()  # connection and first-use costs
-        for _ in range(scrapes):
-            started = time.perf_counter()
-            response = client.get("/metrics")
-            times.append((time.perf_counter() - started) * 1000)
-            response.raise_for_status()
-    size = len(response.content)
-    return {"metrics_scrape_ms": times, "metrics_bytes": size}
+        for path, key in (("/health", "health_baseline_ms"), ("/metrics", "metrics_scrape_ms")):
+            client.get(path).raise_for_status()  # connection and first-use costs
+            times = []
+            for _ in range(scrapes):
+                started = time.perf_counter()
+                response = client.get(path)
+                times.append((time.perf_counter() - started) * 1000)
+                response.raise_for_status()
+            out[key] = times
+    out["metrics_bytes"] = len(response.content)
+    return out
 
 
 def main() -> None:
