@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: demo test lint install
+.PHONY: demo test lint install chromium chromium
 
 $(BIN)/kernelfarm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,18 @@ $(VENV)/.profile-extra: $(BIN)/kernelfarm
 	$(BIN)/pip install --quiet -e '.[dev,profile]'
 	touch $@
 
-test: install $(VENV)/.profile-extra
+# The browser tests (tests/ui) drive Debian's Chromium (Playwright's own browser download does not work
+# on these machines). Installed here when missing and we are root with apt; never fatal: without it the
+# browser tests skip and say why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium for the browser tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+	      || echo "chromium could not be installed: the browser tests will skip"; \
+	  else echo "no chromium and not root: the browser tests will skip"; fi; }
+
+test: install $(VENV)/.profile-extra chromium
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q
 
 lint: install

@@ -69,15 +69,13 @@ class FarmCollector(Collector):
 
     def _read(self) -> Iterable[Metric]:
         with session_scope(self.database_url) as session:
-            counts = fleet_store.trial_counts(session)
-            loads = fleet_store.load_per_model(session)
+            summary = fleet_store.trial_summary(session)
             live = worker_store.live_workers(session, self.ttl_seconds)
-            busy = fleet_store.busy_workers(session)
             distributions = fleet_store.time_distributions(session, TIME_BUCKETS)
 
         trials = GaugeMetricFamily("kernelfarm_trials", "Trials by state and failure kind ('' unless failed)",
                                    labels=["state", "failure_kind"])  # fmt: skip
-        for state, kind, count in counts:
+        for (state, kind), count in sorted(summary.counts.items()):
             trials.add_metric([state, kind], count)
         yield trials
 
@@ -87,7 +85,7 @@ class FarmCollector(Collector):
                                     labels=["gpu_model"])  # fmt: skip
         waiting = GaugeMetricFamily("kernelfarm_waiting_jobs", "Jobs waiting for their first dispatch, per GPU model",
                                     labels=["gpu_model"])  # fmt: skip
-        for model, load in sorted(loads.items()):
+        for model, load in sorted(summary.loads.items()):
             queued.add_metric([model], load.queued_trials)
             running.add_metric([model], load.running_trials)
             waiting.add_metric([model], load.waiting_jobs)
@@ -101,8 +99,8 @@ class FarmCollector(Collector):
         busy_per_model: dict[str, int] = {}
         for worker in live:
             per_model[(worker.gpu_model, worker.backend)] = per_model.get((worker.gpu_model, worker.backend), 0) + 1
-            busy_per_model[worker.gpu_model] = busy_per_model.get(worker.gpu_model, 0) + (1 if busy.get(worker.name)
-                                                                                         else 0)  # fmt: skip
+            is_busy = 1 if summary.busy.get(worker.name) else 0
+            busy_per_model[worker.gpu_model] = busy_per_model.get(worker.gpu_model, 0) + is_busy
         for (model, backend), count in sorted(per_model.items()):
             live_family.add_metric([model, backend], count)
         for model, count in sorted(busy_per_model.items()):

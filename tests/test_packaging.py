@@ -43,6 +43,9 @@ def test_wheel_has_one_top_level_name(wheel: Path) -> None:
     assert "kernelfarm/migrations/env.py" in names
     assert any(n.startswith("kernelfarm/kernels/matmul_fp32/") and n.endswith(".cu") for n in names)
     assert any(n.startswith("kernelfarm/kernels/recorded/") and n.endswith(".json.gz") for n in names)
+    # The dashboard's pages, scripts and styles (api/ui).
+    for asset in ("pages/shell.html", "pages/job.html", "static/app.css", "static/favicon.svg", "static/js/job.js"):
+        assert f"kernelfarm/api/ui/{asset}" in names, asset
 
 
 def test_fresh_venv_imports_past_decoy_packages(wheel: Path, tmp_path: Path) -> None:

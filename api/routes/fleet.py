@@ -19,8 +19,8 @@ def fleet(
     _: ReadToken, session: SessionDep, settings: SettingsDep, failures: Annotated[int, Query(ge=0, le=200)] = 20
 ) -> FleetPublic:
     live = worker_store.live_workers(session, settings.worker_ttl_seconds)
-    busy = fleet_store.busy_workers(session)
-    loads = fleet_store.load_per_model(session)
+    summary = fleet_store.trial_summary(session)
+    busy, loads = summary.busy, summary.loads
     models: dict[str, GpuModelLoadPublic] = {}
     for model in sorted({w.gpu_model for w in live} | set(loads)):
         workers = [w for w in live if w.gpu_model == model]

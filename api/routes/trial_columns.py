@@ -9,7 +9,8 @@ from fastapi import APIRouter, Response
 from kernelfarm.api.deps import ReadToken, SessionDep
 from kernelfarm.api.insight_schemas import TrialColumnsPublic
 from kernelfarm.core.errors import NotFound
-from kernelfarm.core.store.trial_table import trial_columns
+from kernelfarm.core.store.jobs import get_job
+from kernelfarm.core.store.trial_table import trial_columns_json
 from kernelfarm.kernels.registry import get_kernel
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -20,17 +21,15 @@ def job_trial_columns(job_id: uuid.UUID, _: ReadToken, session: SessionDep) -> R
     """Every trial of the job in proposal order, one list per field: state, failure kind, times,
     seconds since the job was created, each parameter's value, roofline metrics and Nsight Compute
     metrics where present. Lighter than paging /trials (no repetitions, provenance or messages)."""
-    columns = trial_columns(session, job_id)
-    columns["parameters"] = _in_spec_order(columns["kernel"], columns["parameters"])
-    # Built by the store from database rows; validated models would cost ~10x the query at 10k trials.
-    body = TrialColumnsPublic.model_construct(**columns).model_dump_json()
+    job = get_job(session, job_id)
+    # The database assembles the document (core/store/trial_table.py); it is sent as it comes.
+    body = trial_columns_json(session, job.id, _spec_order(job.kernel_name))
     return Response(content=body, media_type="application/json")
 
 
-def _in_spec_order(kernel: str, parameters: list[str]) -> list[str]:
+def _spec_order(kernel: str) -> list[str] | None:
     """The kernel spec's parameter order (the stored space is JSONB, which keeps no key order)."""
     try:
-        order = {p.name: i for i, p in enumerate(get_kernel(kernel).space.parameters)}
-    except NotFound:  # a kernel no longer in the catalogue: stored order
-        return parameters
-    return sorted(parameters, key=lambda name: order.get(name, len(order)))
+        return [p.name for p in get_kernel(kernel).space.parameters]
+    except NotFound:  # a kernel no longer in the catalogue: the stored space's names
+        return None

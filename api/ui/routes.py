@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import re
 from functools import cache
 from importlib.resources import files
@@ -57,11 +58,14 @@ def _html(body: str) -> HTMLResponse:
 def render_page(page: str, user: str, data: dict[str, str] | None = None) -> HTMLResponse:
     title, script, plotly = PAGES[page]
     nav = "".join(f'<a href="{href}"{" class=active" if key == page else ""}>{label}</a>' for key, href, label in NAV)
-    attributes = " ".join(f'data-{k}="{v}"' for k, v in (data or {}).items())
-    scripts = '<script src="/ui/vendor/plotly.min.js"></script>' if plotly else ""
-    scripts += f'<script type="module" src="/ui/static/js/{script}"></script>'
+    attributes = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in (data or {}).items())
+    # The page's module first: both are deferred and run in document order, so the page asks the API for
+    # its data while the browser is still evaluating Plotly (4.8 MB; ~2 s on a loaded 2-core VM).
+    scripts = f'<script type="module" src="/ui/static/js/{script}"></script>'
+    if plotly:
+        scripts += '<script defer id="plotly" src="/ui/vendor/plotly.min.js"></script>'
     body = _template("shell.html").substitute(
-        title=title, nav=nav, user=user, page=page, data=attributes, scripts=scripts,
+        title=title, nav=nav, user=html.escape(user), page=page, data=attributes, scripts=scripts,
         content=(UI_ROOT / "pages" / f"{page}.html").read_text(encoding="utf-8"),
     )  # fmt: skip
     return _html(body)

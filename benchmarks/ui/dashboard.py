@@ -1,0 +1,330 @@
+"""Dashboard and /metrics speed: a 10,000-trial job page in headless Chromium, and /metrics with 100 workers.
+
+    python -m benchmarks.ui.dashboard [--trials 10000] [--workers 100] [--runs 5] [--json out.json]
+
+Starts its own embedded PostgreSQL and Redis (or uses DATABASE_URL / REDIS_URL), a fresh database made
+by the migrations, and the API (`kernelfarm serve-api`, one process, KERNELFARM_METRICS_CACHE_SECONDS=0
+so every scrape reads the database: the worst case). It then stores one job of convolution_kernel
+with ``--trials`` trials: every config of the kernel's cartesian space in a shuffled order, the valid
+ones complete (5 % failed with a runtime kind) and the invalid ones failed as ``constraint``; times,
+roofline metrics (against made-up ceilings) and Nsight Compute metrics of the 100 fastest are
+synthetic: a page's cost depends on how many points it draws, not on their values. ``--workers``
+workers are registered with fresh heartbeats.
+
+Measured (medians over ``--runs``):
+- first render: navigation start → the job page's first complete render (summary, convergence, every
+  trial, heatmap, trial table; ``window.kfFirstRenderMs``), in a fresh browser context (cold: nothing
+  cached, plotly.min.js fetched and compiled) and on a second visit in that context (warm);
+- heatmap switch: from changing the x parameter to the next frame after Plotly drew the new heatmap;
+- /metrics: one scrape over a keep-alive connection with a read token, 50 scrapes; /health the same way,
+  as a baseline of how slowly the (shared) machine answers anything;
+- the renderer process's CPU time for each first render (Chromium's ProcessTime): the page's own work,
+  which contention for the cores does not inflate (the GPU process's software WebGL is not included).
+
+Needs Chromium (apt-get install chromium) and the dev extras (playwright).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import create_engine, insert, text
+from sqlalchemy.engine import make_url
+
+from kernelfarm import launcher
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.models import Trial, TrialProfile
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store.kernels import ensure_kernel
+from kernelfarm.core.store.tokens import create_token
+from kernelfarm.core.store.workers import WorkerIdentity, register_worker
+from kernelfarm.kernels.registry import get_kernel
+from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
+from kernelfarm.stack import api_ready
+
+logger = logging.getLogger("ui-bench")
+KERNEL = "convolution_kernel"
+GPU = "nvidia-geforce-rtx-3090"
+FAILURE_KINDS = ("compile", "launch", "timeout", "crash", "wrong_result")
+
+
+def seed(database_url: str, trials: int, workers: int) -> str:
+    """One job with ``trials`` trials and ``workers`` live workers; returns the job id."""
+    spec = get_kernel(KERNEL)
+    problem = spec.normalize_problem(spec.default_problem)
+    space = spec.space
+    cartesian = list(range(space.cartesian_size))
+    if trials > len(cartesian):
+        raise SystemExit(f"{KERNEL} has {len(cartesian)} configs; ask for fewer trials")
+    rng = random.Random(1)
+    rng.shuffle(cartesian)
+    with session_scope(database_url) as session:
+        kernel = ensure_kernel(session, spec)
+        job = job_store.create_job(session, job_store.NewJob(
+            kernel_id=kernel.id, kernel_name=spec.name, problem=problem, problem_key=spec.problem_key(problem),
+            gpu_model=GPU, space={"parameters": {}, "constraints": []}, strategy="random", strategy_options={},
+            seed=1, budget_trials=trials, budget_seconds=None, parallelism=8, profile="top_k", profile_top_k=100,
+            warm_start=False, owner="bench",
+        ))  # fmt: skip
+        job.state = "complete"
+        session.flush()
+        rows = []
+        start = time.time()
+        for seq, index in enumerate(cartesian[:trials]):
+            config = _config(space, index)
+            failed_kind = None
+            if not space.contains(config, problem):
+                failed_kind = "constraint"
+            elif rng.random() < 0.05:
+                failed_kind = rng.choice(FAILURE_KINDS)
+            time_ms = (
+                None if failed_kind else 0.5 + rng.random() * 4 + 0.01 * sum(hash(str(v)) % 7 for v in config.values())
+            )
+            finished = start + seq * 0.05
+            metrics: dict[str, Any] = {}
+            if time_ms is not None:
+                flops, moved = 2.0e9, 1.0e8 * (1 + rng.random())
+                metrics = {"arithmetic_intensity": flops / moved, "achieved_flops_per_s": flops / (time_ms * 1e-3),
+                           "achieved_bytes_per_s": moved / (time_ms * 1e-3), "peak_flops_per_s": 35e12,
+                           "peak_bytes_per_s": 0.9e12, "peak_kind": "fp32", "ridge_intensity": 35e12 / 0.9e12,
+                           "compile_s": 0.3 + rng.random(), "measure_wall_s": 0.05 + rng.random() * 0.2}  # fmt: skip
+            rows.append({
+                "job_id": job.id, "seq": seq, "kernel_name": spec.name, "gpu_model": GPU,
+                "problem_key": job.problem_key, "config": config, "config_key": space.key(config),
+                "state": "failed" if failed_kind else "complete", "attempt": 1, "worker_name": f"bench-{seq % workers}",
+                "time_ms": time_ms, "time_p20_ms": time_ms and time_ms * 0.99,
+                "time_p80_ms": time_ms and time_ms * 1.01,
+                "verified": failed_kind is None, "metrics": metrics, "failure_kind": failed_kind,
+                "failure_message": f"synthetic {failed_kind}" if failed_kind else None, "provenance": {},
+                "started_at": _at(finished - 0.04), "finished_at": _at(finished),
+            })  # fmt: skip
+        if rows:
+            session.execute(insert(Trial), rows)
+        ids = session.execute(text("SELECT id, time_ms FROM trials WHERE job_id = :j AND time_ms IS NOT NULL "
+                                   "ORDER BY time_ms LIMIT 100"), {"j": job.id}).all()  # fmt: skip
+        profiles = [{
+            "trial_id": trial_id, "job_id": job.id, "profiled_at": _at(start), "worker_name": "bench-0",
+            "metrics": {"achieved_occupancy_pct": 40 + rng.random() * 50, "dram_throughput_pct": rng.random() * 90,
+                        "l2_hit_rate_pct": 30 + rng.random() * 60, "ncu_wall_s": 0.4},
+            "batch_size": 8, "wall_seconds": 3.2,
+        } for trial_id, _ in ids]  # fmt: skip
+        if profiles:
+            session.execute(insert(TrialProfile), profiles)
+        for n in range(workers):
+            register_worker(session, WorkerIdentity(
+                name=f"bench-{n}", hostname=f"host-{n // 8}", backend="replay", gpu_model=GPU,
+                gpu_name="NVIDIA GeForce RTX 3090", queue=f"gpu.{GPU}",
+            ))  # fmt: skip
+        return str(job.id)
+
+
+def _config(space: Any, index: int) -> dict[str, Any]:
+    """The config at ``index`` of the cartesian product (last parameter fastest)."""
+    config: dict[str, Any] = {}
+    for parameter in reversed(space.parameters):
+        index, position = divmod(index, len(parameter.values))
+        config[parameter.name] = parameter.values[position]
+    return {p.name: config[p.name] for p in space.parameters}
+
+
+def _at(epoch: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def fresh_database(server_url: str) -> str:
+    name = f"kf_uibench_{uuid.uuid4().hex[:8]}"
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(server_url: str, database_url: str) -> None:
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{make_url(database_url).database}" WITH (FORCE)'))
+    engine.dispose()
+
+
+def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("no Chromium: apt-get install chromium")
+    cold, warm, switches = [], [], []
+    cold_cpu, warm_cpu = [], []
+    host = api_url.split("//", 1)[1].split(":")[0]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True,
+                                             args=["--no-sandbox", "--use-angle=swiftshader",
+                                                   "--enable-unsafe-swiftshader"])  # fmt: skip
+        for _ in range(runs):
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.add_cookies([{"name": "kf_session", "value": token, "domain": host, "path": "/",
+                                  "httpOnly": True, "sameSite": "Strict"}])  # fmt: skip
+            for bucket, cpu in ((cold, cold_cpu), (warm, warm_cpu)):
+                page = context.new_page()
+                cdp = context.new_cdp_session(page)
+                cdp.send("Performance.enable")
+                before = _process_seconds(cdp)
+                page.goto(f"{api_url}/ui/jobs/{job_id}")
+                page.wait_for_selector("body[data-rendered='1']", timeout=60_000)
+                bucket.append(page.evaluate("window.kfFirstRenderMs"))
+                after = _process_seconds(cdp)
+                cpu.append(1000 * (after - before if after >= before else after))
+                logger.info("%s: %.0f ms; stages %s; plotly loaded at %.0f ms", "cold" if bucket is cold else "warm",
+                            bucket[-1], page.evaluate("window.kfStages"), page.evaluate(PLOTLY_LOADED))  # fmt: skip
+                if bucket is warm:
+                    page.wait_for_load_state("networkidle")
+                    for x in ("tile_size_x", "block_size_y", "read_only", "block_size_x"):
+                        switches.append(page.evaluate(SWITCH, x))
+                page.close()
+            context.close()
+        browser.close()
+    return {
+        "first_render_cold_ms": cold,
+        "first_render_warm_ms": warm,
+        "heatmap_switch_ms": switches,
+        "first_render_cold_renderer_cpu_ms": cold_cpu,
+        "first_render_warm_renderer_cpu_ms": warm_cpu,
+    }
+
+
+def _process_seconds(cdp: Any) -> float:
+    """CPU seconds the page's renderer process has used (Chromium's Performance.getMetrics ProcessTime):
+    the page's own work, whatever else the machine's cores were busy with."""
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return float(metrics.get("ProcessTime", 0.0))
+
+
+PLOTLY_LOADED = (
+    "performance.getEntriesByType('resource').find(e => e.name.endsWith('plotly.min.js'))?.responseEnd ?? -1"
+)
+SWITCH = """async (x) => {
+  const select = document.getElementById('heat-x');
+  const started = performance.now();
+  select.value = x;
+  select.dispatchEvent(new Event('change'));
+  await new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
+  return performance.now() - started;
+}"""
+
+
+def scrape_figures(api_url: str, token: str, scrapes: int) -> dict[str, Any]:
+    """/metrics, and /health the same way as a baseline: how long the loaded machine takes to answer
+    anything at all."""
+    out: dict[str, Any] = {}
+    with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        for path, key in (("/health", "health_baseline_ms"), ("/metrics", "metrics_scrape_ms")):
+            client.get(path).raise_for_status()  # connection and first-use costs
+            times = []
+            for _ in range(scrapes):
+                started = time.perf_counter()
+                response = client.get(path)
+                times.append((time.perf_counter() - started) * 1000)
+                response.raise_for_status()
+            out[key] = times
+    out["metrics_bytes"] = len(response.content)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", action="store_true", help="leave the API running until Ctrl-C (to look around)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the cleanup below
+    scratch = Path(tempfile.mkdtemp(prefix="kf-uibench-"))
+    embedded: list[Any] = []
+    api = None
+    server_url = os.environ.get("DATABASE_URL")
+    redis_url = os.environ.get("REDIS_URL")
+    try:
+        if not server_url:
+            postgres = EmbeddedPostgres(scratch / "pg")
+            postgres.start()
+            embedded.append(postgres)
+            server_url = postgres.url
+        if not redis_url:
+            redis = EmbeddedRedis(scratch / "redis")
+            redis.start()
+            embedded.append(redis)
+            redis_url = redis.url
+        database_url = fresh_database(server_url)
+        upgrade(database_url)
+        started = time.perf_counter()
+        job_id = seed(database_url, args.trials, args.workers)
+        logger.info(
+            "stored %d trials and %d workers in %.1f s", args.trials, args.workers, time.perf_counter() - started
+        )
+        with session_scope(database_url) as session:
+            token = create_token(session, "bench", ["read"])
+        port = free_port()
+        env = launcher.component_env(database_url, redis_url, overrides={
+            "KERNELFARM_METRICS_CACHE_SECONDS": "0", "KERNELFARM_WORKER_TTL_SECONDS": "3600"})  # fmt: skip
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        api = subprocess.Popen(launcher.api_argv(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)  # fmt: skip
+        api_url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: api_ready(api_url), 60, "the API")
+        with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {token}"}) as client:
+            live = len(client.get("/v1/workers").json())
+        assert live == args.workers, f"{live} live workers, expected {args.workers}"
+        figures: dict[str, Any] = {"trials": args.trials, "workers": args.workers, "runs": args.runs,
+                                   "load_average_before": os.getloadavg()}  # fmt: skip
+        figures |= scrape_figures(api_url, token, 50)
+        if args.runs:
+            figures |= browser_figures(api_url, token, job_id, args.runs)
+        figures["load_average_after"] = os.getloadavg()
+        summary = {
+            k: round(statistics.median(v), 1) for k, v in figures.items() if isinstance(v, list) and "load" not in k
+        }
+        figures["median"] = summary
+        print(json.dumps(summary, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        if args.keep:
+            print(f"API {api_url}  job /ui/jobs/{job_id}  token {token}  DATABASE_URL={database_url}", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                time.sleep(3600)
+        drop_database(server_url, database_url)
+    finally:
+        if api is not None:
+            api.terminate()
+            api.wait(20)
+        for item in embedded:
+            if isinstance(item, EmbeddedPostgres):
+                item.stop("immediate")
+            elif isinstance(item, EmbeddedRedis) and item.pid:
+                os.kill(item.pid, 15)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
