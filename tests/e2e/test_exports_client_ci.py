@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jsonschema
 import pytest
 
 from kernelfarm import launcher
@@ -291,6 +290,8 @@ def test_t4_export_validates_against_the_schema(client: Client, conv_job: Job) -
     document = json.loads(client.export_trials(conv_job.id, "t4"))
     version, schema = output_file_schema("results")
     assert document["schema_version"] == version
+    # Imported here: the GPU node's test command collects this module without the dev tools installed.
+    jsonschema = pytest.importorskip("jsonschema", reason="the T4 schema check needs jsonschema (dev extra)")
     jsonschema.validate(document, schema)
     ours = {t.config_key: t for t in client.trials(conv_job.id)}
     assert len(document["results"]) == len(finished(list(ours.values())))
