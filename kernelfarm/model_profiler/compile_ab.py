@@ -55,11 +55,17 @@ def _by_operator(capture: Capture) -> dict[str, float]:
         for kernel in capture.kernels:
             if kernel.name not in claimed:
                 times[kernel.name] += kernel.self_us / 1e3
-    else:  # on the CPU there are no kernels: the remaining host rows stand for themselves
+    else:  # no kernel rows (the CPU, or a profile without them): the remaining host rows stand for themselves
         for row in capture.rows:
             if "::" not in row.name:
-                times[row.name] += row.self_us / 1e3
+                times[_host_range(row.name)] += row.self_us / 1e3
     return times
+
+
+def _host_range(name: str) -> str:
+    """A readable name for a host range that owns device time: Inductor's "## Call CompiledFxGraph <hash> ##"
+    is the compiled graph launching its fused kernels."""
+    return "compiled graph (its fused kernels)" if name.startswith("## Call CompiledFxGraph") else name
 
 
 def _difference(before: dict[str, float], after: dict[str, float], top: int) -> list[dict[str, Any]]:
