@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     max_parallelism: int = 256
     max_space_size: int = 2_000_000
     max_request_bytes: int = 256 * 1024
+    # Unfinished (queued or running) jobs one owner may have at once; admin tokens are exempt. With
+    # the fair share of a GPU model's workers (tuner/coordinator.py) it keeps one owner's flood of jobs
+    # from crowding everyone else out.
+    max_active_jobs_per_owner: int = 20
     # A request body not fully received within this many seconds is answered 408 (a client that
     # trickles its body, or declares bytes it never sends, no longer holds the request open).
     request_body_timeout_seconds: float = 10.0

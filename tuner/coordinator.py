@@ -104,11 +104,13 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
         reason = "time budget spent" if out_of_time else "space exhausted" if valid_left <= 0 else "trial budget spent"
         return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
 
-    if not live_workers(session, settings.worker_ttl_seconds, job.gpu_model):
+    workers = live_workers(session, settings.worker_ttl_seconds, job.gpu_model)
+    if not workers:
         return _wait_for_workers(session, job, settings), [], job.gpu_model
 
     lookahead = math.ceil(job.parallelism * settings.dispatch_lookahead)
-    wanted = min(job.parallelism + lookahead - in_flight, trials_left, valid_left)
+    target = min(job.parallelism + lookahead, _fair_share(session, job, len(workers), settings))
+    wanted = min(target - in_flight, trials_left, valid_left)
     if wanted <= 0:
         return StepResult([], job.state, job.status_message), [], job.gpu_model
 
@@ -135,6 +137,25 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=False)
     result = StepResult(ids, job.state, job.status_message, ask_seconds, _tuples(profiles.batches))
     return result, ids, job.gpu_model
+
+
+def _fair_share(session: Session, job: Job, workers: int, settings: Settings) -> int:
+    """Trials one job may have in flight while other jobs share its GPU model.
+
+    The model's workers keep ``workers * (1 + dispatch_lookahead)`` trials usefully in flight; each
+    unfinished job of the model gets an equal part of that (at least one). A GPU queue is first in,
+    first out: without the cap, a wide job kept its part of the queue full and a new job's trials
+    waited behind all of it. A job alone on its model keeps its own parallelism.
+    """
+    active = session.execute(
+        select(func.count())
+        .select_from(Job)
+        .where(Job.gpu_model == job.gpu_model, Job.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+    ).scalar_one()
+    if active <= 1:
+        return 1 << 30
+    capacity = workers * (1 + settings.dispatch_lookahead)
+    return max(1, math.ceil(capacity / active))
 
 
 def _wait_for_workers(session: Session, job: Job, settings: Settings) -> StepResult:

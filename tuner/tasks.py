@@ -12,6 +12,7 @@ from typing import Any
 
 from celery.signals import worker_init
 
+from kernelfarm.core.advance_requests import step_begins
 from kernelfarm.core.celery_app import (
     ADVANCE_TASK,
     EVALUATE_TASK,
@@ -51,6 +52,7 @@ def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -
 
 @app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)
 def advance(job_id: str) -> dict[str, object]:
+    step_begins(app, job_id)  # before the step reads the job: requests from now on are sent
     result = coordinator.advance(job_id, settings, dispatch_trial, dispatch_profiles)
     return {"dispatched": len(result.dispatched), "state": result.state}
 

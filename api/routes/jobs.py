@@ -37,7 +37,7 @@ def create_job(
     body: JobCreate, principal: SubmitToken, session: SessionDep, settings: SettingsDep, celery: CeleryDep
 ) -> JobPublic:
     try:
-        job = jobs_service.create_job(session, body, principal.name, settings)
+        job = jobs_service.create_job(session, body, principal.name, settings, quota_exempt=principal.is_admin)
     except NotFound as exc:  # an unknown kernel is a bad field of the body, not a missing URL
         raise InvalidInput(str(exc)) from None
     public = jobs_service.to_public(session, job)
