@@ -57,7 +57,8 @@ class Settings(BaseSettings):
     measure_batch: int = 8
     # Nsight Compute profiles are taken in batches of this many trials (one ncu process each).
     profile_batch_size: int = 8
-    # A profile batch not answered for this long is sent again.
+    # A profile batch a worker took and has not answered for this long is sent again (one nobody
+    # took is re-sent after redispatch_after_seconds, one whose worker died at once).
     profile_redispatch_after_seconds: float = 300.0
 
     # Celery task time limits for one trial; the broker visibility timeout must exceed the hard one.

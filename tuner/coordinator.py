@@ -230,9 +230,15 @@ def housekeeping(settings: Settings) -> Housekeeping:
     jobs to step again (covers lost 'advance' messages and jobs waiting for a worker)."""
     with session_scope() as session:
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
-        live_models = {w.gpu_model for w in live_workers(session, settings.worker_ttl_seconds)}
+        live = live_workers(session, settings.worker_ttl_seconds)
+        live_models = {w.gpu_model for w in live}
         stale = trial_store.stale_queued(session, settings.redispatch_after_seconds, sorted(live_models))
-        lost_profiles = profile_store.stale_requests(session, settings.profile_redispatch_after_seconds)
+        # A profile batch nobody took is re-sent as fast as a trial nobody took; a taken one when its
+        # worker died, or after profile_redispatch_after_seconds (a batch that overran).
+        lost_profiles = profile_store.stale_requests(
+            session, settings.redispatch_after_seconds, settings.profile_redispatch_after_seconds,
+            [w.name for w in live],
+        )  # fmt: skip
         unfinished = (
             session.execute(
                 select(Job.id)
