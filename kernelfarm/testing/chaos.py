@@ -47,6 +47,13 @@ class ChaosPlan:
     api_restarts: int = 1
     seed: int = 7
     timeout_s: float = 1500.0
+    # The job's strategy (None: the farm's default) and profile mode, and whether the components run
+    # with the harness's fast clocks (kernelfarm/testing/clocks.py) or the farm's default settings.
+    strategy: str | None = "random"
+    profile: str = "none"
+    fast_clocks: bool = True
+    # False: the same job on the same farm without any fault (the baseline a fault run is compared to).
+    faults: bool = True
 
 
 SCALES = {
@@ -137,8 +144,10 @@ def apply(farm: ChaosFarm, fault: str, plan: ChaosPlan, rng: random.Random) -> N
 
 def submit(farm: ChaosFarm, token: str, plan: ChaosPlan, total: int) -> str:
     body = {"kernel": KERNEL, "gpu_model": RTX3090, "budget_trials": total, "parallelism": plan.parallelism,
-            "seed": plan.seed, "strategy": "random", "profile": "none",
+            "seed": plan.seed, "profile": plan.profile,
             "space": {"parameters": plan.parameters, "constraints": list(plan.constraints)}}  # fmt: skip
+    if plan.strategy is not None:
+        body["strategy"] = plan.strategy
     response = httpx.post(f"{farm.api_url}/v1/jobs", json=body, headers={"Authorization": f"Bearer {token}"},
                           timeout=30)  # fmt: skip
     response.raise_for_status()
@@ -156,7 +165,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
     rng = random.Random(rng_seed)
     expected: Expected = expected_outcomes(CONVOLUTION, KERNEL, plan.parameters, list(plan.constraints))
     total = len(expected.outcomes)
-    farm = ChaosFarm(directory)
+    farm = ChaosFarm(directory, fast_clocks=plan.fast_clocks)
     events_done: list[tuple[float, str]] = []
     try:
         farm.start_servers()
@@ -169,7 +178,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
             farm.start_worker(plan.sleep_ms)
         started = time.monotonic()
         job_id = submit(farm, token, plan, total)
-        pending = schedule(plan, rng)
+        pending = schedule(plan, rng) if plan.faults else []
         while time.monotonic() - started < plan.timeout_s:
             done = finished_trials(farm.database_url, job_id)
             if done is not None:
