@@ -1,4 +1,4 @@
-"""At most one pending coordinator step per job.
+"""At most one pending coordinator step per job, and noticing a broker that lost its data.
 
 Every finished trial asks the coordinator to step its job (``tuner.advance``). A step of a job with
 a long history takes about a second (the Bayesian ask), so a wide job finishing trials faster than
@@ -61,3 +61,19 @@ def step_begins(celery: Celery, job_id: str) -> None:
         _broker(celery).delete(_PREFIX + job_id)
     except redis.RedisError:
         logger.debug("could not clear the pending advance of %s", job_id, exc_info=True)
+
+
+# Set once and never expired: its absence means the broker lost everything it held.
+_SENTINEL = "kernelfarm:broker-holds-data"
+
+
+def broker_was_emptied(celery: Celery) -> bool:
+    """Whether the broker lost its data (flushed, or restarted without persistence) since the last
+    call; also True on the first call against a broker. Every queued trial's and profile batch's
+    message may then be gone: the coordinator re-sends them at once instead of waiting
+    ``redispatch_after_seconds`` (a duplicate message is harmless: claims succeed once).
+    """
+    try:
+        return bool(_broker(celery).set(_SENTINEL, 1, nx=True))
+    except redis.RedisError:
+        return False  # the broker is down: nothing can be re-sent now anyway

@@ -225,20 +225,25 @@ class Housekeeping:
     profile_batches: list[tuple[uuid.UUID, str, list[int]]] = field(default_factory=list)
 
 
-def housekeeping(settings: Settings) -> Housekeeping:
+def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeeping:
     """Reap dead workers' trials, re-send trials whose message may be lost, and list unfinished
-    jobs to step again (covers lost 'advance' messages and jobs waiting for a worker)."""
+    jobs to step again (covers lost 'advance' messages and jobs waiting for a worker).
+
+    Args:
+        broker_emptied: the broker lost every message it held (core/advance_requests.py): every
+            queued trial and unclaimed profile batch is re-sent now, not after redispatch_after_seconds.
+    """
+    unclaimed_after = 0.0 if broker_emptied else settings.redispatch_after_seconds
     with session_scope() as session:
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
         live = live_workers(session, settings.worker_ttl_seconds)
         live_models = {w.gpu_model for w in live}
-        stale = trial_store.stale_queued(session, settings.redispatch_after_seconds, sorted(live_models))
+        stale = trial_store.stale_queued(session, unclaimed_after, sorted(live_models))
         # A profile batch nobody took is re-sent as fast as a trial nobody took; a taken one when its
         # worker died, or after profile_redispatch_after_seconds (a batch that overran).
         lost_profiles = profile_store.stale_requests(
-            session, settings.redispatch_after_seconds, settings.profile_redispatch_after_seconds,
-            [w.name for w in live],
-        )  # fmt: skip
+            session, unclaimed_after, settings.profile_redispatch_after_seconds, [w.name for w in live]
+        )
         unfinished = (
             session.execute(
                 select(Job.id)
@@ -251,4 +256,6 @@ def housekeeping(settings: Settings) -> Housekeeping:
         )
     if reaped.requeued or reaped.failed:
         logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
+    if broker_emptied and (stale or lost_profiles):
+        logger.warning("the broker lost its messages: re-sent %d queued trial(s) at once", len(stale))
     return Housekeeping(reaped.requeued, stale, list(unfinished), lost_profiles)
