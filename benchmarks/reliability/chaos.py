@@ -51,7 +51,8 @@ def main() -> None:
     counts: dict[str, int] = {}
     for _, fault in report.events:
         counts[fault] = counts.get(fault, 0) + 1
-    print(json.dumps({"seconds": report.seconds, "faults": counts, **report.verdict}, indent=2))
+    summary = {"seconds": report.seconds, "job_seconds": report.job_seconds, "faults": counts, **report.verdict}
+    print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps(asdict(report), indent=2))
     raise SystemExit(0 if verdict.ok else 1)

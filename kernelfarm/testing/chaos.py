@@ -80,6 +80,9 @@ class ChaosReport:
     verdict: dict[str, Any]
     # Components that died on their own and were restarted by the harness's supervisor.
     unplanned_restarts: list[str] = field(default_factory=list)
+    # From the job's creation to its end, by the database clock (``seconds`` also covers faults
+    # that fire after the job ended: their progress thresholds are reached by the last trials).
+    job_seconds: float | None = None
 
 
 def schedule(plan: ChaosPlan, rng: random.Random) -> list[tuple[float, str]]:
@@ -119,6 +122,14 @@ def job_state(database_url: str, job_id: str) -> str | None:
             return str(connection.execute(text("SELECT state FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one())
     except Exception:
         return None
+
+
+def job_duration(database_url: str, job_id: str) -> float | None:
+    with _engine(database_url).connect() as connection:
+        value = connection.execute(
+            text("SELECT extract(epoch FROM finished_at - created_at) FROM jobs WHERE id = :j"), {"j": job_id}
+        ).scalar_one()
+    return None if value is None else round(float(value), 1)
 
 
 def apply(farm: ChaosFarm, fault: str, plan: ChaosPlan, rng: random.Random) -> None:
@@ -194,6 +205,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
             time.sleep(0.1)
         seconds = time.monotonic() - started
         wait_for(farm.api_ready, 30, "the API")
+        job_seconds = job_duration(farm.database_url, job_id)
         verdict = verify(farm.database_url, job_id, expected, api_best(farm, token, job_id))
     finally:
         farm.stop()
@@ -201,5 +213,5 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
             engine.dispose()
         _engines.clear()
     report = ChaosReport(plan=asdict(plan), events=events_done, seconds=round(seconds, 1), verdict=verdict.summary(),
-                         unplanned_restarts=farm.unplanned_restarts)  # fmt: skip
+                         unplanned_restarts=farm.unplanned_restarts, job_seconds=job_seconds)  # fmt: skip
     return report, verdict
