@@ -27,6 +27,7 @@ def farm(own_farm: ChaosFarm) -> Iterator[ChaosFarm]:
     wait_for(lambda: _live(own_farm), 60, "a live worker")
     # The coordinator's first housekeeping marks the broker (and re-sends whatever was queued).
     wait_for(lambda: redis.Redis.from_url(own_farm.redis_url).exists(SENTINEL), 30, "the broker mark")
+    time.sleep(3)  # that round sets the mark before it reads the queued trials: let it end
     yield own_farm
 
 
