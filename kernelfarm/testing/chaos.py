@@ -23,6 +23,8 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store.workers import live_workers
 from kernelfarm.core.store.tokens import create_token
 from kernelfarm.services import wait_for
 from kernelfarm.testing.audit import Expected, Verdict, expected_outcomes, install_audit, verify
@@ -124,6 +126,11 @@ def job_state(database_url: str, job_id: str) -> str | None:
         return None
 
 
+def live_worker_count(database_url: str) -> int:
+    with session_scope(database_url) as session:
+        return len(live_workers(session, Settings().worker_ttl_seconds))
+
+
 def job_duration(database_url: str, job_id: str) -> float | None:
     with _engine(database_url).connect() as connection:
         value = connection.execute(
@@ -187,6 +194,9 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
         farm.start_coordinator()
         for _ in range(plan.workers):
             farm.start_worker(plan.sleep_ms)
+        # The clock starts once the workers serve: their start-up (15-25 s on a loaded 2-core VM, and
+        # varying) is not the job's time, and would blur a fault-free/faulted comparison.
+        wait_for(lambda: live_worker_count(farm.database_url) >= plan.workers, 180, "the workers")
         started = time.monotonic()
         job_id = submit(farm, token, plan, total)
         pending = schedule(plan, rng) if plan.faults else []
