@@ -24,8 +24,8 @@ from sqlalchemy import create_engine, text
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.settings import Settings
-from kernelfarm.core.store.workers import live_workers
 from kernelfarm.core.store.tokens import create_token
+from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import wait_for
 from kernelfarm.testing.audit import Expected, Verdict, expected_outcomes, install_audit, verify
 from kernelfarm.testing.chaos_farm import ChaosFarm
