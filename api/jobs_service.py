@@ -11,12 +11,12 @@ from celery import Celery
 from sqlalchemy.orm import Session
 
 from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress
-from kernelfarm.core.celery_app import ADVANCE_TASK, TUNER_QUEUE
-from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.advance_requests import request_advance
+from kernelfarm.core.errors import Conflict, InvalidInput
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.models import Job, Kernel
 from kernelfarm.core.settings import Settings
-from kernelfarm.core.states import TrialState
+from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import idempotency
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store.kernels import ensure_kernel
@@ -28,12 +28,18 @@ from kernelfarm.kernels.spec import KernelSpec
 logger = logging.getLogger(__name__)
 
 
-def create_job(session: Session, request: JobCreate, owner: str, settings: Settings) -> Job:
+def create_job(
+    session: Session, request: JobCreate, owner: str, settings: Settings, *, quota_exempt: bool = False
+) -> Job:
     """Validate everything that can be validated before anything is stored.
+
+    Args:
+        quota_exempt: admins are not held to ``max_active_jobs_per_owner``.
 
     Raises:
         NotFound: unknown kernel (mapped to 422 by the route: it is a field of the body).
         InvalidInput: bad problem, empty or oversized space, unknown strategy, limits exceeded.
+        Conflict: the owner already has ``max_active_jobs_per_owner`` unfinished jobs.
     """
     spec = get_kernel(request.kernel, request.kernel_version)
     problem = spec.normalize_problem(request.problem)
@@ -63,6 +69,13 @@ def create_job(session: Session, request: JobCreate, owner: str, settings: Setti
     valid = len(space.valid_indices(problem))
     if valid == 0:
         raise InvalidInput("empty search space: no config satisfies the parameters and constraints for this problem")
+    if not quota_exempt:
+        active = job_store.count_unfinished(session, owner)
+        if active >= settings.max_active_jobs_per_owner:
+            raise Conflict(
+                f"{owner!r} already has {active} unfinished jobs (the limit is {settings.max_active_jobs_per_owner}); "
+                "wait for one to finish or cancel one"
+            )
     kernel_row = ensure_kernel(session, spec)
     return job_store.create_job(
         session,
@@ -115,7 +128,12 @@ def _check_some_backend_runs_it(session: Session, spec: KernelSpec, gpu_model: s
 
 
 def create_job_once(
-    session: Session, request: JobCreate, owner: str, settings: Settings, idempotency_key: str | None
+    session: Session,
+    request: JobCreate,
+    owner: str,
+    settings: Settings,
+    idempotency_key: str | None,
+    quota_exempt: bool = False,
 ) -> tuple[Job, bool]:
     """:func:`create_job`, except that a request carrying an ``Idempotency-Key`` this owner used
     before gets that job back (``created`` False), also while the first request is still running.
@@ -124,12 +142,12 @@ def create_job_once(
         Conflict: the key was used for a different request body.
     """
     if idempotency_key is None:
-        return create_job(session, request, owner, settings), True
+        return create_job(session, request, owner, settings, quota_exempt=quota_exempt), True
     digest = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
     existing = idempotency.job_for_key(session, owner, idempotency_key, digest)
     if existing is not None:
         return job_store.get_job(session, existing), False
-    job = create_job(session, request, owner, settings)
+    job = create_job(session, request, owner, settings, quota_exempt=quota_exempt)
     winner: uuid.UUID = idempotency.claim_key(session, owner, idempotency_key, job.id, digest)
     if winner != job.id:  # a concurrent request with the same key committed first: its job is the answer
         session.rollback()
@@ -141,9 +159,22 @@ def request_step(celery: Celery, job_id: str) -> None:
     """Ask the coordinator to step the job. If the broker is down the job is still stored and the
     coordinator's housekeeping picks it up once the broker is back: log, don't fail the request."""
     try:
-        celery.send_task(ADVANCE_TASK, args=[job_id], queue=TUNER_QUEUE)
+        request_advance(celery, job_id)
     except Exception:
         logger.warning("could not notify the coordinator about job %s; housekeeping will", job_id, exc_info=True)
+
+
+def status_message(job: Job, progress: job_store.Progress) -> str:
+    """A running job's message is rebuilt from the same counts as its progress, so the two always
+    agree (the coordinator's message was written when it last dispatched, and went stale)."""
+    if job.state != JobState.RUNNING.value or not job.status_message.startswith("running:"):
+        return job.status_message
+    counts = progress.counts
+    budget = job.budget_trials if job.budget_trials is not None else "∞"
+    return (
+        f"running: {progress.total}/{budget} trials proposed, {progress.in_flight} in flight, "
+        f"{counts.get(TrialState.COMPLETE.value, 0)} complete, {counts.get(TrialState.FAILED.value, 0)} failed"
+    )
 
 
 def to_public(session: Session, job: Job) -> JobPublic:
@@ -166,7 +197,7 @@ def to_public(session: Session, job: Job) -> JobPublic:
         profile_top_k=job.profile_top_k,
         warm_start=job.warm_start,
         state=job.state,
-        status_message=job.status_message,
+        status_message=status_message(job, progress),
         owner=job.owner,
         created_at=job.created_at,
         started_at=job.started_at,

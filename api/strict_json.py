@@ -67,7 +67,7 @@ def loads_strict(raw: bytes | str) -> Any:
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError:
-        raise
+        raise  # malformed JSON: FastAPI's own 422 json_invalid
     except ValueError as exc:  # our refusals, and integers longer than Python converts
         raise json.JSONDecodeError(str(exc), text, 0) from None
     reason = check_strings(value)

@@ -163,6 +163,8 @@ class TrialProfile(Base):
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     profiled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When a worker took the batch (its name in worker_name); None while the request waits in the broker.
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     worker_name: Mapped[str | None] = mapped_column(String(255))
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     error: Mapped[str | None] = mapped_column(Text)

@@ -77,7 +77,8 @@ class Settings(BaseSettings):
     measure_batch: int = 8
     # Nsight Compute profiles are taken in batches of this many trials (one ncu process each).
     profile_batch_size: int = 8
-    # A profile batch not answered for this long is sent again.
+    # A profile batch a worker took and has not answered for this long is sent again (one nobody
+    # took is re-sent after redispatch_after_seconds, one whose worker died at once).
     profile_redispatch_after_seconds: float = 300.0
 
     # Celery task time limits for one trial; the broker visibility timeout must exceed the hard one.
@@ -156,6 +157,10 @@ class Settings(BaseSettings):
     max_parallelism: int = 256
     max_space_size: int = 2_000_000
     max_request_bytes: int = 256 * 1024
+    # Unfinished (queued or running) jobs one owner may have at once; admin tokens are exempt. With
+    # the fair share of a GPU model's workers (tuner/coordinator.py) it keeps one owner's flood of jobs
+    # from crowding everyone else out.
+    max_active_jobs_per_owner: int = 20
     # A request body not fully received within this many seconds is answered 408 (a client that
     # trickles its body, or declares bytes it never sends, no longer holds the request open).
     request_body_timeout_seconds: float = 10.0

@@ -121,16 +121,17 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
         reason = "time budget spent" if out_of_time else "space exhausted" if valid_left <= 0 else "trial budget spent"
         return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
 
-    live = live_workers(session, settings.worker_ttl_seconds, job.gpu_model)
-    if not live:
+    workers = live_workers(session, settings.worker_ttl_seconds, job.gpu_model)
+    if not workers:
         return _wait_for_workers(session, job, settings), [], job.gpu_model
-    if requires and not any(not missing(requires, w.capabilities or []) for w in live):
-        message = _no_capable_worker(job, requires, live)
+    if requires and not any(not missing(requires, w.capabilities or []) for w in workers):
+        message = _no_capable_worker(job, requires, workers)
         job_store.set_job_status(session, job, message=message)
         return StepResult([], job.state, message), [], route
 
     lookahead = math.ceil(job.parallelism * settings.dispatch_lookahead)
-    wanted = min(job.parallelism + lookahead - in_flight, trials_left, valid_left)
+    target = min(job.parallelism + lookahead, _fair_share(session, job, len(workers), settings))
+    wanted = min(target - in_flight, trials_left, valid_left)
     if wanted <= 0:
         return StepResult([], job.state, job.status_message), [], job.gpu_model
 
@@ -174,6 +175,25 @@ def _no_capable_worker(job: Job, requires: frozenset[str], live: Sequence[GpuWor
         f"waiting: no live worker for GPU model {job.gpu_model!r} has {', '.join(sorted(requires))} "
         f"(the kernel needs it; {have})"
     )
+
+
+def _fair_share(session: Session, job: Job, workers: int, settings: Settings) -> int:
+    """Trials one job may have in flight while other jobs share its GPU model.
+
+    The model's workers keep ``workers * (1 + dispatch_lookahead)`` trials usefully in flight; each
+    unfinished job of the model gets an equal part of that (at least one). A GPU queue is first in,
+    first out: without the cap, a wide job kept its part of the queue full and a new job's trials
+    waited behind all of it. A job alone on its model keeps its own parallelism.
+    """
+    active = session.execute(
+        select(func.count())
+        .select_from(Job)
+        .where(Job.gpu_model == job.gpu_model, Job.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+    ).scalar_one()
+    if active <= 1:
+        return 1 << 30
+    capacity = workers * (1 + settings.dispatch_lookahead)
+    return max(1, math.ceil(capacity / active))
 
 
 def _wait_for_workers(session: Session, job: Job, settings: Settings) -> StepResult:
@@ -243,14 +263,25 @@ class Housekeeping:
     profile_batches: list[tuple[uuid.UUID, str, list[int]]] = field(default_factory=list)
 
 
-def housekeeping(settings: Settings) -> Housekeeping:
+def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeeping:
     """Reap dead workers' trials, re-send trials whose message may be lost, and list unfinished
-    jobs to step again (covers lost 'advance' messages and jobs waiting for a worker)."""
+    jobs to step again (covers lost 'advance' messages and jobs waiting for a worker).
+
+    Args:
+        broker_emptied: the broker lost every message it held (core/advance_requests.py): every
+            queued trial and unclaimed profile batch is re-sent now, not after redispatch_after_seconds.
+    """
+    unclaimed_after = 0.0 if broker_emptied else settings.redispatch_after_seconds
     with session_scope() as session:
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
-        live_models = {w.gpu_model for w in live_workers(session, settings.worker_ttl_seconds)}
-        stale = trial_store.stale_queued(session, settings.redispatch_after_seconds, sorted(live_models))
-        lost_profiles = profile_store.stale_requests(session, settings.profile_redispatch_after_seconds)
+        live = live_workers(session, settings.worker_ttl_seconds)
+        live_models = {w.gpu_model for w in live}
+        stale = trial_store.stale_queued(session, unclaimed_after, sorted(live_models))
+        # A profile batch nobody took is re-sent as fast as a trial nobody took; a taken one when its
+        # worker died, or after profile_redispatch_after_seconds (a batch that overran).
+        lost_profiles = profile_store.stale_requests(
+            session, unclaimed_after, settings.profile_redispatch_after_seconds, [w.name for w in live]
+        )
         unfinished = (
             session.execute(
                 select(Job.id)
@@ -264,6 +295,8 @@ def housekeeping(settings: Settings) -> Housekeeping:
         requeued, stale = _routed(session, reaped.requeued), _routed(session, stale)
     if reaped.requeued or reaped.failed:
         logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
+    if broker_emptied and (stale or lost_profiles):
+        logger.warning("the broker lost its messages: re-sent %d queued trial(s) at once", len(stale))
     return Housekeeping(requeued, stale, list(unfinished), lost_profiles)
 
 

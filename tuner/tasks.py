@@ -13,6 +13,7 @@ from typing import Any
 
 from celery.signals import worker_init
 
+from kernelfarm.core.advance_requests import broker_was_emptied, step_begins
 from kernelfarm.core.celery_app import (
     ADVANCE_TASK,
     EVALUATE_TASK,
@@ -53,6 +54,7 @@ def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -
 
 @app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)
 def advance(job_id: str) -> dict[str, object]:
+    step_begins(app, job_id)  # before the step reads the job: requests from now on are sent
     started = time.perf_counter()
     outcome = "error"
     try:
@@ -65,7 +67,7 @@ def advance(job_id: str) -> dict[str, object]:
 
 @app.task(name=HOUSEKEEPING_TASK, acks_late=False)
 def housekeeping() -> dict[str, int]:
-    report = coordinator.housekeeping(settings)
+    report = coordinator.housekeeping(settings, broker_emptied=broker_was_emptied(app))
     for trial_id, model in [*report.requeued, *report.redispatched]:
         dispatch_trial(trial_id, model)
     for lost_job, model, trial_ids in report.profile_batches:

@@ -38,6 +38,8 @@ def profile_trials(job_id: uuid.UUID, trial_ids: list[int], backend: Backend, wo
             )
             .order_by(Trial.id)
         ).all()
+        taken = profile_store.claim(session, [row.id for row in rows], worker_name)
+        rows = [row for row in rows if row.id in taken]
         requests = [
             measure_request(
                 trial_id=row.id,

@@ -24,8 +24,9 @@ from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
+from kernelfarm.core.advance_requests import request_advance
 from kernelfarm.core.capabilities import capability_queues
-from kernelfarm.core.celery_app import ADVANCE_TASK, EVALUATE_TASK, PROFILE_TASK, TUNER_QUEUE, make_celery
+from kernelfarm.core.celery_app import EVALUATE_TASK, PROFILE_TASK, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.settings import get_settings
@@ -117,7 +118,7 @@ def _unregister(**_: Any) -> None:
 
 
 def _request_next_step(job_id: uuid.UUID) -> None:
-    app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE)
+    request_advance(app, str(job_id))  # coalesced: one pending step per job (core/advance_requests.py)
 
 
 @app.task(name=EVALUATE_TASK, acks_late=True, reject_on_worker_lost=True)

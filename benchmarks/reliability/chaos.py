@@ -3,6 +3,8 @@ restart, a PostgreSQL restart and an API restart; then check that every trial wa
 
     python -m benchmarks.reliability.chaos                 # the target: 1044 trials, 100 worker kills, ...
     python -m benchmarks.reliability.chaos --scale ci      # the scaled-down run the test suite uses
+    python -m benchmarks.reliability.chaos --defaults      # default settings, strategy and profile mode
+    python -m benchmarks.reliability.chaos --no-faults     # the same job without faults (the baseline)
 
 The run itself is the installed test harness's (kernelfarm.testing.chaos), so this script and
 tests/reliability/test_chaos.py run the same code. Faults are triggered by progress (fraction of the
@@ -17,7 +19,7 @@ import json
 import logging
 import signal
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from kernelfarm.testing.chaos import SCALES, run
@@ -29,16 +31,28 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="seeds the fault schedule")
     parser.add_argument("--dir", type=Path, default=None, help="state directory (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="the farm's default settings (no fast test clocks), default strategy and profile mode",
+    )
+    parser.add_argument("--no-faults", action="store_true", help="inject nothing: the fault-free baseline")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds before the run gives up")
     args = parser.parse_args()
+    plan = SCALES[args.scale]
+    if args.defaults:
+        plan = replace(plan, strategy=None, profile="all", fast_clocks=False)
+    plan = replace(plan, faults=not args.no_faults, timeout_s=args.timeout or plan.timeout_s)
     # `timeout` and CI runners send SIGTERM: exit through the finally blocks that stop the farm.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     directory = args.dir or Path(tempfile.mkdtemp(prefix="kf-chaos-"))
-    report, verdict = run(SCALES[args.scale], directory, args.seed)
+    report, verdict = run(plan, directory, args.seed)
     counts: dict[str, int] = {}
     for _, fault in report.events:
         counts[fault] = counts.get(fault, 0) + 1
-    print(json.dumps({"seconds": report.seconds, "faults": counts, **report.verdict}, indent=2))
+    summary = {"seconds": report.seconds, "job_seconds": report.job_seconds, "faults": counts, **report.verdict}
+    print(json.dumps(summary, indent=2))
     if args.json:
         args.json.write_text(json.dumps(asdict(report), indent=2))
     raise SystemExit(0 if verdict.ok else 1)

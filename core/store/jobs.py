@@ -108,6 +108,16 @@ def list_jobs(
     return rows.all(), int(total)
 
 
+def count_unfinished(session: Session, owner: str) -> int:
+    return int(
+        session.execute(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.owner == owner, Job.state.in_([JobState.QUEUED.value, JobState.RUNNING.value]))
+        ).scalar_one()
+    )
+
+
 def job_progress(session: Session, job_id: uuid.UUID) -> Progress:
     counts = dict(
         session.execute(select(Trial.state, func.count()).where(Trial.job_id == job_id).group_by(Trial.state)).all()

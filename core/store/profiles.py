@@ -2,8 +2,8 @@
 
 The coordinator requests profiles in batches (profile mode "all": every ``batch`` completed trials;
 "top_k": the k fastest once the search is done); a GPU worker takes the batch in one ncu process
-and records each profile once. A request whose batch was lost (worker died) is re-sent by
-housekeeping.
+and records each profile once. A worker claims a batch's requests when it takes it; housekeeping
+re-sends a request nobody claimed in time (lost message), or whose worker died (see stale_requests).
 """
 
 from __future__ import annotations
@@ -94,16 +94,51 @@ def record_profile(
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
-def stale_requests(session: Session, older_than_seconds: float) -> list[tuple[uuid.UUID, str, list[int]]]:
-    """Requests not answered for a while, grouped per job: (job id, gpu model, trial ids). Their
-    timestamps are renewed so they are sent once per period."""
+def claim(session: Session, trial_ids: Sequence[int], worker_name: str) -> set[int]:
+    """Take the unanswered requests among ``trial_ids`` for ``worker_name``: those nobody claimed,
+    or this same worker claimed before (a redelivery after it restarted). Returns the trial ids taken;
+    a duplicate batch message finds its requests claimed by the live worker of the first and does
+    nothing."""
+    if not trial_ids:
+        return set()
+    taken = session.execute(
+        update(TrialProfile)
+        .where(
+            TrialProfile.trial_id.in_(list(trial_ids)),
+            TrialProfile.profiled_at.is_(None),
+            (TrialProfile.claimed_at.is_(None)) | (TrialProfile.worker_name == worker_name),
+        )
+        .values(claimed_at=func.now(), worker_name=worker_name)
+        .returning(TrialProfile.trial_id)
+    ).scalars()
+    return set(taken)
+
+
+def stale_requests(
+    session: Session, unclaimed_after: float, claimed_after: float, live_workers: Sequence[str]
+) -> list[tuple[uuid.UUID, str, list[int]]]:
+    """Requests to send again, grouped per job: (job id, gpu model, trial ids).
+
+    A request is lost when no worker claimed it ``unclaimed_after`` seconds after it was sent (its
+    message was lost: as fast as an unclaimed trial is re-sent), or when its claiming worker is no
+    longer live, or when it was claimed more than ``claimed_after`` seconds ago without an answer (a
+    batch that overran). Their claims are cleared and their timestamps renewed, so each is sent once
+    per period.
+    """
+    now = func.now()
+    lost = (
+        TrialProfile.claimed_at.is_(None) & (TrialProfile.requested_at < now - timedelta(seconds=unclaimed_after))
+    ) | (
+        TrialProfile.claimed_at.is_not(None)
+        & (
+            TrialProfile.worker_name.not_in(list(live_workers))
+            | (TrialProfile.claimed_at < now - timedelta(seconds=claimed_after))
+        )
+    )
     rows = session.execute(
         select(TrialProfile.trial_id, TrialProfile.job_id, Job.gpu_model)
         .join(Job, Job.id == TrialProfile.job_id)
-        .where(
-            TrialProfile.profiled_at.is_(None),
-            TrialProfile.requested_at < func.now() - timedelta(seconds=older_than_seconds),
-        )
+        .where(TrialProfile.profiled_at.is_(None), lost)
         .with_for_update(of=TrialProfile, skip_locked=True)
     ).all()
     groups: dict[uuid.UUID, tuple[str, list[int]]] = {}
@@ -113,7 +148,7 @@ def stale_requests(session: Session, older_than_seconds: float) -> list[tuple[uu
         session.execute(
             update(TrialProfile)
             .where(TrialProfile.trial_id.in_([r.trial_id for r in rows]))
-            .values(requested_at=func.now())
+            .values(requested_at=func.now(), claimed_at=None, worker_name=None)
         )
     return [(job_id, model, ids) for job_id, (model, ids) in groups.items()]
 

@@ -23,7 +23,9 @@ import httpx
 from sqlalchemy import create_engine, text
 
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.tokens import create_token
+from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import wait_for
 from kernelfarm.testing.audit import Expected, Verdict, expected_outcomes, install_audit, verify
 from kernelfarm.testing.chaos_farm import ChaosFarm
@@ -47,6 +49,13 @@ class ChaosPlan:
     api_restarts: int = 1
     seed: int = 7
     timeout_s: float = 1500.0
+    # The job's strategy (None: the farm's default) and profile mode, and whether the components run
+    # with the harness's fast clocks (kernelfarm/testing/clocks.py) or the farm's default settings.
+    strategy: str | None = "random"
+    profile: str = "none"
+    fast_clocks: bool = True
+    # False: the same job on the same farm without any fault (the baseline a fault run is compared to).
+    faults: bool = True
 
 
 SCALES = {
@@ -73,6 +82,9 @@ class ChaosReport:
     verdict: dict[str, Any]
     # Components that died on their own and were restarted by the harness's supervisor.
     unplanned_restarts: list[str] = field(default_factory=list)
+    # From the job's creation to its end, by the database clock (``seconds`` also covers faults
+    # that fire after the job ended: their progress thresholds are reached by the last trials).
+    job_seconds: float | None = None
 
 
 def schedule(plan: ChaosPlan, rng: random.Random) -> list[tuple[float, str]]:
@@ -114,6 +126,19 @@ def job_state(database_url: str, job_id: str) -> str | None:
         return None
 
 
+def live_worker_count(database_url: str) -> int:
+    with session_scope(database_url) as session:
+        return len(live_workers(session, Settings().worker_ttl_seconds))
+
+
+def job_duration(database_url: str, job_id: str) -> float | None:
+    with _engine(database_url).connect() as connection:
+        value = connection.execute(
+            text("SELECT extract(epoch FROM finished_at - created_at) FROM jobs WHERE id = :j"), {"j": job_id}
+        ).scalar_one()
+    return None if value is None else round(float(value), 1)
+
+
 def apply(farm: ChaosFarm, fault: str, plan: ChaosPlan, rng: random.Random) -> None:
     if fault == "kill-worker":
         workers = farm.workers()
@@ -137,8 +162,10 @@ def apply(farm: ChaosFarm, fault: str, plan: ChaosPlan, rng: random.Random) -> N
 
 def submit(farm: ChaosFarm, token: str, plan: ChaosPlan, total: int) -> str:
     body = {"kernel": KERNEL, "gpu_model": RTX3090, "budget_trials": total, "parallelism": plan.parallelism,
-            "seed": plan.seed, "strategy": "random", "profile": "none",
+            "seed": plan.seed, "profile": plan.profile,
             "space": {"parameters": plan.parameters, "constraints": list(plan.constraints)}}  # fmt: skip
+    if plan.strategy is not None:
+        body["strategy"] = plan.strategy
     response = httpx.post(f"{farm.api_url}/v1/jobs", json=body, headers={"Authorization": f"Bearer {token}"},
                           timeout=30)  # fmt: skip
     response.raise_for_status()
@@ -156,7 +183,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
     rng = random.Random(rng_seed)
     expected: Expected = expected_outcomes(CONVOLUTION, KERNEL, plan.parameters, list(plan.constraints))
     total = len(expected.outcomes)
-    farm = ChaosFarm(directory)
+    farm = ChaosFarm(directory, fast_clocks=plan.fast_clocks)
     events_done: list[tuple[float, str]] = []
     try:
         farm.start_servers()
@@ -167,9 +194,12 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
         farm.start_coordinator()
         for _ in range(plan.workers):
             farm.start_worker(plan.sleep_ms)
+        # The clock starts once the workers serve: their start-up (15-25 s on a loaded 2-core VM, and
+        # varying) is not the job's time, and would blur a fault-free/faulted comparison.
+        wait_for(lambda: live_worker_count(farm.database_url) >= plan.workers, 180, "the workers")
         started = time.monotonic()
         job_id = submit(farm, token, plan, total)
-        pending = schedule(plan, rng)
+        pending = schedule(plan, rng) if plan.faults else []
         while time.monotonic() - started < plan.timeout_s:
             done = finished_trials(farm.database_url, job_id)
             if done is not None:
@@ -185,6 +215,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
             time.sleep(0.1)
         seconds = time.monotonic() - started
         wait_for(farm.api_ready, 30, "the API")
+        job_seconds = job_duration(farm.database_url, job_id)
         verdict = verify(farm.database_url, job_id, expected, api_best(farm, token, job_id))
     finally:
         farm.stop()
@@ -192,5 +223,5 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
             engine.dispose()
         _engines.clear()
     report = ChaosReport(plan=asdict(plan), events=events_done, seconds=round(seconds, 1), verdict=verdict.summary(),
-                         unplanned_restarts=farm.unplanned_restarts)  # fmt: skip
+                         unplanned_restarts=farm.unplanned_restarts, job_seconds=job_seconds)  # fmt: skip
     return report, verdict

@@ -37,12 +37,13 @@ class ChaosFarm:
     """API, coordinator and replay workers on an embedded PostgreSQL and Redis, all under ``directory``.
 
     ``cwd`` is the components' working directory (the caller's when None); ``extra_env`` is passed to
-    every component after the fast clocks.
+    every component after the fast clocks (``fast_clocks=False``: the farm's default settings).
     """
 
     directory: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    fast_clocks: bool = True
     postgres: EmbeddedPostgres | None = None
     redis_server: EmbeddedRedis | None = None
     api_port: int = 0
@@ -103,7 +104,7 @@ class ChaosFarm:
 
     # ------------------------------------------------------------------ components
     def env(self, **extra: str) -> dict[str, str]:
-        overrides = {**FAST_TIMINGS, **self.extra_env, **extra}
+        overrides = {**(FAST_TIMINGS if self.fast_clocks else {}), **self.extra_env, **extra}
         return launcher.component_env(self.database_url, self.redis_url, overrides=overrides)
 
     def _start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:

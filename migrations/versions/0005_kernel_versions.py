@@ -2,7 +2,7 @@
 what each GPU worker can run besides the catalogue (kernel plugins, uploaded Python)
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-24 02:00:00.000000
 
 A row per upload: (name, version) numbers the uploads of one name 1, 2, ...; ``content_hash`` (sha256
@@ -17,7 +17,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0005"
-down_revision: str | None = "0003"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,7 +1,7 @@
 """job idempotency keys: the same Idempotency-Key and owner on POST /v1/jobs give the same job
 
 Revision ID: 0007
-Revises: 0003
+Revises: 0005
 Create Date: 2026-11-24 01:40:00.000000
 
 One row per (owner, key), written in the transaction that creates the job: a concurrent second
