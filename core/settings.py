@@ -219,14 +219,17 @@ def get_settings() -> Settings:
     return Settings()
 
 
-# What a process that runs user code (the measuring child) keeps of the environment: what the CUDA
-# runtime, NVRTC, CuPy, Triton and Python need to find their files, nothing else. Every other variable
-# (DATABASE_URL, REDIS_URL, KERNELFARM_* with the API token, cloud credentials, ...) is dropped.
+# What a process that runs user code (the measuring child; ncu and the profile target it launches)
+# keeps of the environment: what the CUDA runtime, NVRTC, CuPy, Triton, Nsight Compute (its own
+# NV_COMPUTE_PROFILER_* settings) and Python need to find their files, nothing else. Every other
+# variable (DATABASE_URL, REDIS_URL, KERNELFARM_* with the API token, cloud credentials, ...) is dropped.
 CHILD_ENVIRONMENT_NAMES = frozenset({
     "PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "USER", "LOGNAME", "SHELL",
     "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "XDG_CACHE_HOME",
 })  # fmt: skip
-CHILD_ENVIRONMENT_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "CUPY_", "TRITON_", "NVRTC_", "NCCL_")
+CHILD_ENVIRONMENT_PREFIXES = (
+    "LC_", "CUDA_", "NVIDIA_", "CUPY_", "TRITON_", "NVRTC_", "NCCL_", "NV_COMPUTE_PROFILER_",
+)  # fmt: skip
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "KEY", "URL")
 
 

@@ -81,7 +81,7 @@ class FakeStandby:
     started: ClassVar[list[FakeStandby]] = []
 
     def __init__(self, ncu: str, entries: Iterable[str], refs: Any = None, device_ordinal: int = 0,
-                 loader: Any = None) -> None:  # fmt: skip
+                 loader: Any = None, limits: Any = None) -> None:  # fmt: skip
         self.entries = frozenset(entries)
         self.ran: list[list[str]] = []
         self.closed = False

@@ -22,6 +22,7 @@ from kernelfarm.worker.cuda.profile import (
     find_ncu,
     profile_batch,
 )
+from kernelfarm.worker.measuring.sandbox import ChildLimits
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class NcuProfiler:
     def __init__(
         self, catalogue_entries: Callable[[], frozenset[str]], refs: Mapping[str, str] | None = None,
         device_ordinal: int = 0, standby: bool = True, loader: LoaderRef | None = None,
+        limits: ChildLimits | None = None,
     ) -> None:  # fmt: skip
         """
         Args:
@@ -42,8 +44,11 @@ class NcuProfiler:
             standby: keep a standby ncu process (GPU memory for an idle CUDA context).
             loader: the backend's kernel loader for the target program (default: the cuda
                 backend's cubin loader).
+            limits: what ncu and the target it launches run under (default: the measuring child's
+                :class:`ChildLimits`; see ``profile``'s module docstring).
         """
         self.loader = loader
+        self.limits = limits or ChildLimits()
         self.catalogue_entries = catalogue_entries
         self.refs = dict(refs or {})
         self.device_ordinal = device_ordinal
@@ -64,7 +69,9 @@ class NcuProfiler:
             logger.warning("no standby ncu: the kernel catalogue did not load", exc_info=True)
             return
         if entries:
-            self._standby = StandbyProfiler(ncu, entries, self.refs, self.device_ordinal, loader=self.loader)
+            self._standby = StandbyProfiler(
+                ncu, entries, self.refs, self.device_ordinal, loader=self.loader, limits=self.limits
+            )
 
     def ready(self) -> bool:
         """Is a standby ncu process waiting for the next batch?"""
@@ -112,7 +119,9 @@ class NcuProfiler:
         batch = standby.run(targets, timeout_s) if standby is not None else None
         used_standby = batch is not None
         if batch is None:
-            batch = profile_batch(targets, self.refs, self.device_ordinal, timeout_s, loader=self.loader)
+            batch = profile_batch(
+                targets, self.refs, self.device_ordinal, timeout_s, loader=self.loader, limits=self.limits
+            )
         self.start_standby()
         return batch, used_standby
 

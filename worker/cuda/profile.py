@@ -15,10 +15,19 @@ for five, so much of it is start-up. A worker therefore keeps a :class:`StandbyP
 ncu process, started ahead, whose target has imported CuPy, created its CUDA context and loaded its
 libraries, and waits for a batch (1.7-1.9 s for one kernel, 3.0-3.4 s for five; see
 benchmarks/gpu/ncu_batches.py). It launches nothing while it waits.
+
+The profile target runs user kernels, so ncu (and with it the target) is started like the measuring
+child (docs/SECURITY.md, "Kernel trust"): with :func:`child_environment` (no database or broker URL,
+no token), from a non-dumpable worker, with its limits (no core dumps, open files, a CPU budget per
+batch: a standby, which may wait for hours, gets its budget with its batch), in a process group of
+its own that a timeout kills whole. ncu and its target get no namespaces of their own: ncu's
+injection library in the target reports to the ncu process, and the driver grants performance
+counters by the host user's privileges.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -26,6 +35,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +44,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kernelfarm.core.settings import child_environment
+from kernelfarm.worker.measuring.sandbox import ChildLimits, limit_cpu_of_process_tree, make_undumpable, tool_limits
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +153,32 @@ def ncu_command(
     ]
 
 
+def batch_cpu_seconds(limits: ChildLimits, timeout_s: float) -> float | None:
+    """A batch's CPU budget: the child's per-request budget, but never less than the batch's wall
+    deadline (a busy single-threaded target then meets its deadline before its CPU limit)."""
+    return None if limits.cpu_seconds is None else max(limits.cpu_seconds, timeout_s)
+
+
+def start_ncu(command: Sequence[str], limits: ChildLimits, cpu_seconds: float | None, **popen: Any) -> subprocess.Popen:
+    """Start ncu confined as the measuring child is (see the module docstring)."""
+    make_undumpable()  # the target (same user) must not read this worker's /proc/<pid>/environ
+    return subprocess.Popen(
+        list(command),
+        env=child_environment(),
+        preexec_fn=tool_limits(limits, cpu_seconds),  # runs after fork: it makes system calls only
+        start_new_session=True,  # ncu and its target in a group of their own: killed together
+        **popen,
+    )
+
+
+def kill_ncu(proc: subprocess.Popen) -> None:
+    """Kill ncu and the target it launched (their process group)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
 def profile_batch(
     targets: Sequence[ProfileTarget],
     refs: Mapping[str, str] | None = None,
@@ -147,12 +186,15 @@ def profile_batch(
     timeout_s: float = 600.0,
     metrics: Sequence[str] = tuple(METRICS),
     loader: LoaderRef | None = None,
+    limits: ChildLimits | None = None,
 ) -> ProfileBatchResult:
     """Profile ``targets`` in one fresh ncu process. Never raises for a profiler problem: the error
     is returned and the trials keep their timings without a profile.
 
     ``loader`` names the backend's kernel loader the target program launches with (default: the
-    cuda backend's cubin loader); each target's ``cubin`` is then that loader's artifact."""
+    cuda backend's cubin loader); each target's ``cubin`` is then that loader's artifact.
+    ``limits``: the measuring child's (default :class:`ChildLimits`); its CPU budget is per batch."""
+    limits = limits or ChildLimits()
     start = time.perf_counter()
     ncu = find_ncu()
     if ncu is None:
@@ -161,17 +203,22 @@ def profile_batch(
         paths = _BatchPaths(Path(tmp))
         paths.job.write_text(_job_text(targets, refs, device_ordinal, paths, loader))
         entries = [target.entry for target in targets]
+        proc = start_ncu(
+            ncu_command(ncu, str(paths.report), str(paths.job), list(metrics), entries),
+            limits,
+            batch_cpu_seconds(limits, timeout_s),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
-            proc = subprocess.run(
-                ncu_command(ncu, str(paths.report), str(paths.job), list(metrics), entries),
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=False,
-            )
+            stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            kill_ncu(proc)
+            proc.communicate()
             return ProfileBatchResult([None] * len(targets), time.perf_counter() - start, "ncu timed out")
-        return _collect(paths, len(targets), proc.returncode, proc.stderr or proc.stdout, start)
+        return _collect(paths, len(targets), proc.returncode, stderr or stdout, start)
 
 
 class StandbyProfiler:
@@ -184,7 +231,7 @@ class StandbyProfiler:
 
     def __init__(
         self, ncu: str, entries: Iterable[str], refs: Mapping[str, str] | None = None, device_ordinal: int = 0,
-        metrics: Sequence[str] = tuple(METRICS), loader: LoaderRef | None = None,
+        metrics: Sequence[str] = tuple(METRICS), loader: LoaderRef | None = None, limits: ChildLimits | None = None,
     ) -> None:  # fmt: skip
         """
         Args:
@@ -196,16 +243,21 @@ class StandbyProfiler:
             metrics: what ncu collects.
             loader: the backend's kernel loader (default: the cuda backend's); the waiting target
                 warms it up before it says it is ready.
+            limits: the measuring child's (default :class:`ChildLimits`); the CPU budget is given
+                per batch, when :meth:`run` hands one over.
         """
         self.refs, self.device_ordinal, self.loader = dict(refs or {}), device_ordinal, loader
+        self.limits = limits or ChildLimits()
         self.entries = frozenset(entries)
         self.paths = _BatchPaths(Path(tempfile.mkdtemp(prefix="kf-ncu-standby-")))
         if loader is not None:
             (self.paths.root / "loader.json").write_text(json.dumps(loader.__dict__))
         self._log = (self.paths.root / "ncu.out").open("w")
         wait = ["--wait", str(self.paths.root), str(device_ordinal), str(os.getpid())]
-        self._proc = subprocess.Popen(
+        self._proc = start_ncu(
             ncu_command(ncu, str(self.paths.report), wait, list(metrics), self.entries),
+            self.limits,
+            None,  # it may wait for hours: the CPU budget comes with its batch (run)
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -232,6 +284,9 @@ class StandbyProfiler:
             self.close()
             return None
         start = time.perf_counter()
+        budget = batch_cpu_seconds(self.limits, timeout_s)
+        if budget is not None:  # before the target can see its batch
+            limit_cpu_of_process_tree(self._proc.pid, budget)
         pending = self.paths.root / "job.json.tmp"
         pending.write_text(_job_text(targets, self.refs, self.device_ordinal, self.paths, self.loader))
         pending.rename(self.paths.job)
@@ -247,9 +302,7 @@ class StandbyProfiler:
         return result
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait(10)
+        kill_ncu(self._proc)
         self._log.close()
         shutil.rmtree(self.paths.root, ignore_errors=True)
 

@@ -12,6 +12,10 @@ as an unmapped ("nobody") user with no network interface but a downed loopback. 
 budget (:func:`limit_cpu_for_request`) turns a spinning kernel into a dead child (a CRASH for that
 trial) instead of a worker that waits for the deadline.
 
+The ncu profiling path (worker/cuda/profile.py) runs user kernels too: ncu and the program it
+launches are started with the same environment (:func:`child_environment`) and limits
+(:func:`tool_limits`, :func:`limit_cpu_of_process_tree`), from a non-dumpable worker.
+
 See docs/SECURITY.md, "Kernel trust".
 """
 
@@ -23,9 +27,11 @@ import ctypes.util
 import logging
 import os
 import resource
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
+
+import psutil
 
 from kernelfarm.core.settings import environment_for_children
 
@@ -56,12 +62,18 @@ def _libc() -> Any:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
+def make_undumpable() -> None:
+    """Make this process non-dumpable: its /proc files (environ, mem) become unreadable to other
+    processes of the same user, such as a child running user code."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 @contextlib.contextmanager
 def start_confined() -> Iterator[None]:
     """Around starting a child: the child inherits the reduced environment, and this process becomes
     non-dumpable (its /proc files become unreadable to other processes of the same user)."""
-    with contextlib.suppress(OSError, AttributeError):
-        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    make_undumpable()
     with environment_for_children():
         yield
 
@@ -95,6 +107,39 @@ def _isolate_network() -> str:
         error = ctypes.get_errno()
         return f"shared (this host refuses unprivileged namespaces: {os.strerror(error)})"
     return "isolated"
+
+
+def tool_limits(limits: ChildLimits, cpu_seconds: float | None) -> Callable[[], None]:
+    """What a process started through a tool (ncu, which then starts the program that runs user
+    code) applies right after fork, before exec (``subprocess.Popen(preexec_fn=...)``): ``limits``
+    without the namespaces (see docs/SECURITY.md) and a CPU budget of ``cpu_seconds`` (None: none
+    yet). The tool and what it starts inherit them. Built here, in the parent, so that the forked
+    process only makes system calls."""
+    confined = replace(limits, isolate_network=False, cpu_seconds=cpu_seconds)
+
+    def apply() -> None:
+        enter(confined)
+        limit_cpu_for_request(confined)
+
+    return apply
+
+
+def limit_cpu_of_process_tree(pid: int, seconds: float) -> None:
+    """Give process ``pid`` and every process it started ``seconds`` of CPU on top of what each has
+    used (prlimit(2); for a process started earlier without a budget). A process that is gone, or
+    refuses, is skipped."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return
+    for process in tree:
+        with contextlib.suppress(psutil.Error, OSError):
+            times = process.cpu_times()
+            soft = int(times.user + times.system + seconds) + 1
+            _, hard = resource.prlimit(process.pid, resource.RLIMIT_CPU)
+            soft = soft if hard == resource.RLIM_INFINITY else min(soft, hard)
+            resource.prlimit(process.pid, resource.RLIMIT_CPU, (soft, hard))
 
 
 def limit_cpu_for_request(limits: ChildLimits) -> None:
