@@ -85,10 +85,16 @@ def tagged_processes() -> list[int]:
             with open(f"/proc/{name}/environ", "rb") as handle:
                 tagged = RUN_TAG in handle.read().split(b"\0")
             with open(f"/proc/{name}/stat") as stat:
-                zombie = stat.read().rsplit(")", 1)[-1].split()[0] == "Z"
+                fields = stat.read().rsplit(")", 1)[-1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                command = handle.read()
         except OSError:
             continue
-        if tagged and not zombie:
+        zombie, parent = fields[0] == "Z", int(fields[1])
+        # The test process's own multiprocessing resource tracker (started by a process pool a test used,
+        # e.g. joblib's) lives exactly as long as this process and exits with it: not a survivor.
+        own_tracker = parent == os.getpid() and b"multiprocessing.resource_tracker" in command
+        if tagged and not zombie and not own_tracker:
             found.append(int(name))
     return found
 
