@@ -61,3 +61,27 @@ def test_a_leaked_process_fails_the_run_and_the_rest_is_cleaned_up(tmp_path: Pat
         exists = connection.execute(text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first()
     engine.dispose()
     assert exists is None, f"{name} was not dropped"
+
+
+CLEAN_INNER = """
+import multiprocessing
+
+def test_uses_a_process_pool_semaphore():
+    # A multiprocessing lock starts this process's resource tracker, which lives as long as the
+    # test process does (joblib's pools start one too): it is not a leak.
+    multiprocessing.get_context("spawn").Lock()
+"""
+
+
+def test_the_test_process_own_resource_tracker_is_no_leak(tmp_path: Path, services: Services) -> None:
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "test_inner_clean.py").write_text(CLEAN_INNER)
+    env = {k: v for k, v in os.environ.items() if k not in ("KERNELFARM_TEST_RUN", "REDIS_URL")}
+    env["DATABASE_URL"] = services.server_url
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+                             "--rootdir", str(inner), str(inner / "test_inner_clean.py")],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "LEAK" not in output and "1 passed" in output
