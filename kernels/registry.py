@@ -65,6 +65,10 @@ def get_kernel(name: str, version: int | None = None) -> KernelSpec:
     found = all_kernels().get(name)
     if found is not None:
         return found
+    # Not a name any kernel can have (manifest names are identifiers): no database round-trip, which
+    # PostgreSQL would refuse for a NUL and the API would answer with a dropped connection.
+    if not name.isprintable() or len(name) > 128:
+        raise NotFound(f"unknown kernel {name!r}")
     if get_settings().database_url:
         from kernelfarm.kernels.uploaded import uploaded_kernel
 
