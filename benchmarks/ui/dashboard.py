@@ -190,8 +190,10 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_cookies([{"name": "kf_session", "value": token, "domain": host, "path": "/",
                                   "httpOnly": True, "sameSite": "Strict"}])  # fmt: skip
-            for bucket, cpu, complete, complete_cpu in ((cold, cold_cpu, cold_complete, cold_complete_cpu),
-                                                        (warm, warm_cpu, warm_complete, warm_complete_cpu)):
+            for bucket, cpu, complete, complete_cpu in (
+                (cold, cold_cpu, cold_complete, cold_complete_cpu),
+                (warm, warm_cpu, warm_complete, warm_complete_cpu),
+            ):
                 page = context.new_page()
                 cdp = context.new_cdp_session(page)
                 cdp.send("Performance.enable")
