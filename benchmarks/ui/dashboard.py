@@ -207,7 +207,7 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
                 complete.append(page.evaluate("window.kfCompleteMs"))
                 after = _process_seconds(cdp)
                 complete_cpu.append(1000 * (after - before if after >= before else after))
-                logger.info("%s: first %.0f ms, complete %.0f ms; stages %s; plotly bundles loaded at %s",
+                logger.info("%s: first %.0f ms, complete %.0f ms; stages %s; requested-first byte-loaded: %s",
                             "cold" if bucket is cold else "warm", bucket[-1], complete[-1],
                             page.evaluate("window.kfStages"), page.evaluate(PLOTLY_LOADED))  # fmt: skip
                 if bucket is warm:
@@ -237,8 +237,10 @@ def _process_seconds(cdp: Any) -> float:
     return float(metrics.get("ProcessTime", 0.0))
 
 
-PLOTLY_LOADED = """performance.getEntriesByType('resource').filter(e => e.name.includes('/ui/vendor/plotly'))
-  .map(e => `${e.name.split('/').pop()} ${Math.round(e.responseEnd)} ms`).join(', ')"""
+PLOTLY_LOADED = """performance.getEntriesByType('resource')
+  .filter(e => e.name.includes('/ui/vendor/plotly') || e.name.endsWith('/trial-columns'))
+  .map(e => `${e.name.split('/').pop()} ${Math.round(e.requestStart)}-${Math.round(e.responseStart)}-`
+    + `${Math.round(e.responseEnd)} ms`).join(', ')"""
 SWITCH = """async (x) => {
   const select = document.getElementById('heat-x');
   const started = performance.now();
