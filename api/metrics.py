@@ -18,7 +18,6 @@ from kernelfarm.core.db import session_scope
 from kernelfarm.core.metrics import API_REQUEST_SECONDS
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store import fleet as fleet_store
-from kernelfarm.core.store import workers as worker_store
 
 # Seconds per trial, per measurement, per compile and per profile share.
 TIME_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -69,9 +68,8 @@ class FarmCollector(Collector):
 
     def _read(self) -> Iterable[Metric]:
         with session_scope(self.database_url) as session:
-            summary = fleet_store.trial_summary(session)
-            live = worker_store.live_workers(session, self.ttl_seconds)
-            distributions = fleet_store.time_distributions(session, TIME_BUCKETS)
+            figures = fleet_store.farm_figures(session, self.ttl_seconds, TIME_BUCKETS)
+        summary = figures.summary
 
         trials = GaugeMetricFamily("kernelfarm_trials", "Trials by state and failure kind ('' unless failed)",
                                    labels=["state", "failure_kind"])  # fmt: skip
@@ -95,15 +93,9 @@ class FarmCollector(Collector):
                                         labels=["gpu_model", "backend"])  # fmt: skip
         busy_family = GaugeMetricFamily("kernelfarm_busy_workers", "Live workers measuring a trial now",
                                         labels=["gpu_model"])  # fmt: skip
-        per_model: dict[tuple[str, str], int] = {}
-        busy_per_model: dict[str, int] = {}
-        for worker in live:
-            per_model[(worker.gpu_model, worker.backend)] = per_model.get((worker.gpu_model, worker.backend), 0) + 1
-            is_busy = 1 if summary.busy.get(worker.name) else 0
-            busy_per_model[worker.gpu_model] = busy_per_model.get(worker.gpu_model, 0) + is_busy
-        for (model, backend), count in sorted(per_model.items()):
+        for (model, backend), count in sorted(figures.live.items()):
             live_family.add_metric([model, backend], count)
-        for model, count in sorted(busy_per_model.items()):
+        for model, count in sorted(figures.busy.items()):
             busy_family.add_metric([model], count)
         yield from (live_family, busy_family)
 
@@ -113,7 +105,7 @@ class FarmCollector(Collector):
             "compile": "Seconds NVRTC spent compiling a trial's kernel",
             "profile": "Seconds of Nsight Compute per profiled trial (its share of the batch)",
         }
-        for name, distribution in distributions.items():
+        for name, distribution in figures.distributions.items():
             family = HistogramMetricFamily(f"kernelfarm_trial_{name}_seconds", helps[name])
             buckets = [(repr(b), c) for b, c in zip(distribution.bounds, distribution.counts, strict=True)]
             buckets.append(("+Inf", distribution.count))

@@ -12,14 +12,20 @@ synthetic: a page's cost depends on how many points it draws, not on their value
 workers are registered with fresh heartbeats.
 
 Measured (medians over ``--runs``):
-- first render: navigation start → the job page's first complete render (summary, convergence, every
-  trial, heatmap, trial table; ``window.kfFirstRenderMs``), in a fresh browser context (cold: nothing
-  cached, plotly.min.js fetched and compiled) and on a second visit in that context (warm);
-- heatmap switch: from changing the x parameter to the next frame after Plotly drew the new heatmap;
+- first render: navigation start → the frame after the job page drew its first view: the header and
+  summary with progress, the first page of the trial table and the best-so-far-vs-evaluations plot
+  (``window.kfFirstRenderMs``), in a fresh browser context (cold: nothing cached, Plotly's cartesian
+  bundle fetched and compiled) and on a second visit in that context (warm);
+- complete render: navigation start → the frame after every plot above the fold was drawn as well
+  (best so far vs wall time, heatmap, every trial: the last one after Plotly's full bundle loaded;
+  ``window.kfCompleteMs``); parallel coordinates and the roofline draw when scrolled into view;
+- heatmap switch: from changing the x parameter to the next frame after Plotly drew the new heatmap
+  (measured once the page's render is complete);
 - /metrics: one scrape over a keep-alive connection with a read token, 50 scrapes; /health the same way,
   as a baseline of how slowly the (shared) machine answers anything;
-- the renderer process's CPU time for each first render (Chromium's ProcessTime): the page's own work,
-  which contention for the cores does not inflate (the GPU process's software WebGL is not included).
+- the renderer process's CPU time up to the first render and up to the complete render (Chromium's
+  ProcessTime): the page's own work, which contention for the cores does not inflate (the GPU process's
+  software WebGL is not included).
 
 Needs Chromium (apt-get install chromium) and the dev extras (playwright).
 """
@@ -174,6 +180,7 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
         raise SystemExit("no Chromium: apt-get install chromium")
     cold, warm, switches = [], [], []
     cold_cpu, warm_cpu = [], []
+    cold_complete, warm_complete, cold_complete_cpu, warm_complete_cpu = [], [], [], []
     host = api_url.split("//", 1)[1].split(":")[0]
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, headless=True,
@@ -183,7 +190,10 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_cookies([{"name": "kf_session", "value": token, "domain": host, "path": "/",
                                   "httpOnly": True, "sameSite": "Strict"}])  # fmt: skip
-            for bucket, cpu in ((cold, cold_cpu), (warm, warm_cpu)):
+            for bucket, cpu, complete, complete_cpu in (
+                (cold, cold_cpu, cold_complete, cold_complete_cpu),
+                (warm, warm_cpu, warm_complete, warm_complete_cpu),
+            ):
                 page = context.new_page()
                 cdp = context.new_cdp_session(page)
                 cdp.send("Performance.enable")
@@ -193,8 +203,13 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
                 bucket.append(page.evaluate("window.kfFirstRenderMs"))
                 after = _process_seconds(cdp)
                 cpu.append(1000 * (after - before if after >= before else after))
-                logger.info("%s: %.0f ms; stages %s; plotly loaded at %.0f ms", "cold" if bucket is cold else "warm",
-                            bucket[-1], page.evaluate("window.kfStages"), page.evaluate(PLOTLY_LOADED))  # fmt: skip
+                page.wait_for_selector("body[data-complete='1']", timeout=60_000)
+                complete.append(page.evaluate("window.kfCompleteMs"))
+                after = _process_seconds(cdp)
+                complete_cpu.append(1000 * (after - before if after >= before else after))
+                logger.info("%s: first %.0f ms, complete %.0f ms; stages %s; requested-first byte-loaded: %s",
+                            "cold" if bucket is cold else "warm", bucket[-1], complete[-1],
+                            page.evaluate("window.kfStages"), page.evaluate(PLOTLY_LOADED))  # fmt: skip
                 if bucket is warm:
                     page.wait_for_load_state("networkidle")
                     for x in ("tile_size_x", "block_size_y", "read_only", "block_size_x"):
@@ -208,6 +223,10 @@ def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[st
         "heatmap_switch_ms": switches,
         "first_render_cold_renderer_cpu_ms": cold_cpu,
         "first_render_warm_renderer_cpu_ms": warm_cpu,
+        "complete_render_cold_ms": cold_complete,
+        "complete_render_warm_ms": warm_complete,
+        "complete_render_cold_renderer_cpu_ms": cold_complete_cpu,
+        "complete_render_warm_renderer_cpu_ms": warm_complete_cpu,
     }
 
 
@@ -218,9 +237,10 @@ def _process_seconds(cdp: Any) -> float:
     return float(metrics.get("ProcessTime", 0.0))
 
 
-PLOTLY_LOADED = (
-    "performance.getEntriesByType('resource').find(e => e.name.endsWith('plotly.min.js'))?.responseEnd ?? -1"
-)
+PLOTLY_LOADED = """performance.getEntriesByType('resource')
+  .filter(e => e.name.includes('/ui/vendor/plotly') || e.name.endsWith('/trial-columns'))
+  .map(e => `${e.name.split('/').pop()} ${Math.round(e.requestStart)}-${Math.round(e.responseStart)}-`
+    + `${Math.round(e.responseEnd)} ms`).join(', ')"""
 SWITCH = """async (x) => {
   const select = document.getElementById('heat-x');
   const started = performance.now();

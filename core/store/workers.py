@@ -46,12 +46,12 @@ def stop_worker(session: Session, name: str) -> None:
     session.execute(update(GpuWorker).where(GpuWorker.name == name).values(stopped_at=func.now()))
 
 
-def _live_clause(ttl_seconds: float):
+def live_clause(ttl_seconds: float):
     return (GpuWorker.stopped_at.is_(None)) & (GpuWorker.last_heartbeat > func.now() - timedelta(seconds=ttl_seconds))
 
 
 def live_workers(session: Session, ttl_seconds: float, gpu_model: str | None = None) -> Sequence[GpuWorker]:
-    query = select(GpuWorker).where(_live_clause(ttl_seconds)).order_by(GpuWorker.gpu_model, GpuWorker.name)
+    query = select(GpuWorker).where(live_clause(ttl_seconds)).order_by(GpuWorker.gpu_model, GpuWorker.name)
     if gpu_model is not None:
         query = query.where(GpuWorker.gpu_model == gpu_model)
     return session.execute(query).scalars().all()

@@ -47,7 +47,10 @@ def metrics_farm(farm: Farm, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     # The farm's coordinator, restarted with the shared directory so its step latency reaches /metrics.
     farm.stop(next(p for p in farm.processes if p.name == "coordinator"))
     farm.start("coordinator-metrics", launcher.coordinator_argv(directory.parent / "schedule"), **shared)
-    api_url = _start_api(farm, "api-metrics", 2, KERNELFARM_METRICS_TOKEN=SCRAPE_TOKEN, **shared)
+    # No cache of the database figures: the tests compare a scrape with the farm right after a job finished,
+    # and a read cached by the previous test (default 5 s) can be younger than that job when it runs fast.
+    api_url = _start_api(farm, "api-metrics", 2, KERNELFARM_METRICS_TOKEN=SCRAPE_TOKEN,
+                         KERNELFARM_METRICS_CACHE_SECONDS="0", **shared)  # fmt: skip
     open_url = _start_api(farm, "api-open-metrics", 1, KERNELFARM_METRICS_OPEN_NETWORKS="127.0.0.1/32")
     yield MetricsFarm(farm, api_url, open_url, directory, make_token(farm.database_url, "read", name="metrics-reader"))
 

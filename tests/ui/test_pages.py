@@ -49,7 +49,10 @@ def logged_in(dashboard: Dashboard, chromium: Any) -> Iterator[Any]:
     context.close()
 
 
-LAZY_PLOTS_DRAWN = """() => document.getElementById('parcoords-note').textContent !== '' &&
+# The job page's render is complete (every plot above the fold, the last after Plotly's full bundle) and
+# the two plots drawn on scrolling into view are drawn.
+LAZY_PLOTS_DRAWN = """() => document.body.dataset.complete === '1' &&
+  document.getElementById('parcoords-note').textContent !== '' &&
   (document.getElementById('roofline').data !== undefined || !document.getElementById('roofline-note').hidden)"""
 
 

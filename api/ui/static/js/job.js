@@ -1,6 +1,9 @@
 // Job: summary, convergence, every trial, the parameter heatmap, parallel coordinates, the roofline and
 // the trial table. One request (/trial-columns) brings every trial; while the job runs the page polls.
-/* global Plotly */
+// Two builds of one plotly.js version draw it: the cartesian partial bundle (1.5 MB, loaded by the page)
+// draws the first view, the convergence plots and the heatmap; the full bundle (4.8 MB, from the plotly
+// wheel) is fetched after the first view, for the WebGL traces (every trial, parallel coordinates,
+// roofline). Each plot is always drawn by the same build.
 import { api, describe, el, fmtMs, fmtWhen, progressBar, showError, stateBadge } from "./api.js";
 
 // Milliseconds per stage of the last render, and when this script started (benchmarks/ui reads them).
@@ -14,6 +17,8 @@ const LAYOUT = { margin: { l: 60, r: 20, t: 10, b: 45 }, paper_bgcolor: "#fff", 
 const TABLE_PAGE = 50;
 let job = null;
 let cols = null;
+let cartesian = null; // Plotly, cartesian partial bundle
+let full = null; // Plotly, full bundle
 let lastProgress = "";
 const table = { sortKey: "seq", sortDir: 1, page: 0, rows: [] };
 
@@ -48,7 +53,9 @@ function summary() {
 }
 
 // ---------------------------------------------------------------- convergence and every trial
-function convergence() {
+// Best so far after each finished trial, as the points where it improves (and the last one): the line
+// is drawn as steps, so the points in between add nothing but drawing time.
+function convergenceSeries() {
   const order = [];
   for (let i = 0; i < cols.count; i++) {
     if ((cols.state[i] === "complete" || cols.state[i] === "failed") && cols.finished_s[i] !== null) order.push(i);
@@ -59,14 +66,30 @@ function convergence() {
   const best = [];
   let current = Infinity;
   order.forEach((i, k) => {
-    if (cols.state[i] === "complete" && cols.time_ms[i] !== null) current = Math.min(current, cols.time_ms[i]);
-    if (current < Infinity) { evals.push(k + 1); wall.push(cols.finished_s[i]); best.push(current); }
+    const time = cols.state[i] === "complete" ? cols.time_ms[i] : null;
+    const improves = time !== null && time < current;
+    if (improves) current = time;
+    if (current < Infinity && (improves || k === order.length - 1)) {
+      evals.push(k + 1); wall.push(cols.finished_s[i]); best.push(current);
+    }
   });
-  const line = (x) => [{ x, y: best, type: "scatter", mode: "lines", line: { shape: "hv", color: "#2b6cb0" },
-    name: "best so far", hovertemplate: "%{y:.4f} ms<extra></extra>" }];
-  Plotly.react("conv-evals", line(evals), layout({ xaxis: { title: { text: "evaluations" } },
+  return { evals, wall, best };
+}
+
+function bestLine(x, best) {
+  return [{ x, y: best, type: "scatter", mode: "lines+markers", line: { shape: "hv", color: "#2b6cb0" },
+    marker: { size: 4 }, name: "best so far", hovertemplate: "%{y:.4f} ms<extra></extra>" }];
+}
+
+function convergenceEvals() {
+  const { evals, best } = convergenceSeries();
+  cartesian.react("conv-evals", bestLine(evals, best), layout({ xaxis: { title: { text: "evaluations" } },
     yaxis: { title: { text: "best time (ms)" } } }), CONFIG);
-  Plotly.react("conv-time", line(wall), layout({ xaxis: { title: { text: "seconds since submission" } },
+}
+
+function convergenceTime() {
+  const { wall, best } = convergenceSeries();
+  cartesian.react("conv-time", bestLine(wall, best), layout({ xaxis: { title: { text: "seconds since submission" } },
     yaxis: { title: { text: "best time (ms)" } } }), CONFIG);
 }
 
@@ -91,7 +114,7 @@ function allTrials() {
       marker: { symbol: "x", size: 7, color: FAILED_COLORS[kind] || "#c53030" },
       hovertemplate: `trial %{x}: ${kind}<extra></extra>` });
   }
-  Plotly.react("all-trials", traces, layout({ xaxis: { title: { text: "trial (proposal order)" } },
+  full.react("all-trials", traces, layout({ xaxis: { title: { text: "trial (proposal order)" } },
     yaxis: { title: { text: "time (ms)" } }, legend: { orientation: "h", y: 1.08 } }), CONFIG);
 }
 
@@ -146,7 +169,7 @@ function heatmap() {
     z[y][x] = median(list);
     n[y][x] = list.length;
   }
-  Plotly.react("heatmap", [{ type: "heatmap", x: xv.map(String), y: yv.map(String), z, customdata: n,
+  cartesian.react("heatmap", [{ type: "heatmap", x: xv.map(String), y: yv.map(String), z, customdata: n,
     colorscale: "Viridis", reversescale: true, colorbar: { title: { text: "median ms" } }, hoverongaps: false,
     hovertemplate: `${px}=%{x}, ${py}=%{y}<br>median %{z:.4f} ms over %{customdata} trials<extra></extra>` }],
   layout({ xaxis: { title: { text: px }, type: "category" }, yaxis: { title: { text: py }, type: "category" } }),
@@ -164,7 +187,7 @@ function parcoords() {
   const index = [];
   for (let i = 0; i < cols.count; i++) if (cols.state[i] === "complete" && cols.time_ms[i] !== null) index.push(i);
   const note = document.getElementById("parcoords-note");
-  if (!index.length) { Plotly.purge("parcoords"); note.textContent = "no complete trial yet"; return; }
+  if (!index.length) { full.purge("parcoords"); note.textContent = "no complete trial yet"; return; }
   if (index.length > PARCOORDS_MAX) {
     index.sort((a, b) => cols.time_ms[a] - cols.time_ms[b]);
     note.textContent = `the ${PARCOORDS_MAX} fastest of ${index.length} complete trials`;
@@ -180,7 +203,7 @@ function parcoords() {
       tickvals: values.map((_, k) => k), ticktext: values.map(String) };
   });
   dimensions.push({ label: "time (ms)", values: times });
-  Plotly.react("parcoords", [{ type: "parcoords", dimensions,
+  full.react("parcoords", [{ type: "parcoords", dimensions,
     line: { color: times, colorscale: "Viridis", reversescale: true, showscale: true } }],
   layout({ margin: { l: 60, r: 60, t: 50, b: 20 } }), CONFIG);
 }
@@ -202,7 +225,7 @@ function roofline() {
   const index = [];
   if (ai && flops) for (let i = 0; i < cols.count; i++) if (ai[i] > 0 && flops[i] > 0) index.push(i);
   if (!index.length || !ceilings) {
-    Plotly.purge("roofline");
+    full.purge("roofline");
     document.getElementById("roofline").hidden = true;
     note.hidden = false;
     note.textContent = "No roofline data: this job's trials carry no achieved FLOP/s and arithmetic intensity " +
@@ -218,7 +241,7 @@ function roofline() {
   const high = Math.max(...xs, peak / bandwidth) * 4;
   const roofX = [low, peak / bandwidth, high];
   const roofY = roofX.map((x) => Math.min(peak, x * bandwidth));
-  Plotly.react("roofline", [
+  full.react("roofline", [
     { x: roofX, y: roofY, type: "scatter", mode: "lines", name: `roof (${ceilings.peak_kind ?? "fp32"}, measured)`,
       line: { color: "#1a202c" }, hovertemplate: "%{y:.0f} GFLOP/s<extra>roof</extra>" },
     { x: xs, y: index.map((i) => flops[i] / 1e9), type: "scattergl", mode: "markers", name: "trials",
@@ -349,12 +372,36 @@ function timed(name, stage) {
   window.kfStages[name] = performance.now() - started;
 }
 
-function renderAll() {
-  for (const [name, stage] of [["summary", summary], ["convergence", convergence], ["all-trials", allTrials],
-    ["heatmap", () => { setupHeatmapControls(); heatmap(); }], ["table", trialTable], ["top-k", topk]]) timed(name, stage);
+const nextFrame = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
+
+// The first view (header and progress, the first page of the trial table, best so far vs evaluations)
+// with the cartesian bundle; the other cartesian plots next; then, with the full bundle, the WebGL ones.
+async function renderAll() {
+  const first = document.body.dataset.rendered !== "1";
+  for (const [name, stage] of [["summary", summary], ["table", trialTable], ["conv-evals", convergenceEvals]]) {
+    timed(name, stage);
+  }
+  if (first) {
+    await nextFrame(); // drawn on screen, not only in the DOM
+    window.kfFirstRenderMs = performance.now();
+    document.body.dataset.rendered = "1";
+  }
+  for (const [name, stage] of [["conv-time", convergenceTime], ["top-k", topk],
+    ["heatmap", () => { setupHeatmapControls(); heatmap(); }]]) timed(name, stage);
+  if (full === null) {
+    const asked = performance.now();
+    full = await loadFullPlotly();
+    window.kfStages.fullPlotly = performance.now() - asked;
+  }
+  timed("all-trials", allTrials);
   // Below the fold and the heaviest to draw: when scrolled into view.
   whenVisible("parcoords", () => timed("parcoords", parcoords));
   whenVisible("roofline", () => timed("roofline", roofline));
+  if (first) {
+    await nextFrame();
+    window.kfCompleteMs = performance.now();
+    document.body.dataset.complete = "1";
+  }
 }
 
 // Draw now if the element is on screen, else once it is (and redraw on later data while it is).
@@ -374,11 +421,25 @@ function whenVisible(id, draw) {
   }, { rootMargin: "200px" }).observe(target.closest("section"));
 }
 
-// Plotly is a deferred script after this module: resolved once it has run.
-const plotlyReady = new Promise((resolve) => {
-  if (window.Plotly) resolve();
-  else document.getElementById("plotly").addEventListener("load", () => resolve(), { once: true });
+// Plotly's cartesian bundle is a deferred script after this module: resolved once it has run.
+const cartesianReady = new Promise((resolve) => {
+  if (window.Plotly) resolve(window.Plotly);
+  else document.getElementById("plotly").addEventListener("load", () => resolve(window.Plotly), { once: true });
 });
+
+// The full bundle sets window.Plotly too: keep each build's object and give the name back to the first.
+function loadFullPlotly() {
+  return new Promise((resolve, reject) => {
+    const script = el("script", { src: "/ui/vendor/plotly.min.js" });
+    script.addEventListener("load", () => {
+      const loaded = window.Plotly;
+      window.Plotly = cartesian;
+      resolve(loaded);
+    }, { once: true });
+    script.addEventListener("error", () => reject(new Error("could not load Plotly's full bundle")), { once: true });
+    document.head.append(script);
+  });
+}
 
 async function refresh() {
   if (cols === null) {
@@ -387,9 +448,9 @@ async function refresh() {
     [job, cols] = await Promise.all([api(`/v1/jobs/${jobId}`), api(`/v1/jobs/${jobId}/trial-columns`)]);
     window.kfStages.fetch = performance.now() - asked;
     lastProgress = JSON.stringify([job.state, job.progress]);
-    await plotlyReady;
+    cartesian = await cartesianReady;
     window.kfStages.plotlyReady = performance.now();
-    renderAll();
+    await renderAll();
     return;
   }
   const fresh = await api(`/v1/jobs/${jobId}`);
@@ -398,7 +459,7 @@ async function refresh() {
   if (progress !== lastProgress) {
     cols = await api(`/v1/jobs/${jobId}/trial-columns`);
     lastProgress = progress;
-    renderAll();
+    await renderAll();
   } else {
     summary();
   }
@@ -408,10 +469,6 @@ async function loop() {
   try {
     await refresh();
     showError(null);
-    if (document.body.dataset.rendered !== "1") {
-      window.kfFirstRenderMs = performance.now();
-      document.body.dataset.rendered = "1";
-    }
   } catch (error) {
     showError(error);
     if (error && error.status === 404) { document.getElementById("summary").textContent = describe(error); return; }
