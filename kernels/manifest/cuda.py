@@ -39,6 +39,10 @@ def needs_name_lookup(main: str, linkage: str) -> bool:
     return linkage == "c++" or (linkage == "auto" and 'extern "C"' not in main and "template" in main)
 
 
+# An element off by a quarter of its own size plus the output's rms: a wrong value, not a rounding.
+GROSS_ELEMENT_ERROR = 0.25
+
+
 class ManifestCudaKernel(CudaKernel):
     """A :class:`CudaKernel` read from a checked :class:`Bundle`."""
 
@@ -212,9 +216,11 @@ class ManifestCudaKernel(CudaKernel):
         return copies
 
     def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
-        # The manifest's tolerance is the norm bound. The element bound stays off: it follows from the
-        # reduction length (kernels/tolerance.py), which the farm cannot know of a user's kernel.
-        return Tolerance(norm=self.manifest.tolerance, element=math.inf)
+        # The manifest's tolerance is the norm bound. The element bound cannot be derived as for the
+        # catalogue (it follows from the reduction length, kernels/tolerance.py, which the farm cannot
+        # know of a user's kernel): a fixed one still catches a zeroed or skipped element (an error of
+        # about 0.5 or more) and never a rounding difference.
+        return Tolerance(norm=self.manifest.tolerance, element=GROSS_ELEMENT_ERROR)
 
     def flops(self, problem: Mapping[str, Any]) -> float:
         return float(self._flops.value(problem))

@@ -99,5 +99,5 @@ def test_up_refuses_an_unknown_backend_before_starting_anything(tmp_path: Path) 
     state_dir = tmp_path / "state"
     refused = run(state_dir, "up", "--backend", "cudaa", timeout=60)
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "backend must be one of cuda, replay, fake or auto" in refused.stderr
+    assert "backend must be one of cuda, triton, replay, fake or auto" in refused.stderr
     assert StackState.load(state_dir) is None  # no server was started, no state written

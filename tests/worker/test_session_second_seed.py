@@ -24,7 +24,7 @@ from kernelfarm.worker.measuring.loader import KernelLoader, LoadedKernel
 def session_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     fake = types.ModuleType("cupy")
     fake.__dict__.update({k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
-    device = types.SimpleNamespace(attributes={"L2CacheSize": 1 << 20}, use=lambda: None)
+    device = types.SimpleNamespace(id=0, attributes={"L2CacheSize": 1 << 20}, use=lambda: None)
     fake.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         Device=lambda *_: device, Stream=types.SimpleNamespace(null=types.SimpleNamespace(synchronize=lambda: None))
     )
@@ -85,7 +85,7 @@ class Loader(KernelLoader):
 
 
 class Catalogue(KernelCatalogue):
-    def spec(self, name: str) -> Any:
+    def spec(self, name: str, version: int | None = None, bundle: str | None = None) -> Any:
         return types.SimpleNamespace(name=name)
 
 
