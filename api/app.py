@@ -83,7 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestMetrics)
     app.add_middleware(SecurityHeaders)
     app.include_router(health.router)
-    app.include_router(metrics.router)
+    app.include_router(metrics.router, responses=ERROR_RESPONSES)
     for module in (
         jobs,
         trial_columns,

@@ -347,9 +347,9 @@ class ModelProfileCreate(BaseModel):
     model: str = Field(min_length=1, max_length=256)
     device_name: str = Field(min_length=1, max_length=128)
     dtype: Literal["bfloat16", "float16", "float32"]
-    batch: int = Field(ge=1, le=1 << 20)
-    seq: int = Field(ge=1, le=1 << 20)
-    latency_ms: float = Field(gt=0)
+    batch: int = Field(ge=1, le=1 << 20, strict=True)
+    seq: int = Field(ge=1, le=1 << 20, strict=True)
+    latency_ms: float = Field(gt=0, le=1e9)
     report: dict[str, Any]
 
     @model_validator(mode="after")

@@ -8,17 +8,23 @@ from fastapi import APIRouter, Query, status
 
 from kernelfarm.api.deps import ReadToken, SessionDep, SubmitToken
 from kernelfarm.api.schemas import ModelProfileCreate, ModelProfilePublic, ModelProfileSummary
+from kernelfarm.api.strict_json import StrictJSONRoute
+from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.store import model_profiles as store
 
-router = APIRouter(prefix="/v1", tags=["model profiles"])
+# Strict JSON like the other bodies (api/strict_json.py): NaN, Infinity and 1e400 are refused at parsing.
+router = APIRouter(prefix="/v1", tags=["model profiles"], route_class=StrictJSONRoute)
 
 
 @router.post("/profiles", response_model=ModelProfileSummary, status_code=status.HTTP_201_CREATED)
 def create_profile(body: ModelProfileCreate, principal: SubmitToken, session: SessionDep) -> ModelProfileSummary:
     """Store a profile report; it is kept as sent (the farm does not re-derive it)."""
     fields = body.model_dump()
-    fields["gpu_model"] = model_slug(body.device_name)
+    try:
+        fields["gpu_model"] = model_slug(body.device_name)
+    except ValueError as exc:  # a name with no letter or digit names no GPU model
+        raise InvalidInput(f"device_name: {exc}") from None
     row = store.save_profile(session, principal.name, fields)
     return ModelProfileSummary.model_validate(row)
 
