@@ -10,6 +10,9 @@ from kernelfarm.testing.chaos import SCALES, run
 
 
 def test_scaled_down_chaos_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path) -> None:
+    # The harness's embedded PostgreSQL runs as its own user when the suite runs as root: it must be
+    # able to pass through this test's folder (pytest makes it 0700; the suite changes only its own).
+    tmp_path.chmod(0o711)
     report, verdict = run(SCALES["ci"], tmp_path / "chaos", rng_seed=3)
     faults = [fault for _, fault in report.events]
     assert faults.count("kill-worker") == 6 and faults.count("kill-coordinator") == 1
