@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
@@ -25,7 +25,16 @@ ProblemFilter = Annotated[
 ]
 
 
-@router.get("/best/export")
+# The answers' media types, documented so that a client (and the contract test) knows each format's.
+_BEST_CONTENT: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the export", "content": {"application/json": {}, "text/x-c": {}}}
+}
+_TRIALS_CONTENT: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the job's trials", "content": {"application/json": {}, "text/csv": {}}}
+}
+
+
+@router.get("/best/export", responses=_BEST_CONTENT)
 def export_best(
     _: ReadToken,
     session: SessionDep,
@@ -50,7 +59,7 @@ def export_best(
     return Response(json_format.write(export), media_type="application/json")
 
 
-@router.get("/jobs/{job_id}/export")
+@router.get("/jobs/{job_id}/export", responses=_TRIALS_CONTENT)
 def export_trials(
     job_id: uuid.UUID, _: ReadToken, session: SessionDep, format: Literal["kernel_tuner", "t4", "csv"] = "kernel_tuner"
 ) -> Response:
