@@ -5,17 +5,22 @@ compile for an H100 without a GPU. The GPU side is in the backend and kernel con
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from kernelfarm.kernels.registry import all_kernels, get_kernel
+from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.kernels.triton_kernel import TritonKernel
+from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.cuda.device import NvmlDevice
 from kernelfarm.worker.cuda.profile import kernel_filter
-from kernelfarm.worker.triton.compiler import TritonCompileJob
+from kernelfarm.worker.cuda.provenance import CudaProvenance
+from kernelfarm.worker.measuring.catalogue import KernelCatalogue
+from kernelfarm.worker.triton.compiler import TritonCompileJob, TritonCompilePool
 from kernelfarm.worker.triton.loader import DevicePointer, HostTensorDescriptor, entry_names, launch_arguments
-from kernelfarm.worker.triton.staging import triton_arch
+from kernelfarm.worker.triton.staging import TritonStaging, triton_arch
 
 MATMUL = get_kernel("matmul_triton")
 TILED = {
@@ -169,3 +174,38 @@ def test_the_profile_target_launches_with_the_loader_a_batch_names(tmp_path: Pat
     assert isinstance(make_loader(json.loads(profile._job_text([target], None, 0, paths)).get("loader")), CubinLoader)
     with pytest.raises(TypeError, match="not a KernelLoader"):
         make_loader({"ref": "kernelfarm.worker.triton.loader:DevicePointer", "kwargs": {"address": 1}})
+
+
+class VersionedCatalogue(KernelCatalogue):
+    """Two versions of one kernel, as the farm serves an uploaded kernel: the latest unless a version
+    is named. The versions have different Triton implementations, so a compile job shows which one
+    it was built from."""
+
+    def __init__(self, versions: dict[int, KernelSpec]) -> None:
+        super().__init__()
+        self.versions = versions
+
+    def spec(self, name: str, version: int | None = None, bundle: str | None = None) -> KernelSpec:
+        return self.versions[version or max(self.versions)]
+
+
+def test_staging_compiles_the_kernel_version_the_job_pinned(tmp_path: Path) -> None:
+    old, new = get_kernel("softmax_triton"), get_kernel("layernorm_triton")
+    catalogue = VersionedCatalogue({1: replace(old, name="user_rows", version=1),
+                                    2: replace(new, name="user_rows", version=2)})  # fmt: skip
+    device = NvmlDevice(0, "NVIDIA H100 80GB HBM3", "GPU-0", "9.0", "580.0", "13.0", 80 << 30, 1980, 2619)
+    provenance = CudaProvenance("triton", device, "", catalogue)
+    pool = TritonCompilePool(tmp_path, workers=1)  # never asked to compile here
+    try:
+        staging = TritonStaging(catalogue, pool, "9.0", provenance, "3.6.0")
+        problem = old.normalize_problem(old.default_problem)
+        config = old.space.valid_configs(problem)[0]
+        request = MeasureRequest("user_rows", problem, config, profile=False, seed=1, kernel_version=1)
+        assert staging.invalid(request) is None
+        job = staging.compile_job(request)
+        assert (
+            job.key == TritonCompileJob.for_config(old.impl("triton", TritonKernel), config, problem, 90, "3.6.0").key
+        )
+    finally:
+        pool.wait_started(60)  # a process still starting when the pool closes prints a traceback
+        pool.close()

@@ -53,7 +53,7 @@ class TritonStaging:
         """Why ``request`` cannot be measured here (unknown kernel, no Triton implementation, a
         config outside the valid space), or None."""
         try:
-            spec = self.catalogue.spec(request.kernel_name)
+            spec = self.catalogue.spec(request.kernel_name, request.kernel_version)
         except Exception as exc:
             return str(exc)
         if triton_impl(spec) is None:
@@ -64,7 +64,7 @@ class TritonStaging:
 
     def compile_job(self, request: MeasureRequest) -> TritonCompileJob:
         """The job that compiles ``request``'s config (call only for a valid request)."""
-        impl = triton_impl(self.catalogue.spec(request.kernel_name))
+        impl = triton_impl(self.catalogue.spec(request.kernel_name, request.kernel_version))
         assert impl is not None
         return TritonCompileJob.for_config(impl, request.config, request.problem, self.arch, self.triton_version)
 
