@@ -74,6 +74,17 @@ class Optimizer(ABC):
         self.seed = seed
         self.options = dict(options or {})
         self.prior = list(prior)
+        self.configure()
+
+    def configure(self) -> None:  # noqa: B027 - optional hook
+        """Read the strategy's own ``self.options`` (validate them, derive settings, set up state).
+
+        Called once at the end of the constructor. Strategies override this rather than the
+        constructor, so its signature (and its type checking) stays in one place.
+
+        Raises:
+            InvalidInput: an unknown option or a bad value.
+        """
 
     @classmethod
     def from_history(

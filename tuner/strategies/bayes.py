@@ -136,8 +136,8 @@ class BayesianOptimizer(Optimizer):
 
     name = "bayes"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def configure(self) -> None:
+        super().configure()
         self.settings = BayesSettings.from_options(self.options)
         # Configs suggested from outside the model (an LLM arm, bayes_llm.py), as table rows: each
         # is proposed only if the model ranks it among the top ``SUGGESTION_QUANTILE`` of its own

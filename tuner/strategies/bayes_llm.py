@@ -13,11 +13,10 @@ and the model proposes the whole batch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
-from kernelfarm.core.space import Config, SearchSpace
-from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.core.space import Config
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table, configs_at
 from kernelfarm.tuner.strategies.llm import (
@@ -53,18 +52,9 @@ class LLMAssistedBayes(BayesianOptimizer):
     # Replaced in benchmarks (replayed oracle / random / adversarial proposers) and tests.
     proposer_factory: ClassVar[Callable[[], Proposer | None]] = staticmethod(configured_proposer)
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        context: Mapping[str, Any],
-        history: Sequence[Observation],
-        seed: int,
-        options: Mapping[str, Any] | None = None,
-        prior: Sequence[Observation] = (),
-    ) -> None:
-        rest = dict(options or {})
-        arm = {k: rest.pop(k) for k in ARM_OPTIONS if k in rest}  # the model's options are bayes's
-        super().__init__(space, context, history, seed, rest, prior)
+    def configure(self) -> None:
+        arm = {k: self.options.pop(k) for k in ARM_OPTIONS if k in self.options}  # the model's options are bayes's
+        super().configure()
         self.gpu_model = str(arm.get("gpu_model", ""))
         self.schedule = ArmSchedule(int(arm.get("llm_period_min", 4)), int(arm.get("llm_period_max", 64)))
         self.proposed_by: dict[str, str] = {}
