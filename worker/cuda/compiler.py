@@ -1,8 +1,7 @@
-"""NVRTC compilation to cubin, in a pool of processes, with a disk cache.
+"""NVRTC compilation to cubin, in a pool of processes (``worker/measuring/compile_pool.py``), with a
+disk cache.
 
-Why a process pool: NVRTC of an unrolled kernel takes 0.1-7 s of one CPU core; compiling the next
-candidates on the other cores while the GPU measures the current one keeps the GPU busy. Compiling
-needs no CUDA context, so the pool's processes never touch the GPU. The cubin lands in a
+NVRTC of an unrolled kernel takes 0.1-7 s of one CPU core, hence the pool. The cubin lands in a
 content-addressed cache directory; the measuring child loads it with ``cupy.RawModule(path=...)``.
 """
 
@@ -13,16 +12,15 @@ import fcntl
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import re
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kernelfarm.worker.measuring.compile_pool import ProcessCompilePool
 
 if TYPE_CHECKING:  # the pool's processes need no kernel catalogue
     from kernelfarm.kernels.spec import KernelSpec
@@ -111,6 +109,11 @@ class CompileResult:
     @property
     def ok(self) -> bool:
         return self.cubin_path is not None
+
+    @property
+    def artifact(self) -> str | None:
+        """What the measuring child loads: the cubin's path."""
+        return self.cubin_path
 
 
 def lowered_names_path(cubin: Path | str) -> Path:
@@ -229,8 +232,8 @@ def _cached_resources(path: Path, log: str) -> dict[str, int]:
 _WARM_SOURCE = 'extern "C" __global__ void kf_warm(float* x) { x[threadIdx.x] *= 2.0f; }'
 
 
-def _start_compiler(warm_arch: str | None, warmed: Synchronized[int], driver_cache: bool = False) -> None:
-    """Initializer of a pool process.
+def _start_compiler(warm_arch: str | None, driver_cache: bool = False) -> None:
+    """Start-up of a pool process (after ``compile_pool._start`` has lowered its priority).
 
     Unless ``driver_cache``, the CUDA compute cache (``~/.nv/ComputeCache``, which NVRTC 13 also
     answers from, across processes) is switched off in this process before NVRTC loads: the farm's
@@ -238,16 +241,11 @@ def _start_compiler(warm_arch: str | None, warmed: Synchronized[int], driver_cac
     either a real one (with ptxas' report) or a cubin-cache hit (with the report stored beside it),
     and a "cold" measurement cannot meet a cache it did not clear.
 
-    Compiling is background work: the measuring path (worker, measuring child, database, broker)
-    on the same cores must never wait behind NVRTC for a CPU, hence the lower priority.
-
     A process's first NVRTC compile costs about a second more than the next ones (its builtins and
     ptxas set-up): on an H200 host, 16 matmul_fp32 configs on fresh processes took 1.1-1.7 s each,
     on processes that had compiled a tiny kernel 0.02-0.03 s (benchmarks/gpu/compile_warm.py).
     A pool has one process per core, so without this each of a job's first ~30 kernels paid it.
     """
-    with contextlib.suppress(OSError):
-        os.nice(10)
     if not driver_cache:
         os.environ["CUDA_CACHE_DISABLE"] = "1"  # read by the CUDA libraries as they load, below
     if warm_arch is not None:
@@ -261,16 +259,10 @@ def _start_compiler(warm_arch: str | None, warmed: Synchronized[int], driver_cac
                 nvrtc.destroyProgram(program)
         except Exception:  # CPU-only tests have no NVRTC; a real compile reports its own errors
             logger.debug("NVRTC warm-up compile failed", exc_info=True)
-    with warmed.get_lock():
-        warmed.value += 1
 
 
-def _noop() -> None:
-    """Submitted once per pool process so that all of them start (and warm up) at once."""
-
-
-class CompilePool:
-    """Compile jobs ahead on ``workers`` processes; ``submit`` de-duplicates by cache key."""
+class CompilePool(ProcessCompilePool[CompileJob, CompileResult]):
+    """NVRTC in a process pool, into a cubin cache on disk."""
 
     def __init__(
         self, cache_dir: Path, workers: int | None = None, warm_arch: str | None = None, driver_cache: bool = False
@@ -284,54 +276,4 @@ class CompilePool:
             driver_cache: let NVRTC use the CUDA compute cache (see :func:`_start_compiler`);
                 off by default.
         """
-        self.cache_dir = Path(cache_dir)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
-        # spawn: the pool's processes must never inherit a CUDA context (or a lock held at fork).
-        context = multiprocessing.get_context("spawn")
-        self._warmed = context.Value("i", 0)  # pool processes that have finished starting
-        self._executor = ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=context,
-            initializer=_start_compiler,
-            initargs=(warm_arch, self._warmed, driver_cache),
-        )
-        self._futures: dict[str, Future[CompileResult]] = {}
-        # Start the processes now: spawning one, loading NVRTC and its first compile take about a
-        # second, which would otherwise delay the first job's first kernels. The executor starts
-        # a process per submitted task while none is idle, so one task each starts them all.
-        for _ in range(self.workers):
-            self._executor.submit(_noop)
-
-    def wait_started(self, timeout: float) -> bool:
-        """Wait until every process has started (and compiled its warm-up kernel); False if some
-        had not within ``timeout`` seconds (they are then still starting: nothing is lost)."""
-        deadline = time.monotonic() + timeout
-        while self._warmed.value < self.workers:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def submit(self, job: CompileJob) -> Future[CompileResult]:
-        future = self._futures.get(job.key)
-        if future is None:
-            future = self._executor.submit(compile_job, job, str(self.cache_dir))
-            self._futures[job.key] = future
-        return future
-
-    def done(self, job: CompileJob) -> bool:
-        """Submitted and finished (a cubin or a compile error is waiting)."""
-        future = self._futures.get(job.key)
-        return future is not None and future.done()
-
-    def result(self, job: CompileJob) -> CompileResult:
-        result = self.submit(job).result()
-        # Keep finished futures small: the cubin is on disk, the future holds only paths and logs.
-        return result
-
-    def forget(self, job: CompileJob) -> None:
-        self._futures.pop(job.key, None)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        super().__init__(cache_dir, workers, compile_job, _start_compiler, (warm_arch, driver_cache))

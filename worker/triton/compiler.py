@@ -1,4 +1,5 @@
-"""Triton ahead-of-time compilation in a pool of processes, for the GPU's architecture, without a GPU.
+"""Triton ahead-of-time compilation in a pool of processes (``worker/measuring/compile_pool.py``), for the
+GPU's architecture, without a GPU.
 
 Why: Triton compiles a config in 0.3-3 s of one CPU core (MLIR passes, LLVM, ptxas). The pool's
 processes compile the next candidates on the host's other cores while the GPU measures the current
@@ -16,22 +17,19 @@ the compiler can pipeline).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import json
 import logging
-import multiprocessing
-import os
 import re
 import time
 import traceback
 from collections.abc import Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kernelfarm.worker.measuring.compile_pool import ProcessCompilePool
 
 if TYPE_CHECKING:
     from kernelfarm.kernels.triton_kernel import TritonKernel
@@ -185,39 +183,32 @@ def _build_launcher(source: Any, compiled: Any) -> None:
 _WARM_SOURCE_FN = ("kernelfarm.worker.triton.warm_kernel", "kf_triton_warm")
 
 
-def _start_compiler(arch: int | None, cache_dir: str, warmed: Synchronized[int]) -> None:
-    """Initializer of a pool process: lower priority (the measuring path must never wait behind a
-    compile for a CPU), and one throw-away compile so the process's first real compile does not
-    also pay for importing Triton and initializing MLIR/LLVM (about a second)."""
-    with contextlib.suppress(OSError):
-        os.nice(10)
-    if arch is not None:
+def _start_compiler(arch: int | None, cache_dir: str) -> None:
+    """Start-up of a pool process (after ``compile_pool._start`` has lowered its priority): one
+    throw-away compile so the process's first real compile does not also pay for importing Triton
+    and initializing MLIR/LLVM (about a second)."""
+    if arch is None:
+        return
+    try:
+        import triton
+        from triton import knobs
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        use_cache_dir(cache_dir)
+        fn = jit_function(*_WARM_SOURCE_FN)
+        knobs.compilation.always_compile = True  # a cache hit would warm nothing
         try:
-            import triton
-            from triton import knobs
-            from triton.backends.compiler import GPUTarget
-            from triton.compiler import ASTSource
-
-            use_cache_dir(cache_dir)
-            fn = jit_function(*_WARM_SOURCE_FN)
-            knobs.compilation.always_compile = True  # a cache hit would warm nothing
-            try:
-                triton.compile(ASTSource(fn, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 32}),
-                               target=GPUTarget("cuda", arch, 32), options={"num_warps": 1})  # fmt: skip
-            finally:
-                knobs.compilation.always_compile = False
-        except Exception:  # CPU-only hosts without Triton; a real compile reports its own errors
-            logger.debug("Triton warm-up compile failed", exc_info=True)
-    with warmed.get_lock():
-        warmed.value += 1
+            triton.compile(ASTSource(fn, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 32}),
+                           target=GPUTarget("cuda", arch, 32), options={"num_warps": 1})  # fmt: skip
+        finally:
+            knobs.compilation.always_compile = False
+    except Exception:  # CPU-only hosts without Triton; a real compile reports its own errors
+        logger.debug("Triton warm-up compile failed", exc_info=True)
 
 
-def _noop() -> None:
-    """Submitted once per pool process so that all of them start (and warm up) at once."""
-
-
-class TritonCompilePool:
-    """Compile jobs ahead on ``workers`` processes; ``submit`` de-duplicates by key."""
+class TritonCompilePool(ProcessCompilePool[TritonCompileJob, TritonCompileResult]):
+    """``triton.compile`` in a process pool, into Triton's own cache directory."""
 
     def __init__(self, cache_dir: Path, workers: int | None = None, arch: int | None = None) -> None:
         """
@@ -227,47 +218,4 @@ class TritonCompilePool:
             arch: warm each process up with a tiny compile for this architecture (None: start
                 without compiling, as CPU-only tests do).
         """
-        self.cache_dir = Path(cache_dir)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
-        # spawn: the pool's processes must never inherit a CUDA context (or a lock held at fork).
-        context = multiprocessing.get_context("spawn")
-        self._warmed = context.Value("i", 0)
-        self._executor = ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=context,
-            initializer=_start_compiler,
-            initargs=(arch, str(self.cache_dir), self._warmed),
-        )
-        self._futures: dict[str, Future[TritonCompileResult]] = {}
-        for _ in range(self.workers):
-            self._executor.submit(_noop)
-
-    def wait_started(self, timeout: float) -> bool:
-        """Wait until every process has started (and warmed up); False if not within ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while self._warmed.value < self.workers:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def submit(self, job: TritonCompileJob) -> Future[TritonCompileResult]:
-        future = self._futures.get(job.key)
-        if future is None:
-            future = self._executor.submit(compile_triton, job, str(self.cache_dir))
-            self._futures[job.key] = future
-        return future
-
-    def done(self, job: TritonCompileJob) -> bool:
-        future = self._futures.get(job.key)
-        return future is not None and future.done()
-
-    def result(self, job: TritonCompileJob) -> TritonCompileResult:
-        return self.submit(job).result()
-
-    def forget(self, job: TritonCompileJob) -> None:
-        self._futures.pop(job.key, None)
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        super().__init__(cache_dir, workers, compile_triton, _start_compiler, (arch, str(cache_dir)))
