@@ -5,11 +5,12 @@ results, an unknown kernel or a config outside the valid space come back as a
 :class:`~kernelfarm.core.measurement.Measurement` with a failure kind. It raises only for
 infrastructure problems (the device is gone), which the task layer retries.
 
-Implementations: ``cuda`` (a real GPU, ``backends/cuda.py``), ``replay`` (recorded Kernel Tuner
+Implementations: ``cuda`` and ``triton`` (a real GPU, ``backends/cuda.py``, ``backends/triton.py``, both
+``backends/gpu.py``), ``replay`` (recorded Kernel Tuner
 measurements, ``backends/replay.py``), ``fake`` (synthetic timings on the CPU, ``backends/fake.py``).
 Every one passes the contract suite in ``tests/worker/test_backend_contract.py``. A GPU backend
 measures in the shared measuring child (``worker/measuring/``) and supplies its own compile step
-and kernel loader.
+and kernel loader (``backends/gpu.py``).
 """
 
 from __future__ import annotations

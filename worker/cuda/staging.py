@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.backends.base import MeasureRequest
 from kernelfarm.worker.cuda import device as nvml
@@ -31,8 +32,8 @@ class CompileStaging(CompileAheadStaging[CompileJob, CompileResult]):
         super().__init__(catalogue, pool, provenance)
         self.compute_capability = compute_capability
 
-    def has_impl(self, spec: KernelSpec) -> bool:
-        return cuda_impl(spec) is not None
+    def impl(self, spec: KernelSpec) -> CudaKernel | None:
+        return cuda_impl(spec)
 
     def job_for(self, spec: KernelSpec, request: MeasureRequest) -> CompileJob:
         impl = cuda_impl(spec)

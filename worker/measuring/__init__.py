@@ -1,4 +1,4 @@
-"""Measuring on a GPU, shared by every GPU backend (cuda today, Triton next).
+"""Measuring on a GPU, shared by every GPU backend (cuda and triton).
 
 Module map:
 
@@ -15,6 +15,8 @@ Module map:
 - ``stream`` (worker process): a stream of requests pipelined on the child, replies as Measurements.
 - ``roofline`` and ``ceilings``: the GPU's measured ceilings (cached per GPU) and where a timing sits.
 - ``catalogue``: kernel specs by name, also in processes that get only names.
+- ``compile_pool`` and ``staging`` (worker process): the compile processes, and everything before the GPU
+  (validity, compile-ahead, the child's message, ncu's target); a backend supplies its compiler.
 - ``fake_child``: a stand-in for the child's loop, to test supervision without a GPU.
 
 Only the child-side modules (``child``, ``session``, ``timing``, ``verifier``,

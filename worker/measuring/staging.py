@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import asdict
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -49,6 +50,17 @@ class Compiled(Protocol):
     def ok(self) -> bool: ...
 
 
+class Implementation(Protocol):
+    """What the worker process reads of a kernel's implementation for a GPU backend: the roofline's
+    figures (``kernels/cuda_kernel.py``, ``kernels/triton_kernel.py``)."""
+
+    def flops(self, problem: Mapping[str, Any]) -> float: ...
+
+    def bytes_moved(self, problem: Mapping[str, Any]) -> float: ...
+
+    def peak_kind(self, problem: Mapping[str, Any]) -> str: ...
+
+
 JobT = TypeVar("JobT", bound=Keyed)
 ResultT = TypeVar("ResultT", bound=Compiled)
 
@@ -74,8 +86,8 @@ class CompileAheadStaging(ABC, Generic[JobT, ResultT]):
 
     # ------------------------------------------------------------------ what a backend supplies
     @abstractmethod
-    def has_impl(self, spec: KernelSpec) -> bool:
-        """Does ``spec`` have an implementation this backend compiles?"""
+    def impl(self, spec: KernelSpec) -> Implementation | None:
+        """``spec``'s implementation that this backend compiles, or None when it has none."""
 
     @abstractmethod
     def job_for(self, spec: KernelSpec, request: MeasureRequest) -> JobT:
@@ -109,7 +121,7 @@ class CompileAheadStaging(ABC, Generic[JobT, ResultT]):
             spec = self.spec(request)
         except Exception as exc:
             return str(exc)
-        if not self.has_impl(spec):
+        if self.impl(spec) is None:
             return f"{spec.name} has no {self.implementation} implementation"
         if not spec.space.contains(request.config, request.problem):
             return f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"

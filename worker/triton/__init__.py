@@ -4,8 +4,8 @@ backend in ``worker/measuring/``, and NVML identity and Nsight Compute batches c
 ``worker/cuda/``.
 
 Module map: ``compiler`` (ahead-of-time ``triton.compile`` for the GPU's architecture in a process
-pool, into Triton's on-disk cache), ``staging`` (validity, compile jobs, compile-ahead, the child's
-message, ncu targets), ``loader`` (a compiled kernel loaded and launched on CuPy buffers in the
+pool, into Triton's on-disk cache), ``staging`` (Triton's part of the shared staging: compile jobs,
+Triton's provenance and metrics), ``loader`` (a compiled kernel loaded and launched on CuPy buffers in the
 measuring child; the kernel names ncu filters on), ``warm_kernel`` (each compile process's first
 compile).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.triton_kernel import TritonKernel
 from kernelfarm.worker.backends.base import MeasureRequest
 from kernelfarm.worker.cuda.provenance import CudaProvenance
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
@@ -43,8 +44,8 @@ class TritonStaging(CompileAheadStaging[TritonCompileJob, TritonCompileResult]):
         self.arch = triton_arch(compute_capability)
         self.triton_version = triton_version
 
-    def has_impl(self, spec: KernelSpec) -> bool:
-        return triton_impl(spec) is not None
+    def impl(self, spec: KernelSpec) -> TritonKernel | None:
+        return triton_impl(spec)
 
     def job_for(self, spec: KernelSpec, request: MeasureRequest) -> TritonCompileJob:
         impl = triton_impl(spec)
