@@ -1,4 +1,9 @@
-"""Typed results of :class:`kernelfarm.sdk.Client`. Unknown fields a newer farm sends are ignored."""
+"""Typed results of :class:`kernelfarm.sdk.Client`. Unknown fields a newer farm sends are ignored.
+
+The API's schemas (api/schemas.py) are the source of truth; these are the client's reading of them, kept
+apart on purpose (tolerant of newer and older farms, frozen, and the API may not import the client).
+tests/sdk/test_results_match_api.py fails when a field here is not one the API sends, or not as typed.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-FINISHED_STATES = frozenset({"complete", "failed", "cancelled"})
+from kernelfarm.core.states import JobState
+
+FINISHED_STATES = frozenset(state.value for state in JobState if state.finished)
 
 
 class _Result(BaseModel):
