@@ -23,26 +23,29 @@ def make_backend(settings: Settings) -> Backend:
     if settings.worker_backend == "replay":
         paths = [Path(p) for p in settings.worker_landscapes.split(os.pathsep) if p]
         return ReplayBackend(paths, sleep_ms=settings.worker_sleep_ms, time_scale=settings.worker_time_scale)
-    if settings.worker_backend == "cuda":
-        from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
-
-        options = CudaBackendOptions(
-            cache_dir=settings.cuda_cache,
-            profile_standby=settings.worker_profile_standby,
-            child_log_level=settings.child_log,
-        )
-        return CudaBackend(options, device_index=settings.worker_gpu)
-    if settings.worker_backend == "triton":
-        from kernelfarm.worker.backends.triton import TritonBackend, TritonBackendOptions
-
-        triton_options = TritonBackendOptions(
-            cache_dir=settings.triton_cache,
-            profile_standby=settings.worker_profile_standby,
-            child_log_level=settings.child_log,
-        )
-        return TritonBackend(triton_options, device_index=settings.worker_gpu)
+    if settings.worker_backend in ("cuda", "triton"):
+        return _gpu_backend(settings)
     if settings.worker_backend == "fake":
         from kernelfarm.worker.backends.fake import FakeBackend
 
         return FakeBackend()
     raise ValueError(f"unknown worker backend {settings.worker_backend!r} (expected one of {', '.join(BACKEND_NAMES)})")
+
+
+def _gpu_backend(settings: Settings) -> Backend:
+    """The cuda or triton backend: the same options, each with its own compile cache."""
+    from kernelfarm.worker.backends.gpu import GpuBackend, GpuBackendOptions
+
+    backend: type[GpuBackend]
+    if settings.worker_backend == "cuda":
+        from kernelfarm.worker.backends.cuda import CudaBackend as backend
+
+        cache = settings.cuda_cache
+    else:
+        from kernelfarm.worker.backends.triton import TritonBackend as backend
+
+        cache = settings.triton_cache
+    options = GpuBackendOptions(
+        cache_dir=cache, profile_standby=settings.worker_profile_standby, child_log_level=settings.child_log
+    )
+    return backend(options, device_index=settings.worker_gpu)

@@ -25,11 +25,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.models import Job, Kernel, Trial
+from kernelfarm.core.models import Job, Trial
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.worker.backends.base import Backend, MeasureRequest
-from kernelfarm.worker.trial_request import measure_request
+from kernelfarm.worker.trial_request import job_trial_request
 
 logger = logging.getLogger(__name__)
 
@@ -59,15 +59,7 @@ def queued_trials(session: Session, job_id: uuid.UUID, limit: int) -> list[Queue
             row.id,
             # The request the runner will measure once it claims the trial: profiles are taken
             # later, in batches, never in the measuring stream.
-            measure_request(
-                trial_id=row.id,
-                kernel_name=job.kernel_name,
-                problem=job.problem,
-                config=row.config,
-                job_seed=job.seed,
-                kernel_version=session.get_one(Kernel, job.kernel_id).version,
-                profile=False,
-            ),
+            job_trial_request(session, job, row.id, row.config, profile=False),
         )
         for row in rows
     ]

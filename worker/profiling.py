@@ -14,11 +14,11 @@ import uuid
 from sqlalchemy import select
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.models import Job, Kernel, Trial, TrialProfile
+from kernelfarm.core.models import Job, Trial, TrialProfile
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.worker.backends.base import Backend
-from kernelfarm.worker.trial_request import measure_request
+from kernelfarm.worker.trial_request import job_trial_request
 
 logger = logging.getLogger(__name__)
 
@@ -40,18 +40,7 @@ def profile_trials(job_id: uuid.UUID, trial_ids: list[int], backend: Backend, wo
         ).all()
         taken = profile_store.claim(session, [row.id for row in rows], worker_name)
         rows = [row for row in rows if row.id in taken]
-        requests = [
-            measure_request(
-                trial_id=row.id,
-                kernel_name=job.kernel_name,
-                problem=job.problem,
-                config=row.config,
-                job_seed=job.seed,
-                kernel_version=session.get_one(Kernel, job.kernel_id).version,
-                profile=True,
-            )
-            for row in rows
-        ]
+        requests = [job_trial_request(session, job, row.id, row.config, profile=True) for row in rows]
     if not requests:
         return 0
     started = time.perf_counter()

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from kernelfarm.core.models import Job, Kernel
 from kernelfarm.worker.backends.base import MeasureRequest
 
 
@@ -50,4 +53,20 @@ def measure_request(
         profile=profile,
         seed=request_seed(int(job_seed), trial_id),
         kernel_version=kernel_version,
+    )
+
+
+def job_trial_request(
+    session: Session, job: Job, trial_id: int, config: Mapping[str, Any], *, profile: bool
+) -> MeasureRequest:
+    """:func:`measure_request` of a trial of ``job`` read from the database (its kernel at the version
+    the job pinned)."""
+    return measure_request(
+        trial_id=trial_id,
+        kernel_name=job.kernel_name,
+        problem=job.problem,
+        config=config,
+        job_seed=job.seed,
+        kernel_version=session.get_one(Kernel, job.kernel_id).version,
+        profile=profile,
     )
