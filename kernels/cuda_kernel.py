@@ -9,13 +9,13 @@ and ``bytes_moved`` are pure and run anywhere.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kernelfarm.kernels.cuda_source import CudaSource
-from kernelfarm.kernels.tolerance import Tolerance
+from kernelfarm.kernels.gpu_kernel import GpuKernel
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,10 @@ class Launch:
         return self.block[0] * self.block[1] * self.block[2]
 
 
-class CudaKernel(ABC):
+class CudaKernel(GpuKernel):
     """Args of every method: ``config`` is one point of the spec's search space, ``problem`` the
-    normalized problem dict. Arrays are CuPy arrays on the current device."""
+    normalized problem dict. Arrays are CuPy arrays on the current device. Inputs, reference,
+    tolerance and roofline figures: :class:`~kernelfarm.kernels.gpu_kernel.GpuKernel`."""
 
     #: name of the ``extern "C" __global__`` function in the template; the profiler's kernel filter
     #: is built from these names, so it sees the farm's kernels and not the input generators' kernels
@@ -60,33 +61,8 @@ class CudaKernel(ABC):
         """Grid, block and dynamic shared memory for this config and problem."""
 
     @abstractmethod
-    def make_inputs(self, problem: Mapping[str, Any], seed: int) -> dict[str, Any]:
-        """Fresh random inputs (never zeros) and the output buffer(s), by name."""
-
-    @abstractmethod
     def arguments(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> Sequence[Any]:
         """The kernel's argument list, in order."""
-
-    @abstractmethod
-    def outputs(self) -> Sequence[str]:
-        """Names of the buffers the kernel writes (poisoned before each run, checked after)."""
-
-    @abstractmethod
-    def reference(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, Any]:
-        """Expected output(s), computed by a trusted library (cuBLAS, CuPy, ...)."""
-
-    @abstractmethod
-    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
-        """The norm and element-wise bounds for this problem (``kernels/tolerance.py``): norm from
-        the errors measured on correct configs, element from the dtypes and the reduction length."""
-
-    @abstractmethod
-    def flops(self, problem: Mapping[str, Any]) -> float:
-        """Useful floating-point operations of one launch (for the roofline)."""
-
-    @abstractmethod
-    def bytes_moved(self, problem: Mapping[str, Any]) -> float:
-        """Minimum DRAM bytes one launch must move (for the roofline)."""
 
     def name_expression(self, config: Mapping[str, Any], problem: Mapping[str, Any]) -> str | None:
         """A C++ entry: the name expression NVRTC instantiates and lowers to the mangled name the
@@ -96,7 +72,3 @@ class CudaKernel(ABC):
     def constant_memory(self) -> Mapping[str, str]:
         """``__constant__`` symbol -> the input buffer copied into it before the kernel runs."""
         return {}
-
-    def peak_kind(self, problem: Mapping[str, Any]) -> str:
-        """Which compute ceiling applies: ``"fp32"`` (FFMA) or ``"tensor"`` (bf16/fp16 MMA)."""
-        return "fp32"

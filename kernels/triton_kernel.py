@@ -21,13 +21,13 @@ import hashlib
 import importlib.util
 import inspect
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from abc import abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelfarm.kernels.tolerance import Tolerance
+from kernelfarm.kernels.gpu_kernel import GpuKernel
 
 # Config parameters with these names are Triton compile options, not constexpr arguments.
 OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -68,9 +68,10 @@ class Grid:
         return self.x * self.y * self.z
 
 
-class TritonKernel(ABC):
+class TritonKernel(GpuKernel):
     """Args of every method: ``config`` is one point of the spec's search space, ``problem`` the
-    normalized problem dict. Arrays are CuPy arrays on the current device (bf16 as uint16 bits)."""
+    normalized problem dict. Arrays are CuPy arrays on the current device (bf16 as uint16 bits).
+    Inputs, reference, tolerance and roofline figures: :class:`~kernelfarm.kernels.gpu_kernel.GpuKernel`."""
 
     def __init__(self, module: str, function: str) -> None:
         """
@@ -140,35 +141,6 @@ class TritonKernel(ABC):
         """Runtime arguments by parameter name: a :class:`BufferArg` (a buffer of ``make_inputs``,
         passed by pointer), a number, or a :class:`TensorDescriptorArg`. Pure: the backend binds
         the buffers."""
-
-    # ------------------------------------------------------------------ data and checks
-    @abstractmethod
-    def make_inputs(self, problem: Mapping[str, Any], seed: int) -> dict[str, Any]:
-        """Fresh random inputs (never zeros) and the output buffer(s), by name."""
-
-    @abstractmethod
-    def outputs(self) -> Sequence[str]:
-        """Names of the buffers the kernel writes (poisoned before each run, checked after)."""
-
-    @abstractmethod
-    def reference(self, buffers: Mapping[str, Any], problem: Mapping[str, Any]) -> dict[str, Any]:
-        """Expected output(s), computed by a trusted library (cuBLAS, CuPy, ...)."""
-
-    @abstractmethod
-    def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
-        """The norm and element-wise bounds for this problem (``kernels/tolerance.py``), as for CUDA kernels."""
-
-    @abstractmethod
-    def flops(self, problem: Mapping[str, Any]) -> float:
-        """Useful floating-point operations of one launch (for the roofline)."""
-
-    @abstractmethod
-    def bytes_moved(self, problem: Mapping[str, Any]) -> float:
-        """Minimum DRAM bytes one launch must move (for the roofline)."""
-
-    def peak_kind(self, problem: Mapping[str, Any]) -> str:
-        """Which compute ceiling applies: ``"fp32"`` (FFMA) or ``"tensor"`` (bf16/fp16 MMA)."""
-        return "fp32"
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import asdict
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from kernelfarm.core.measurement import Measurement
 from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.gpu_kernel import GpuKernel
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.kernels.uploaded import bundle_directory
 from kernelfarm.worker.backends.base import MeasureRequest
@@ -50,17 +50,6 @@ class Compiled(Protocol):
     def ok(self) -> bool: ...
 
 
-class Implementation(Protocol):
-    """What the worker process reads of a kernel's implementation for a GPU backend: the roofline's
-    figures (``kernels/cuda_kernel.py``, ``kernels/triton_kernel.py``)."""
-
-    def flops(self, problem: Mapping[str, Any]) -> float: ...
-
-    def bytes_moved(self, problem: Mapping[str, Any]) -> float: ...
-
-    def peak_kind(self, problem: Mapping[str, Any]) -> str: ...
-
-
 JobT = TypeVar("JobT", bound=Keyed)
 ResultT = TypeVar("ResultT", bound=Compiled)
 
@@ -86,7 +75,7 @@ class CompileAheadStaging(ABC, Generic[JobT, ResultT]):
 
     # ------------------------------------------------------------------ what a backend supplies
     @abstractmethod
-    def impl(self, spec: KernelSpec) -> Implementation | None:
+    def impl(self, spec: KernelSpec) -> GpuKernel | None:
         """``spec``'s implementation that this backend compiles, or None when it has none."""
 
     @abstractmethod
