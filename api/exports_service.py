@@ -46,24 +46,14 @@ def best_export(
             problem=dict(job.problem), problem_key=trial.problem_key,
             config=dict(trial.config), config_key=trial.config_key,
             time_ms=float(trial.time_ms or 0.0), time_p20_ms=trial.time_p20_ms, time_p80_ms=trial.time_p80_ms,
-            toolchain=toolchain_of(prov), trial_id=trial.id, job_id=str(job.id), measured_at=trial.finished_at,
-            provenance=prov,
+            toolchain=Toolchain.from_provenance(prov), trial_id=trial.id, job_id=str(job.id),
+            measured_at=trial.finished_at, provenance=prov,
         ))  # fmt: skip
     return BestExport(
         kernel=spec.name, kernel_version=spec.version, source_hash=spec.source_hash,
         parameters=[p.name for p in spec.space.parameters], problem_params=names,
         default_problem=dict(spec.default_problem), generated_at=datetime.now(UTC), entries=entries,
     )  # fmt: skip
-
-
-def toolchain_of(provenance: dict[str, Any]) -> Toolchain:
-    return Toolchain(
-        backend=provenance.get("backend"),
-        driver_version=provenance.get("driver_version"),
-        cuda_version=provenance.get("cuda_driver_version") or provenance.get("cuda_version"),
-        nvrtc_version=provenance.get("nvrtc_version"),
-        triton_version=provenance.get("triton_version"),
-    )
 
 
 def trials_export(session: Session, spec: KernelSpec, job: Job) -> TrialsExport:

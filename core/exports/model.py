@@ -6,6 +6,7 @@ change it only by adding optional fields, or bump :data:`SCHEMA_VERSION`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -24,6 +25,18 @@ class Toolchain(BaseModel):
     cuda_version: str | None = None
     nvrtc_version: str | None = None
     triton_version: str | None = None
+
+    @classmethod
+    def from_provenance(cls, provenance: Mapping[str, Any]) -> Toolchain:
+        """The toolchain a measurement recorded in its provenance (``worker/cuda/provenance.py``)."""
+        return cls(
+            backend=provenance.get("backend"),
+            driver_version=provenance.get("driver_version"),
+            # the worker records the driver's CUDA version; older exports called it cuda_version
+            cuda_version=provenance.get("cuda_driver_version") or provenance.get("cuda_version"),
+            nvrtc_version=provenance.get("nvrtc_version"),
+            triton_version=provenance.get("triton_version"),
+        )
 
 
 class BestEntry(BaseModel):

@@ -178,13 +178,7 @@ def run_recheck(
 def _toolchain_now(client: Client, job: Job) -> Toolchain:
     trials = client.trials(job.id, state="complete")
     provenance = trials[0].provenance if trials else {}
-    return Toolchain(
-        backend=provenance.get("backend"),
-        driver_version=provenance.get("driver_version"),
-        cuda_version=provenance.get("cuda_driver_version") or provenance.get("cuda_version"),
-        nvrtc_version=provenance.get("nvrtc_version"),
-        triton_version=provenance.get("triton_version"),
-    )
+    return Toolchain.from_provenance(provenance)
 
 
 def _toolchain_changes(pinned: Toolchain, now: Toolchain) -> dict[str, tuple[Any, Any]]:
