@@ -49,7 +49,7 @@ class TrialColumnsPublic(BaseModel):
 
     job_id: uuid.UUID
     kernel: str
-    count: int
+    count: int = Field(description="trials of the job (with `limit`, the lists hold only the first `limit`)")
     parameters: list[str] = Field(description="the kernel's parameters, in its spec's order")
     id: list[int]
     seq: list[int]

@@ -2,7 +2,7 @@
 // in ~0.1-0.3 s of first-use set-up after ~1 s of evaluating its bundle on the 2-core VM; this needs
 // neither, so the page's first view does not wait for Plotly (docs/benchmarks/UI.md).
 const NS = "http://www.w3.org/2000/svg";
-const MARGIN = { l: 60, r: 20, t: 10, b: 45 }; // Plotly's layout margins on the same page
+const MARGIN = { l: 72, r: 20, t: 10, b: 45 }; // room for 7-character tick labels beside the axis title
 
 function svg(tag, attributes = {}, ...children) {
   const node = document.createElementNS(NS, tag);
@@ -73,8 +73,8 @@ export function stepPlot(box, { x, y, xTitle, yTitle, hover, integerX = false, e
   axes.append(svg("line", { class: "axis", x1: left, x2: right, y1: bottom, y2: bottom }),
     svg("line", { class: "axis", x1: left, x2: left, y1: top, y2: bottom }),
     svg("text", { class: "title", x: (left + right) / 2, y: height - 6, "text-anchor": "middle" }, xTitle),
-    svg("text", { class: "title", x: 14, y: (top + bottom) / 2, "text-anchor": "middle",
-      transform: `rotate(-90 14 ${(top + bottom) / 2})` }, yTitle));
+    svg("text", { class: "title", x: 12, y: (top + bottom) / 2, "text-anchor": "middle",
+      transform: `rotate(-90 12 ${(top + bottom) / 2})` }, yTitle));
 
   let d = `M${fixed(sx(x[0]))},${fixed(sy(y[0]))}`;
   for (let i = 1; i < x.length; i++) d += `H${fixed(sx(x[i]))}V${fixed(sy(y[i]))}`;
