@@ -70,7 +70,11 @@ def _html(body: str) -> HTMLResponse:
     return HTMLResponse(body, headers=PAGE_HEADERS)
 
 
-def render_page(page: str, user: str, data: dict[str, str] | None = None) -> HTMLResponse:
+def render_page(
+    page: str, user: str, data: dict[str, str] | None = None, prefetch: tuple[str, ...] = ()
+) -> HTMLResponse:
+    """The page's shell. ``prefetch``: API paths the page's script asks for first, preloaded from the
+    head so their answers are on the way while the browser fetches and runs the script."""
     title, script, section = PAGES[page]
     nav = "".join(
         f'<a href="{href}"{" class=active" if key == section else ""}>{label}</a>' for key, href, label in NAV
@@ -80,6 +84,7 @@ def render_page(page: str, user: str, data: dict[str, str] | None = None) -> HTM
     # itself afterwards (static/js/job.js), so no 1.5-4.8 MB script competes with its first view.
     scripts = f'<script type="module" src="/ui/static/js/{script}"></script>'
     preload = "".join(f'<link rel="modulepreload" href="/ui/static/js/{m}">' for m in _module_imports(script))
+    preload += "".join(f'<link rel="preload" href="{html.escape(u)}" as="fetch" crossorigin>' for u in prefetch)
     body = _template("shell.html").substitute(
         title=title, nav=nav, user=html.escape(user), page=page, data=attributes, scripts=scripts, preload=preload,
         content=(UI_ROOT / "pages" / f"{page}.html").read_text(encoding="utf-8"),
@@ -87,7 +92,13 @@ def render_page(page: str, user: str, data: dict[str, str] | None = None) -> HTM
     return _html(body)
 
 
-async def _page(request: Request, settings: SettingsDep, page: str, data: dict[str, str] | None = None) -> Response:
+async def _page(
+    request: Request,
+    settings: SettingsDep,
+    page: str,
+    data: dict[str, str] | None = None,
+    prefetch: tuple[str, ...] = (),
+) -> Response:
     """The page for a browser with a valid session of read scope; a redirect to the login otherwise."""
     try:
         principal = await principal_for(request, settings, request_token(request, None))
@@ -98,7 +109,7 @@ async def _page(request: Request, settings: SettingsDep, page: str, data: dict[s
         if request.cookies.get(SESSION_COOKIE):
             end_session(response)  # revoked or unknown token: drop it
         return response
-    return render_page(page, principal.name, data)
+    return render_page(page, principal.name, data, prefetch)
 
 
 @router.get("")
@@ -148,7 +159,9 @@ async def jobs_page(request: Request, settings: SettingsDep) -> Response:
 async def job_page(request: Request, settings: SettingsDep, job_id: str) -> Response:
     if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", job_id):
         raise InvalidInput(f"not a job id: {job_id!r}")
-    return await _page(request, settings, "job", {"job-id": job_id})
+    # The three answers of the job page's first view (static/js/job.js, firstView: the same URLs).
+    first_view = (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/trial-columns?limit=50", f"/v1/jobs/{job_id}/convergence")
+    return await _page(request, settings, "job", {"job-id": job_id}, first_view)
 
 
 @router.get("/new")

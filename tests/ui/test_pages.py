@@ -226,6 +226,10 @@ def test_the_first_view_needs_no_plotly(dashboard: Dashboard, logged_in: Any) ->
     convergence plot); only the Plotly plots are missing."""
     page = logged_in.new_page()
     page.route("**/ui/vendor/plotly*", lambda route: route.abort())
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url.removeprefix(dashboard.url)))
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text))
     page.goto(f"{dashboard.url}/ui/jobs/{dashboard.finished_job}")
     page.wait_for_selector("body[data-rendered='1']", timeout=30_000)
     _, trials = _job_data(dashboard, dashboard.finished_job)
@@ -233,6 +237,13 @@ def test_the_first_view_needs_no_plotly(dashboard: Dashboard, logged_in: Any) ->
     assert page.locator("#trials tbody tr").count() == min(50, len(trials))
     assert page.locator("#conv-evals svg circle").count() == len(_convergence(trials))
     assert page.evaluate("window.Plotly") is None
+    # The first view's three answers are preloaded from the page's head and the script uses those
+    # preloads: each is asked for once (an unmatched preload would be asked for twice, and warned of).
+    job = f"/v1/jobs/{dashboard.finished_job}"
+    page.wait_for_timeout(500)
+    for path in (job, f"{job}/trial-columns?limit=50", f"{job}/convergence"):
+        assert requested.count(path) == 1, (path, requested)
+    assert not [m for m in console if "preload" in m], console
     page.close()
 
 
