@@ -390,4 +390,5 @@ def test_model_profile_pages(dashboard: Dashboard, logged_in: Any) -> None:
     assert "profile-model --compile" in bare.inner_text("#compile-note")
     assert "profile-model --tune" in bare.inner_text("#tuning-note")
     assert bare.locator("#compile-summary").is_hidden() and bare.locator("#tuning-ops").is_hidden()
+    assert bare.locator("#compile-ops-head").is_hidden()
     bare.close()

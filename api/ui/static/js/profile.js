@@ -55,6 +55,7 @@ function compileAb(r) {
   const note = document.getElementById("compile-note");
   document.getElementById("compile-summary").hidden = !ab;
   document.getElementById("compile-ops").hidden = !ab;
+  document.getElementById("compile-ops-head").hidden = !ab;
   if (!ab) { note.textContent = "not measured in this run (profile-model --compile)"; return; }
   note.textContent = "";
   summaryBox("compile-summary", [["eager", `${ms(ab.eager_ms)} ms`], ["compiled", `${ms(ab.compiled_ms)} ms`],
