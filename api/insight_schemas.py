@@ -1,5 +1,5 @@
 """Response schemas of the read endpoints the dashboard needs beyond the core resources: the fleet's
-load, a job's trials as columns, a kernel's results, the strategy names."""
+load, a job's trials as columns and its convergence, a kernel's results, the strategy names."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class TrialColumnsPublic(BaseModel):
 
     job_id: uuid.UUID
     kernel: str
-    count: int
+    count: int = Field(description="trials of the job (with `limit`, the lists hold only the first `limit`)")
     parameters: list[str] = Field(description="the kernel's parameters, in its spec's order")
     id: list[int]
     seq: list[int]
@@ -65,6 +65,18 @@ class TrialColumnsPublic(BaseModel):
     metrics: dict[str, list[Any]] = Field(description="roofline and time-split metrics present in any trial")
     profile: dict[str, list[Any]] = Field(description="Nsight Compute metrics of profiled trials (null elsewhere)")
     ceilings: dict[str, Any] | None = Field(description="the GPU's measured roofline ceilings, when recorded")
+
+
+class ConvergencePublic(BaseModel):
+    """A job's best time so far, at the finished trials where it improved and at the last one. Index i of
+    each list is one point: after ``evaluations[i]`` finished trials (``wall_s[i]`` seconds after the job
+    was created) the fastest complete one took ``best_ms[i]``."""
+
+    job_id: uuid.UUID
+    finished: int = Field(description="trials finished (complete or failed)")
+    evaluations: list[int]
+    wall_s: list[float]
+    best_ms: list[float]
 
 
 class KernelVersionPublic(BaseModel):

@@ -21,16 +21,18 @@ from kernelfarm.core.errors import Forbidden, InvalidInput, KernelfarmError, Una
 from kernelfarm.core.store.tokens import Scope
 
 UI_ROOT = files("kernelfarm.api.ui")
-# Page name → (title, script module, needs Plotly).
-PAGES: dict[str, tuple[str, str, bool]] = {
-    "jobs": ("Jobs", "jobs.js", False),
-    "job": ("Job", "job.js", True),
-    "new": ("New job", "new_job.js", False),
-    "kernels": ("Kernels", "kernels.js", False),
-    "fleet": ("Fleet", "fleet.js", False),
+# Page name → (title, script module, nav entry it belongs to).
+PAGES: dict[str, tuple[str, str, str]] = {
+    "jobs": ("Jobs", "jobs.js", "jobs"),
+    "job": ("Job", "job.js", "jobs"),
+    "new": ("New job", "new_job.js", "new"),
+    "kernels": ("Kernels", "kernels.js", "kernels"),
+    "fleet": ("Fleet", "fleet.js", "fleet"),
+    "profiles": ("Model profiles", "profiles.js", "profiles"),
+    "profile": ("Model profile", "profile.js", "profiles"),
 }
 NAV = (("jobs", "/ui/jobs", "Jobs"), ("new", "/ui/new", "New job"), ("kernels", "/ui/kernels", "Kernels"),
-       ("fleet", "/ui/fleet", "Fleet"))  # fmt: skip
+       ("fleet", "/ui/fleet", "Fleet"), ("profiles", "/ui/profiles", "Profiles"))  # fmt: skip
 # Pages and their scripts: same-origin only. Plotly's WebGL traces (parcoords, scattergl) build shader
 # glue with new Function, hence 'unsafe-eval'; its styles are set inline, hence 'unsafe-inline' styles.
 CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
@@ -38,6 +40,7 @@ CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'u
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
                 "Referrer-Policy": "same-origin"}  # fmt: skip
 SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9/_\-.?=&%]*$")
+MODULE_IMPORT = re.compile(r'^import [^;]* from "\./([\w.-]+\.js)";', re.MULTILINE)
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -45,6 +48,14 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 @cache
 def _template(name: str) -> Template:
     return Template((UI_ROOT / "pages" / name).read_text(encoding="utf-8"))
+
+
+@cache
+def _module_imports(script: str) -> tuple[str, ...]:
+    """The modules a page's script imports (static/js/, one level): preloaded with it, so the browser
+    fetches them in parallel instead of after parsing the page's script."""
+    source = (UI_ROOT / "static" / "js" / script).read_text(encoding="utf-8")
+    return tuple(MODULE_IMPORT.findall(source))
 
 
 def _plotly_path() -> str:
@@ -59,25 +70,35 @@ def _html(body: str) -> HTMLResponse:
     return HTMLResponse(body, headers=PAGE_HEADERS)
 
 
-def render_page(page: str, user: str, data: dict[str, str] | None = None) -> HTMLResponse:
-    title, script, plotly = PAGES[page]
-    nav = "".join(f'<a href="{href}"{" class=active" if key == page else ""}>{label}</a>' for key, href, label in NAV)
+def render_page(
+    page: str, user: str, data: dict[str, str] | None = None, prefetch: tuple[str, ...] = ()
+) -> HTMLResponse:
+    """The page's shell. ``prefetch``: API paths the page's script asks for first, preloaded from the
+    head so their answers are on the way while the browser fetches and runs the script."""
+    title, script, section = PAGES[page]
+    nav = "".join(
+        f'<a href="{href}"{" class=active" if key == section else ""}>{label}</a>' for key, href, label in NAV
+    )
     attributes = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in (data or {}).items())
-    # The page's module first: both are deferred and run in document order, so the page asks the API for
-    # its data while the browser is still evaluating Plotly. The page starts with Plotly's cartesian partial
-    # bundle (1.5 MB; vendor/README.md) and fetches the full one (4.8 MB, ~2 s to evaluate on the loaded
-    # 2-core VM) itself once its first view is drawn, for the WebGL traces.
+    # Only the page's module: the job page draws its first view without Plotly and loads Plotly's bundles
+    # itself afterwards (static/js/job.js), so no 1.5-4.8 MB script competes with its first view.
     scripts = f'<script type="module" src="/ui/static/js/{script}"></script>'
-    if plotly:
-        scripts += '<script defer id="plotly" src="/ui/vendor/plotly-cartesian.min.js"></script>'
+    preload = "".join(f'<link rel="modulepreload" href="/ui/static/js/{m}">' for m in _module_imports(script))
+    preload += "".join(f'<link rel="preload" href="{html.escape(u)}" as="fetch" crossorigin>' for u in prefetch)
     body = _template("shell.html").substitute(
-        title=title, nav=nav, user=html.escape(user), page=page, data=attributes, scripts=scripts,
+        title=title, nav=nav, user=html.escape(user), page=page, data=attributes, scripts=scripts, preload=preload,
         content=(UI_ROOT / "pages" / f"{page}.html").read_text(encoding="utf-8"),
     )  # fmt: skip
     return _html(body)
 
 
-async def _page(request: Request, settings: SettingsDep, page: str, data: dict[str, str] | None = None) -> Response:
+async def _page(
+    request: Request,
+    settings: SettingsDep,
+    page: str,
+    data: dict[str, str] | None = None,
+    prefetch: tuple[str, ...] = (),
+) -> Response:
     """The page for a browser with a valid session of read scope; a redirect to the login otherwise."""
     try:
         principal = await principal_for(request, settings, request_token(request, None))
@@ -88,7 +109,7 @@ async def _page(request: Request, settings: SettingsDep, page: str, data: dict[s
         if request.cookies.get(SESSION_COOKIE):
             end_session(response)  # revoked or unknown token: drop it
         return response
-    return render_page(page, principal.name, data)
+    return render_page(page, principal.name, data, prefetch)
 
 
 @router.get("")
@@ -138,7 +159,9 @@ async def jobs_page(request: Request, settings: SettingsDep) -> Response:
 async def job_page(request: Request, settings: SettingsDep, job_id: str) -> Response:
     if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", job_id):
         raise InvalidInput(f"not a job id: {job_id!r}")
-    return await _page(request, settings, "job", {"job-id": job_id})
+    # The three answers of the job page's first view (static/js/job.js, firstView: the same URLs).
+    first_view = (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/trial-columns?limit=50", f"/v1/jobs/{job_id}/convergence")
+    return await _page(request, settings, "job", {"job-id": job_id}, first_view)
 
 
 @router.get("/new")
@@ -154,6 +177,18 @@ async def kernels_page(request: Request, settings: SettingsDep) -> Response:
 @router.get("/fleet")
 async def fleet_page(request: Request, settings: SettingsDep) -> Response:
     return await _page(request, settings, "fleet")
+
+
+@router.get("/profiles")
+async def profiles_page(request: Request, settings: SettingsDep) -> Response:
+    return await _page(request, settings, "profiles")
+
+
+@router.get("/profiles/{profile_id}")
+async def profile_page(request: Request, settings: SettingsDep, profile_id: str) -> Response:
+    if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", profile_id):
+        raise InvalidInput(f"not a profile id: {profile_id!r}")
+    return await _page(request, settings, "profile", {"profile-id": profile_id})
 
 
 @router.get("/vendor/plotly.min.js")

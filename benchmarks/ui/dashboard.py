@@ -1,6 +1,11 @@
 """Dashboard and /metrics speed: a 10,000-trial job page in headless Chromium, and /metrics with 100 workers.
 
     python -m benchmarks.ui.dashboard [--trials 10000] [--workers 100] [--runs 5] [--json out.json]
+        [--old-tree DIR --old-label REV]
+
+With ``--old-tree`` (a `git archive` of an older revision, e.g. ``git archive 7552abf | tar -x -C DIR``) a
+second API runs that code against the same database, and every browser run measures the old page and the
+new one back to back (old first, then new; cold then warm visit each), so both see the same load.
 
 Starts its own embedded PostgreSQL and Redis (or uses DATABASE_URL / REDIS_URL), a fresh database made
 by the migrations, and the API (`kernelfarm serve-api`, one process, KERNELFARM_METRICS_CACHE_SECONDS=0
@@ -14,8 +19,8 @@ workers are registered with fresh heartbeats.
 Measured (medians over ``--runs``):
 - first render: navigation start → the frame after the job page drew its first view: the header and
   summary with progress, the first page of the trial table and the best-so-far-vs-evaluations plot
-  (``window.kfFirstRenderMs``), in a fresh browser context (cold: nothing cached, Plotly's cartesian
-  bundle fetched and compiled) and on a second visit in that context (warm);
+  (``window.kfFirstRenderMs``), in a fresh browser context (cold: nothing cached) and on a second visit
+  in that context (warm);
 - complete render: navigation start → the frame after every plot above the fold was drawn as well
   (best so far vs wall time, heatmap, every trial: the last one after Plotly's full bundle loaded;
   ``window.kfCompleteMs``); parallel coordinates and the roofline draw when scrolled into view;
@@ -172,62 +177,65 @@ def drop_database(server_url: str, database_url: str) -> None:
     engine.dispose()
 
 
-def browser_figures(api_url: str, token: str, job_id: str, runs: int) -> dict[str, Any]:
+BROWSER_KEYS = (
+    "first_render_cold_ms", "first_render_warm_ms", "heatmap_switch_ms", "first_render_cold_renderer_cpu_ms",
+    "first_render_warm_renderer_cpu_ms", "complete_render_cold_ms", "complete_render_warm_ms",
+    "complete_render_cold_renderer_cpu_ms", "complete_render_warm_renderer_cpu_ms", "load_average_per_run",
+)  # fmt: skip
+
+
+def browser_figures(targets: dict[str, str], token: str, job_id: str, runs: int) -> dict[str, dict[str, Any]]:
+    """Per target (label → API URL), the page figures over ``runs`` runs; each run visits every target in
+    turn (a fresh context each), so the targets are measured interleaved, under the same load."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("no Chromium: apt-get install chromium")
-    cold, warm, switches = [], [], []
-    cold_cpu, warm_cpu = [], []
-    cold_complete, warm_complete, cold_complete_cpu, warm_complete_cpu = [], [], [], []
-    host = api_url.split("//", 1)[1].split(":")[0]
+    out: dict[str, dict[str, Any]] = {label: {k: [] for k in BROWSER_KEYS} for label in targets}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, headless=True,
                                              args=["--no-sandbox", "--use-angle=swiftshader",
                                                    "--enable-unsafe-swiftshader"])  # fmt: skip
         for _ in range(runs):
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            context.add_cookies([{"name": "kf_session", "value": token, "domain": host, "path": "/",
-                                  "httpOnly": True, "sameSite": "Strict"}])  # fmt: skip
-            for bucket, cpu, complete, complete_cpu in (
-                (cold, cold_cpu, cold_complete, cold_complete_cpu),
-                (warm, warm_cpu, warm_complete, warm_complete_cpu),
-            ):
-                page = context.new_page()
-                cdp = context.new_cdp_session(page)
-                cdp.send("Performance.enable")
-                before = _process_seconds(cdp)
-                page.goto(f"{api_url}/ui/jobs/{job_id}")
-                page.wait_for_selector("body[data-rendered='1']", timeout=60_000)
-                bucket.append(page.evaluate("window.kfFirstRenderMs"))
-                after = _process_seconds(cdp)
-                cpu.append(1000 * (after - before if after >= before else after))
-                page.wait_for_selector("body[data-complete='1']", timeout=60_000)
-                complete.append(page.evaluate("window.kfCompleteMs"))
-                after = _process_seconds(cdp)
-                complete_cpu.append(1000 * (after - before if after >= before else after))
-                logger.info("%s: first %.0f ms, complete %.0f ms; stages %s; requested-first byte-loaded: %s",
-                            "cold" if bucket is cold else "warm", bucket[-1], complete[-1],
-                            page.evaluate("window.kfStages"), page.evaluate(PLOTLY_LOADED))  # fmt: skip
-                if bucket is warm:
-                    page.wait_for_load_state("networkidle")
-                    for x in ("tile_size_x", "block_size_y", "read_only", "block_size_x"):
-                        switches.append(page.evaluate(SWITCH, x))
-                page.close()
-            context.close()
+            for label, api_url in targets.items():
+                _one_run(browser, api_url, token, job_id, label, out[label])
         browser.close()
-    return {
-        "first_render_cold_ms": cold,
-        "first_render_warm_ms": warm,
-        "heatmap_switch_ms": switches,
-        "first_render_cold_renderer_cpu_ms": cold_cpu,
-        "first_render_warm_renderer_cpu_ms": warm_cpu,
-        "complete_render_cold_ms": cold_complete,
-        "complete_render_warm_ms": warm_complete,
-        "complete_render_cold_renderer_cpu_ms": cold_complete_cpu,
-        "complete_render_warm_renderer_cpu_ms": warm_complete_cpu,
-    }
+    return out
+
+
+def _one_run(browser: Any, api_url: str, token: str, job_id: str, label: str, figures: dict[str, Any]) -> None:
+    """A fresh context: a cold visit, then a warm one (and the heatmap switches on the warm one)."""
+    host = api_url.split("//", 1)[1].split(":")[0]
+    figures["load_average_per_run"].append(os.getloadavg()[0])
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_cookies([{"name": "kf_session", "value": token, "domain": host, "path": "/",
+                          "httpOnly": True, "sameSite": "Strict"}])  # fmt: skip
+    for visit in ("cold", "warm"):
+        page = context.new_page()
+        cdp = context.new_cdp_session(page)
+        cdp.send("Performance.enable")
+        before = _process_seconds(cdp)
+        page.goto(f"{api_url}/ui/jobs/{job_id}")
+        page.wait_for_selector("body[data-rendered='1']", timeout=60_000)
+        figures[f"first_render_{visit}_ms"].append(page.evaluate("window.kfFirstRenderMs"))
+        after = _process_seconds(cdp)
+        figures[f"first_render_{visit}_renderer_cpu_ms"].append(1000 * (after - before if after >= before else after))
+        page.wait_for_selector("body[data-complete='1']", timeout=60_000)
+        figures[f"complete_render_{visit}_ms"].append(page.evaluate("window.kfCompleteMs"))
+        after = _process_seconds(cdp)
+        figures[f"complete_render_{visit}_renderer_cpu_ms"].append(
+            1000 * (after - before if after >= before else after)
+        )
+        logger.info("%s %s: first %.0f ms, complete %.0f ms; stages %s; requested-first byte-loaded: %s",
+                    label, visit, figures[f"first_render_{visit}_ms"][-1], figures[f"complete_render_{visit}_ms"][-1],
+                    page.evaluate("window.kfStages"), page.evaluate(PLOTLY_LOADED))  # fmt: skip
+        if visit == "warm":
+            page.wait_for_load_state("networkidle")
+            for x in ("tile_size_x", "block_size_y", "read_only", "block_size_x"):
+                figures["heatmap_switch_ms"].append(page.evaluate(SWITCH, x))
+        page.close()
+    context.close()
 
 
 def _process_seconds(cdp: Any) -> float:
@@ -238,7 +246,8 @@ def _process_seconds(cdp: Any) -> float:
 
 
 PLOTLY_LOADED = """performance.getEntriesByType('resource')
-  .filter(e => e.name.includes('/ui/vendor/plotly') || e.name.endsWith('/trial-columns'))
+  .filter(e => e.name.includes('/ui/vendor/plotly') || e.name.includes('/trial-columns')
+    || e.name.endsWith('/convergence'))
   .map(e => `${e.name.split('/').pop()} ${Math.round(e.requestStart)}-${Math.round(e.responseStart)}-`
     + `${Math.round(e.responseEnd)} ms`).join(', ')"""
 SWITCH = """async (x) => {
@@ -269,6 +278,12 @@ def scrape_figures(api_url: str, token: str, scrapes: int) -> dict[str, Any]:
     return out
 
 
+def _medians(figures: dict[str, Any]) -> dict[str, float]:
+    return {
+        k: round(statistics.median(v), 1) for k, v in figures.items() if isinstance(v, list) and "load" not in k and v
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10_000)
@@ -276,6 +291,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true", help="leave the API running until Ctrl-C (to look around)")
+    parser.add_argument("--old-tree", type=Path, help="a `git archive` of an older revision: measure its page too")
+    parser.add_argument("--old-label", default="old", help="what to call the old tree in the output (its revision)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -283,6 +300,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="kf-uibench-"))
     embedded: list[Any] = []
     api = None
+    old_api = None
     server_url = os.environ.get("DATABASE_URL")
     redis_url = os.environ.get("REDIS_URL")
     try:
@@ -312,7 +330,19 @@ def main() -> None:
         api = subprocess.Popen(launcher.api_argv(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)  # fmt: skip
         api_url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: api_ready(api_url), 60, "the API")
+        targets = {"new": api_url}
+        if args.old_tree:
+            # The old code's API on the same database: PYTHONPATH puts its `kernelfarm` first (-P keeps
+            # the working directory off sys.path).
+            old_port = free_port()
+            old_env = {**env, "PYTHONPATH": str(args.old_tree.resolve())}
+            old_api = subprocess.Popen(
+                launcher.api_argv(old_port), env=old_env, cwd=args.old_tree, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            targets = {args.old_label: f"http://127.0.0.1:{old_port}", **targets}
+        for url in targets.values():
+            wait_for(lambda url=url: api_ready(url), 60, f"the API at {url}")
         with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {token}"}) as client:
             live = len(client.get("/v1/workers").json())
         assert live == args.workers, f"{live} live workers, expected {args.workers}"
@@ -320,13 +350,15 @@ def main() -> None:
                                    "load_average_before": os.getloadavg()}  # fmt: skip
         figures |= scrape_figures(api_url, token, 50)
         if args.runs:
-            figures |= browser_figures(api_url, token, job_id, args.runs)
+            pages = browser_figures(targets, token, job_id, args.runs)
+            figures |= pages.pop("new")
+            for label, old in pages.items():
+                figures[label] = old | {"median": _medians(old)}
         figures["load_average_after"] = os.getloadavg()
-        summary = {
-            k: round(statistics.median(v), 1) for k, v in figures.items() if isinstance(v, list) and "load" not in k
-        }
+        summary = _medians(figures)
         figures["median"] = summary
-        print(json.dumps(summary, indent=2))
+        print(json.dumps({"new": summary, **{k: v["median"] for k, v in figures.items() if isinstance(v, dict)
+                                             and "median" in v}}, indent=2))  # fmt: skip
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2))
         if args.keep:
@@ -335,9 +367,10 @@ def main() -> None:
                 time.sleep(3600)
         drop_database(server_url, database_url)
     finally:
-        if api is not None:
-            api.terminate()
-            api.wait(20)
+        for process in (api, old_api):
+            if process is not None:
+                process.terminate()
+                process.wait(20)
         for item in embedded:
             if isinstance(item, EmbeddedPostgres):
                 item.stop("immediate")

@@ -7,6 +7,7 @@ import csv
 import io
 import re
 import statistics
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,10 +76,18 @@ def visit(context: Any, dashboard: Dashboard, path: str, shot: str, ready: str =
 def test_a_browser_without_a_session_sees_no_page(dashboard: Dashboard, chromium: Any) -> None:
     context = chromium.new_context()
     page = context.new_page()
-    for path in ("/ui/jobs", f"/ui/jobs/{dashboard.finished_job}", "/ui/new", "/ui/kernels", "/ui/fleet"):
+    for path in (
+        "/ui/jobs",
+        f"/ui/jobs/{dashboard.finished_job}",
+        "/ui/new",
+        "/ui/kernels",
+        "/ui/fleet",
+        "/ui/profiles",
+        f"/ui/profiles/{uuid.uuid4()}",
+    ):
         page.goto(f"{dashboard.url}{path}")
         assert re.search(r"/ui/login\?next=", page.url), path
-        assert page.locator("#jobs, #summary, #new-job, #kernel-list, #models").count() == 0
+        assert page.locator("#jobs, #summary, #new-job, #kernel-list, #models, #profiles, #operators").count() == 0
     assert context.request.get(f"{dashboard.url}/v1/jobs").status == 401
     page.fill("#token", "kf_not-a-token")
     page.click("button[type=submit]")
@@ -147,9 +156,14 @@ def test_job_plots_hold_the_trials(dashboard: Dashboard, logged_in: Any) -> None
     parcoords = page.evaluate("document.getElementById('parcoords').data[0].dimensions.map(d => d.values.length)")
     assert set(parcoords) == {len(complete)}
 
-    best_line = page.evaluate("document.getElementById('conv-evals').data[0].y")
+    best_line = page.evaluate("document.getElementById('conv-evals').kfSeries.y")
     assert best_line[-1] == pytest.approx(job["best"]["time_ms"])
     assert best_line == sorted(best_line, reverse=True)  # best so far never gets worse
+    assert page.locator("#conv-evals svg circle").count() == len(best_line)  # drawn, one marker a point
+    # The page's curve from every trial is the API's (the first view's) and the trials' own.
+    drawn = page.evaluate("document.getElementById('conv-evals').kfSeries")
+    expected = _convergence(trials)
+    assert drawn["x"] == [e for e, _ in expected] and drawn["y"] == pytest.approx([b for _, b in expected])
     scatter = page.evaluate("document.getElementById('all-trials').data[0]")
     assert sorted(scatter["y"]) == pytest.approx(sorted(t["time_ms"] for t in complete))
 
@@ -166,6 +180,70 @@ def test_job_plots_hold_the_trials(dashboard: Dashboard, logged_in: Any) -> None
                  if v is not None}  # fmt: skip
         assert shown == pytest.approx({k: statistics.median(v) for k, v in cells.items()})
     assert page.watch.problems == []
+    page.close()
+
+
+def _convergence(trials: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(evaluations, best so far) where the best complete time improves, and at the last finished trial."""
+    finished = sorted((t for t in trials if t["state"] in ("complete", "failed") and t["finished_at"]),
+                      key=lambda t: (t["finished_at"], t["seq"]))  # fmt: skip
+    points, best = [], float("inf")
+    for k, trial in enumerate(finished, 1):
+        improves = trial["state"] == "complete" and trial["time_ms"] is not None and trial["time_ms"] < best
+        best = trial["time_ms"] if improves else best
+        if best < float("inf") and (improves or k == len(finished)):
+            points.append((k, best))
+    return points
+
+
+def test_the_first_view_answers_are_slices_of_the_whole(dashboard: Dashboard) -> None:
+    """/convergence is the trials' best-so-far curve; /trial-columns?limit=n is the first n trials of
+    the whole document, with the whole job's count and columns."""
+    _, trials = _job_data(dashboard, dashboard.finished_job)
+    with dashboard.client() as client:
+        curve = client.get(f"/v1/jobs/{dashboard.finished_job}/convergence").json()
+        whole = client.get(f"/v1/jobs/{dashboard.finished_job}/trial-columns").json()
+        head = client.get(f"/v1/jobs/{dashboard.finished_job}/trial-columns", params={"limit": 7}).json()
+        assert client.get(f"/v1/jobs/{dashboard.finished_job}/trial-columns", params={"limit": 0}).status_code == 422
+        assert client.get(f"/v1/jobs/{uuid.uuid4()}/convergence").status_code == 404
+    expected = _convergence(trials)
+    assert curve["finished"] == len([t for t in trials if t["state"] in ("complete", "failed")])
+    assert curve["evaluations"] == [e for e, _ in expected]
+    assert curve["best_ms"] == pytest.approx([b for _, b in expected])
+    assert len(curve["wall_s"]) == len(expected) and curve["wall_s"] == sorted(curve["wall_s"])
+    assert head["count"] == whole["count"] == len(trials) > 7
+    for key in ("parameters", "ceilings", "kernel"):
+        assert head[key] == whole[key], key
+    for key in ("id", "seq", "state", "failure_kind", "time_ms", "finished_s", "worker"):
+        assert head[key] == whole[key][:7], key
+    for group in ("config", "metrics", "profile"):
+        assert head[group].keys() == whole[group].keys(), group
+        assert all(head[group][k] == whole[group][k][:7] for k in head[group]), group
+
+
+def test_the_first_view_needs_no_plotly(dashboard: Dashboard, logged_in: Any) -> None:
+    """With Plotly's bundles unreachable the job page still draws its first view (header, table, the
+    convergence plot); only the Plotly plots are missing."""
+    page = logged_in.new_page()
+    page.route("**/ui/vendor/plotly*", lambda route: route.abort())
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url.removeprefix(dashboard.url)))
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text))
+    page.goto(f"{dashboard.url}/ui/jobs/{dashboard.finished_job}")
+    page.wait_for_selector("body[data-rendered='1']", timeout=30_000)
+    _, trials = _job_data(dashboard, dashboard.finished_job)
+    assert page.locator("#summary .bar").count() == 1
+    assert page.locator("#trials tbody tr").count() == min(50, len(trials))
+    assert page.locator("#conv-evals svg circle").count() == len(_convergence(trials))
+    assert page.evaluate("window.Plotly") is None
+    # The first view's three answers are preloaded from the page's head and the script uses those
+    # preloads: each is asked for once (an unmatched preload would be asked for twice, and warned of).
+    job = f"/v1/jobs/{dashboard.finished_job}"
+    page.wait_for_timeout(500)
+    for path in (job, f"{job}/trial-columns?limit=50", f"{job}/convergence"):
+        assert requested.count(path) == 1, (path, requested)
+    assert not [m for m in console if "preload" in m], console
     page.close()
 
 
@@ -227,3 +305,90 @@ def test_forms_are_csrf_safe(dashboard: Dashboard, logged_in: Any) -> None:
         assert client.post("/v1/jobs", json=body, headers={"X-CSRF-Token": "0" * 64}).status_code == 403
         form_login = client.post("/ui/session", data={"token": dashboard.token})
         assert form_login.status_code == 422  # a cross-site form cannot log a browser in
+
+
+def _stored_profile(dashboard: Dashboard, with_runs: bool) -> tuple[str, dict[str, Any]]:
+    """A real CPU profile of the tiny GPT-2 (torch's profiler, as `profile-model --device cpu` takes it),
+    stored through the API. With ``with_runs`` its torch.compile A/B, tuning and swap sections are
+    filled in by the test (compiling and tuning are not what this page's test is about, and take minutes
+    on CPU): the page must show what the stored report holds, whatever the numbers are."""
+    pytest.importorskip("torch", reason="the model profiler needs the `profile` extra (torch)")
+    pytest.importorskip("transformers", reason="the built-in models need the `profile` extra (transformers)")
+    from kernelfarm.model_profiler.analysis import analyse
+    from kernelfarm.model_profiler.capture import capture
+    from kernelfarm.model_profiler.models import build
+    from kernelfarm.worker.measuring.roofline import Ceilings
+
+    mut = build("gpt2-tiny", dtype="float32", batch=1, seq=8, device="cpu")
+    ceilings = Ceilings(dram_bytes_per_s=20e9, fp32_flops=100e9, tensor_flops=100e9, how="given by the test")
+    report = analyse(capture(mut, warmup=1, iterations=1, trace_path=None), ceilings,
+                     model="gpt2-tiny", dtype="float32", batch=1, seq=8)  # fmt: skip
+    body = report.to_json()
+    if with_runs:
+        hot = report.operators[:2]
+        body["compile_ab"] = {
+            "eager_ms": report.latency_ms, "compiled_ms": report.latency_ms / 1.25, "speedup": 1.25, "compile_s": 12.5,
+            "per_operator": [{"operator": hot[0].name, "eager_ms": hot[0].self_ms, "compiled_ms": 0.0}],
+        }  # fmt: skip
+        problems = [{"M": 8, "N": 64 * (i + 1), "K": 64} for i in range(len(hot))]
+        body["tuning"] = [{
+            "operator": op.name, "input_shapes": op.input_shapes, "family": "matmul", "problem": problem,
+            "kernel": "matmul_fp32", "kernel_problem": problem, "calls": op.calls,
+            "share": op.share, "baseline_ms": op.self_ms / op.calls, "tuned_ms": op.self_ms / op.calls / 2,
+            "speedup": 2.0, "status": "tuned", "job_id": dashboard.finished_job,
+            "estimated_end_to_end_ms": report.latency_ms * 0.8,
+        } for op, problem in zip(hot, problems, strict=True)]  # fmt: skip
+        body["swap"] = {"swapped": {f"{hot[0].name} M=8": ["h.0.mlp"]}, "profile_latency_ms": report.latency_ms,
+                        "baseline_ms": report.latency_ms, "swapped_ms": report.latency_ms / 1.1, "speedup": 1.1,
+                        "max_abs_error": 1e-5, "rel_l2_error": 1e-6, "outputs_match": True}  # fmt: skip
+    with dashboard.client() as client:
+        stored = client.post("/v1/profiles", json={"model": "gpt2-tiny", "device_name": report.device_name,
+                                                   "dtype": "float32", "batch": 1, "seq": 8,
+                                                   "latency_ms": report.latency_ms, "report": body})  # fmt: skip
+    assert stored.status_code == 201, stored.text
+    return stored.json()["id"], body
+
+
+def test_model_profile_pages(dashboard: Dashboard, logged_in: Any) -> None:
+    plain_id, plain = _stored_profile(dashboard, with_runs=False)
+    full_id, full = _stored_profile(dashboard, with_runs=True)
+
+    listing = visit(logged_in, dashboard, "/ui/profiles", "profiles")
+    assert listing.locator("header nav a.active").inner_text() == "Profiles"
+    for profile_id in (plain_id, full_id):
+        row = listing.locator(f"tr[data-profile-id='{profile_id}']")
+        assert row.count() == 1 and "gpt2-tiny" in row.inner_text() and "1 x 8" in row.inner_text()
+    listing.click(f"tr[data-profile-id='{full_id}'] a")
+    listing.wait_for_url(re.compile(rf"/ui/profiles/{full_id}$"))
+    listing.close()
+
+    page = visit(logged_in, dashboard, f"/ui/profiles/{full_id}", "profile")
+    operators = page.locator("#operators tbody tr")
+    assert operators.count() == len(full["operators"]) > 3
+    for i, op in enumerate(full["operators"]):
+        cells = operators.nth(i).locator("td")
+        assert cells.nth(0).inner_text() == op["name"]
+        assert int(cells.nth(2).inner_text()) == op["calls"]
+        assert cells.nth(4).inner_text().strip() == f"{op['share'] * 100:.1f} %"
+        assert float(cells.nth(5).inner_text()) == pytest.approx(op["tflops_per_s"], abs=0.006)
+        assert cells.nth(7).inner_text() == op["bound"]
+        assert cells.nth(10).inner_text() == (op["hint"] or "")
+    assert sum(op["share"] for op in full["operators"]) == pytest.approx(1.0)
+    assert page.locator("#model-hints li").count() == len(full["hints"])
+    assert "1.25x" in page.inner_text("#compile-summary") and "12.5 s" in page.inner_text("#compile-summary")
+    assert page.locator("#compile-ops tbody tr").count() == 1
+    tuned = page.locator("#tuning-ops tbody tr")
+    assert tuned.count() == 2 and "2.00x" in tuned.first.inner_text() and "tuned" in tuned.first.inner_text()
+    assert tuned.first.locator(f"a[href='/ui/jobs/{dashboard.finished_job}']").count() == 1
+    end_to_end = page.inner_text("#end-to-end")
+    assert "(1.25x)" in end_to_end and "(1.10x)" in end_to_end and "match" in end_to_end
+    assert page.watch.problems == []
+    page.close()
+
+    bare = visit(logged_in, dashboard, f"/ui/profiles/{plain_id}", "profile-no-runs")
+    assert bare.locator("#operators tbody tr").count() == len(plain["operators"])
+    assert "profile-model --compile" in bare.inner_text("#compile-note")
+    assert "profile-model --tune" in bare.inner_text("#tuning-note")
+    assert bare.locator("#compile-summary").is_hidden() and bare.locator("#tuning-ops").is_hidden()
+    assert bare.locator("#compile-ops-head").is_hidden()
+    bare.close()

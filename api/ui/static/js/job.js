@@ -1,10 +1,13 @@
 // Job: summary, convergence, every trial, the parameter heatmap, parallel coordinates, the roofline and
-// the trial table. One request (/trial-columns) brings every trial; while the job runs the page polls.
-// Two builds of one plotly.js version draw it: the cartesian partial bundle (1.5 MB, loaded by the page)
-// draws the first view, the convergence plots and the heatmap; the full bundle (4.8 MB, from the plotly
-// wheel) is fetched after the first view, for the WebGL traces (every trial, parallel coordinates,
-// roofline). Each plot is always drawn by the same build.
+// the trial table. While the job runs the page polls.
+// The first view (header and progress, the table's first page, best so far vs evaluations) comes from
+// three small answers (the job, its first 50 trials as columns, its convergence curve) and needs no
+// Plotly: the convergence plots are inline SVG (stepplot.js). Then one request (/trial-columns) brings
+// every trial, and two builds of one plotly.js version draw the rest: the cartesian partial bundle
+// (1.5 MB) the heatmap, the full bundle (4.8 MB, from the plotly wheel) the WebGL traces (every trial,
+// parallel coordinates, roofline). Each plot is always drawn by the same build.
 import { api, describe, el, fmtMs, fmtWhen, progressBar, showError, stateBadge } from "./api.js";
+import { stepPlot } from "./stepplot.js";
 
 // Milliseconds per stage of the last render, and when this script started (benchmarks/ui reads them).
 window.kfStages = { scriptStart: performance.now() };
@@ -16,7 +19,8 @@ const LAYOUT = { margin: { l: 60, r: 20, t: 10, b: 45 }, paper_bgcolor: "#fff", 
   font: { family: "system-ui, sans-serif", size: 12 } };
 const TABLE_PAGE = 50;
 let job = null;
-let cols = null;
+let cols = null; // every trial, as columns (null until loaded)
+let head = null; // the first TABLE_PAGE trials, as columns: the table's first page before `cols` comes
 let cartesian = null; // Plotly, cartesian partial bundle
 let full = null; // Plotly, full bundle
 let lastProgress = "";
@@ -76,21 +80,17 @@ function convergenceSeries() {
   return { evals, wall, best };
 }
 
-function bestLine(x, best) {
-  return [{ x, y: best, type: "scatter", mode: "lines+markers", line: { shape: "hv", color: "#2b6cb0" },
-    marker: { size: 4 }, name: "best so far", hovertemplate: "%{y:.4f} ms<extra></extra>" }];
+// The curve as the API's /convergence answers it (first view) or as computed from every trial (later).
+function convergenceEvals(curve) {
+  const { evals, best } = curve;
+  stepPlot(document.getElementById("conv-evals"), { x: evals, y: best, xTitle: "evaluations",
+    yTitle: "best time (ms)", integerX: true, hover: (i) => `after ${evals[i]} evaluations: ${fmtMs(best[i])} ms` });
 }
 
-function convergenceEvals() {
-  const { evals, best } = convergenceSeries();
-  cartesian.react("conv-evals", bestLine(evals, best), layout({ xaxis: { title: { text: "evaluations" } },
-    yaxis: { title: { text: "best time (ms)" } } }), CONFIG);
-}
-
-function convergenceTime() {
-  const { wall, best } = convergenceSeries();
-  cartesian.react("conv-time", bestLine(wall, best), layout({ xaxis: { title: { text: "seconds since submission" } },
-    yaxis: { title: { text: "best time (ms)" } } }), CONFIG);
+function convergenceTime(curve) {
+  const { wall, best } = curve;
+  stepPlot(document.getElementById("conv-time"), { x: wall, y: best, xTitle: "seconds since submission",
+    yTitle: "best time (ms)", hover: (i) => `at ${wall[i].toFixed(1)} s: ${fmtMs(best[i])} ms` });
 }
 
 function allTrials() {
@@ -272,19 +272,28 @@ function topk() {
 }
 
 // ---------------------------------------------------------------- trial table
+// Until every trial is loaded the table shows `head` (the first page in proposal order): enough for
+// its default view; sorting, filtering and paging wait for `cols`.
+const rowsOf = () => cols ?? head;
+const defaultView = () => table.page === 0 && table.sortKey === "seq" && table.sortDir === 1 &&
+  !document.getElementById("trial-filter").value.trim() && !document.getElementById("trial-state").value;
+
 function tableColumns() {
+  const cols = rowsOf();
   return [["seq", "trial"], ["state", "state"], ["failure_kind", "failure"], ["time_ms", "time (ms)"],
     ["time_p20_ms", "p20"], ["time_p80_ms", "p80"], ...cols.parameters.map((p) => [`config.${p}`, p]),
     ...NCU.filter(([k]) => cols.profile[k]).map(([k, label]) => [`profile.${k}`, label]), ["worker", "worker"]];
 }
 
 function cell(key, i) {
+  const cols = rowsOf();
   if (key.startsWith("config.")) return cols.config[key.slice(7)][i];
   if (key.startsWith("profile.")) return cols.profile[key.slice(8)][i];
   return cols[key][i];
 }
 
 function matches(i, terms, state) {
+  const cols = rowsOf();
   if (state && cols.state[i] !== state) return false;
   for (const term of terms) {
     const [name, value] = term.includes("=") ? term.split("=", 2) : [null, term];
@@ -297,10 +306,11 @@ function matches(i, terms, state) {
 }
 
 function filteredRows() {
+  const cols = rowsOf();
   const terms = document.getElementById("trial-filter").value.trim().split(/\s+/).filter(Boolean);
   const state = document.getElementById("trial-state").value;
   const rows = [];
-  for (let i = 0; i < cols.count; i++) if (matches(i, terms, state)) rows.push(i);
+  for (let i = 0; i < cols.seq.length; i++) if (matches(i, terms, state)) rows.push(i);
   const { sortKey, sortDir } = table;
   rows.sort((a, b) => {
     const x = cell(sortKey, a);
@@ -315,8 +325,16 @@ function filteredRows() {
 
 function trialTable() {
   const columns = tableColumns();
+  const partial = cols === null;
+  const total = rowsOf().count; // every trial of the job, also in `head`
+  if (partial && !defaultView()) {
+    document.querySelector("#trials tbody").replaceChildren(el("tr", {},
+      el("td", { colspan: columns.length, class: "hint" }, "loading every trial…")));
+    return;
+  }
   table.rows = filteredRows();
-  const pages = Math.max(1, Math.ceil(table.rows.length / TABLE_PAGE));
+  const matching = partial ? total : table.rows.length;
+  const pages = Math.max(1, Math.ceil(matching / TABLE_PAGE));
   table.page = Math.min(table.page, pages - 1);
   const head = el("tr", {}, ...columns.map(([key, label]) => {
     const th = el("th", { "data-key": key, class: key === table.sortKey ? (table.sortDir > 0 ? "asc" : "desc") : null }, label);
@@ -335,7 +353,7 @@ function trialTable() {
     return el("td", { class: numeric ? "num" : null }, numeric ? (key.startsWith("time") ? fmtMs(value) : value.toFixed(1))
       : value ?? "");
   }))));
-  document.getElementById("trial-count").textContent = `${table.rows.length} of ${cols.count} trials`;
+  document.getElementById("trial-count").textContent = `${matching} of ${total} trials`;
   document.getElementById("trials-page").textContent = `page ${table.page + 1} of ${pages}`;
   document.getElementById("trials-prev").disabled = table.page === 0;
   document.getElementById("trials-next").disabled = table.page >= pages - 1;
@@ -347,7 +365,8 @@ function csvValue(value) {
   return /[",\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
-function downloadCsv() {
+async function downloadCsv() {
+  await everyTrial;
   const columns = tableColumns();
   const lines = [columns.map(([key]) => csvValue(key.replace(/^(config|profile)\./, ""))).join(",")];
   for (const i of table.rows) lines.push(columns.map(([key]) => csvValue(cell(key, i))).join(","));
@@ -374,23 +393,43 @@ function timed(name, stage) {
 
 const nextFrame = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
 
-// The first view (header and progress, the first page of the trial table, best so far vs evaluations)
-// with the cartesian bundle; the other cartesian plots next; then, with the full bundle, the WebGL ones.
+// Resolved once every trial is loaded (the CSV download waits for it).
+let everyTrialLoaded;
+const everyTrial = new Promise((resolve) => { everyTrialLoaded = resolve; });
+
+// The first view: header and progress, the table's first page and best so far vs evaluations, from
+// three small answers and without Plotly. Then best so far vs wall time from the same curve.
+async function firstView() {
+  const asked = performance.now();
+  let curve;
+  [job, head, curve] = await Promise.all([api(`/v1/jobs/${jobId}`),
+    api(`/v1/jobs/${jobId}/trial-columns?limit=${TABLE_PAGE}`), api(`/v1/jobs/${jobId}/convergence`)]);
+  window.kfStages.fetch = performance.now() - asked;
+  lastProgress = JSON.stringify([job.state, job.progress]);
+  const series = { evals: curve.evaluations, wall: curve.wall_s, best: curve.best_ms };
+  for (const [name, stage] of [["summary", summary], ["table", trialTable],
+    ["conv-evals", () => convergenceEvals(series)]]) timed(name, stage);
+  await nextFrame(); // drawn on screen, not only in the DOM
+  window.kfFirstRenderMs = performance.now();
+  document.body.dataset.rendered = "1";
+  timed("conv-time", () => convergenceTime(series));
+}
+
+// Everything from every trial's columns: on the first load after the first view, and on each update.
 async function renderAll() {
-  const first = document.body.dataset.rendered !== "1";
-  for (const [name, stage] of [["summary", summary], ["table", trialTable], ["conv-evals", convergenceEvals]]) {
-    timed(name, stage);
+  const first = document.body.dataset.complete !== "1";
+  const series = convergenceSeries();
+  for (const [name, stage] of [["summary", summary], ["table", trialTable], ["conv-evals", () => convergenceEvals(series)],
+    ["conv-time", () => convergenceTime(series)], ["top-k", topk]]) timed(name, stage);
+  if (cartesian === null) {
+    const asked = performance.now();
+    cartesian = await loadPlotly("/ui/vendor/plotly-cartesian.min.js");
+    window.kfStages.cartesianPlotly = performance.now() - asked;
   }
-  if (first) {
-    await nextFrame(); // drawn on screen, not only in the DOM
-    window.kfFirstRenderMs = performance.now();
-    document.body.dataset.rendered = "1";
-  }
-  for (const [name, stage] of [["conv-time", convergenceTime], ["top-k", topk],
-    ["heatmap", () => { setupHeatmapControls(); heatmap(); }]]) timed(name, stage);
+  timed("heatmap", () => { setupHeatmapControls(); heatmap(); });
   if (full === null) {
     const asked = performance.now();
-    full = await loadFullPlotly();
+    full = await loadPlotly("/ui/vendor/plotly.min.js");
     window.kfStages.fullPlotly = performance.now() - asked;
   }
   timed("all-trials", allTrials);
@@ -421,43 +460,41 @@ function whenVisible(id, draw) {
   }, { rootMargin: "200px" }).observe(target.closest("section"));
 }
 
-// Plotly's cartesian bundle is a deferred script after this module: resolved once it has run.
-const cartesianReady = new Promise((resolve) => {
-  if (window.Plotly) resolve(window.Plotly);
-  else document.getElementById("plotly").addEventListener("load", () => resolve(window.Plotly), { once: true });
-});
-
-// The full bundle sets window.Plotly too: keep each build's object and give the name back to the first.
-function loadFullPlotly() {
+// Each Plotly build sets window.Plotly: keep each build's object and give the name back to the first.
+function loadPlotly(src) {
   return new Promise((resolve, reject) => {
-    const script = el("script", { src: "/ui/vendor/plotly.min.js" });
+    const before = window.Plotly;
+    const script = el("script", { src });
     script.addEventListener("load", () => {
       const loaded = window.Plotly;
-      window.Plotly = cartesian;
+      if (before) window.Plotly = before;
       resolve(loaded);
     }, { once: true });
-    script.addEventListener("error", () => reject(new Error("could not load Plotly's full bundle")), { once: true });
+    script.addEventListener("error", () => reject(new Error(`could not load ${src}`)), { once: true });
     document.head.append(script);
   });
 }
 
 async function refresh() {
-  if (cols === null) {
-    // First visit: both requests in flight while Plotly loads.
+  if (head === null) {
+    await firstView();
+    // Every trial, while the cartesian bundle downloads and is evaluated.
+    const cartesianLoading = loadPlotly("/ui/vendor/plotly-cartesian.min.js");
+    cartesianLoading.catch(() => {}); // awaited below; a failure surfaces there
     const asked = performance.now();
-    [job, cols] = await Promise.all([api(`/v1/jobs/${jobId}`), api(`/v1/jobs/${jobId}/trial-columns`)]);
-    window.kfStages.fetch = performance.now() - asked;
-    lastProgress = JSON.stringify([job.state, job.progress]);
-    cartesian = await cartesianReady;
-    window.kfStages.plotlyReady = performance.now();
+    cols = await api(`/v1/jobs/${jobId}/trial-columns`);
+    window.kfStages.everyTrial = performance.now() - asked;
+    everyTrialLoaded(cols);
+    cartesian = await cartesianLoading;
     await renderAll();
     return;
   }
   const fresh = await api(`/v1/jobs/${jobId}`);
   const progress = JSON.stringify([fresh.state, fresh.progress]);
   job = fresh;
-  if (progress !== lastProgress) {
+  if (progress !== lastProgress || cols === null) {
     cols = await api(`/v1/jobs/${jobId}/trial-columns`);
+    everyTrialLoaded(cols);
     lastProgress = progress;
     await renderAll();
   } else {

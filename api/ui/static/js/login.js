@@ -10,6 +10,9 @@ form.addEventListener("submit", async (event) => {
     body: JSON.stringify({ token: document.getElementById("token").value }),
   });
   if (response.ok) {
+    // Read the (empty) body first: navigating while the request is still finishing aborts it, which the
+    // browser tests saw as a failed request on a loaded machine.
+    await response.arrayBuffer();
     location.assign(document.body.dataset.next || "/ui/jobs");
     return;
   }
