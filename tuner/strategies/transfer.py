@@ -8,8 +8,17 @@ GPU, then pooled) and enters the job's model as ``offset + scale * prior_mean(x)
 what is left. ``scale`` is a ridge estimate pulled towards 1 by ``strength`` pseudo-observations:
 before the job has data the prior is trusted as it is; once the job's own times disagree with it
 (an unrelated prior: no correlation) the estimate falls towards 0 within a few trials, clipped
-at 0, and the model is the cold one again. That is what keeps an unrelated prior from hurting
-beyond the few configs it seeds.
+at 0, and the model is the cold one again.
+
+The scale alone was not enough (issue 17: a shuffled prior cost up to 9 evaluations, real priors
+from other vendors' GPUs up to 25): before it has fallen, the prior steers the first model-based
+proposals, and the job's space-filling design was cut to make room for it. So the prior is also
+*gated* (:func:`rank_agreement`): once the job has ``GATE_MIN`` measured configs, the prior stays
+only while its ranking of them agrees with the job's own (Kendall's tau at least ``gate``
+standard errors above 0, i.e. evidence of positive agreement, not merely its absence). A prior
+that fails the gate is dropped from every part of the model (mean, seeds, feasibility) and the
+job continues as a cold job whose design is topped up to the cold size, so what an unrelated prior
+can cost is bounded by its seeds having been spent instead of space-filling points.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import kendalltau
 
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.candidates import CandidateTable
@@ -28,6 +38,7 @@ from kernelfarm.tuner.strategies.observed import observe_rows
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 MIN_PRIOR = 5  # fewer successful prior trials than this carry no usable shape
+GATE_MIN = 4  # measured configs of the job's own before the prior's ranking is checked
 
 
 @dataclass(frozen=True)
@@ -106,3 +117,15 @@ def learned_scale(prior_mean: np.ndarray, target: np.ndarray, strength: float) -
     scale = (float(dm @ dt) + strength) / (float(dm @ dm) + strength)
     scale = min(max(scale, 0.0), 1.5)
     return t_mean - scale * m_mean, scale
+
+
+def rank_agreement(prior_mean: np.ndarray, target: np.ndarray) -> float:
+    """Kendall's tau between the prior's prediction and the job's own log times at the job's
+    measured configs, in standard errors under "no relation" (0 with fewer than 3 points)."""
+    n = len(target)
+    if n < 3 or np.ptp(prior_mean) == 0 or np.ptp(target) == 0:
+        return 0.0
+    tau = float(kendalltau(prior_mean, target).statistic)
+    if not np.isfinite(tau):
+        return 0.0
+    return tau / float(np.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1))))
