@@ -48,10 +48,12 @@ from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
-from kernelfarm.tuner.strategies.observed import Observed, observe, observe_rows, table_rows
+from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
+    STICKY_MAX,
     PriorSummary,
+    first_successes,
     learned_scale,
     prior_model,
     rank_agreement,
@@ -95,7 +97,8 @@ class BayesSettings:
             exists: the prior's model replaces most of the design.
         transfer_gate: the prior is kept only while Kendall's tau between its prediction and the
             job's own measured times is at least this many standard errors above 0 (checked from
-            ``transfer.GATE_MIN`` measurements on); a very negative value keeps every prior.
+            ``transfer.GATE_MIN`` measurements on) and its ranking was positive on every prefix of
+            the first ``transfer.STICKY_MAX``; negative: no gate, every prior is kept.
     """
 
     n_init: int = 10
@@ -162,7 +165,8 @@ class BayesianOptimizer(Optimizer):
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
-        observed = observe(table, self.space, self.history)
+        self._history_rows = table_rows(table, self.space, self.history)
+        observed = observe_rows(self.history, self._history_rows)
         free = np.ones(len(table), dtype=bool)
         free[observed.seen_rows] = False
         free_rows = np.flatnonzero(free)
@@ -222,11 +226,16 @@ class BayesianOptimizer(Optimizer):
 
     def _prior_agrees(self, table: CandidateTable, observed: Observed, summary: PriorSummary) -> bool:
         """The gate (transfer.py): True until the job has ``GATE_MIN`` measured configs, then
-        while the prior ranks them as the job's own times do."""
+        while the prior ranks them as the job's own times do, and only if it never ranked a prefix
+        of the first ``STICKY_MAX`` of them against the job's times (tau <= 0)."""
         rows = observed.success_rows
-        if len(rows) < GATE_MIN:
+        if len(rows) < GATE_MIN or self.settings.transfer_gate < 0:
             return True
         prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max)
+        early, early_log = first_successes(self.history, self._history_rows, STICKY_MAX)
+        early_mean = prior_gp.mean(table.features[early])
+        if any(rank_agreement(early_mean[:k], early_log[:k]) <= 0 for k in range(GATE_MIN, len(early) + 1)):
+            return False
         z = rank_agreement(prior_gp.mean(table.features[rows]), observed.log_time)
         return z >= self.settings.transfer_gate
 

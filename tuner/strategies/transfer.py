@@ -15,7 +15,10 @@ from other vendors' GPUs up to 25): before it has fallen, the prior steers the f
 proposals, and the job's space-filling design was cut to make room for it. So the prior is also
 *gated* (:func:`rank_agreement`): once the job has ``GATE_MIN`` measured configs, the prior stays
 only while its ranking of them agrees with the job's own (Kendall's tau at least ``gate``
-standard errors above 0, i.e. evidence of positive agreement, not merely its absence). A prior
+standard errors above 0, i.e. evidence of positive agreement, not merely its absence), and only
+if its ranking was positive on every prefix of the job's first ``STICKY_MAX`` measurements: a
+check repeated at every step would let an unrelated prior pass now and then by chance and steer
+those steps (measured: a gate without this still cost a shuffled prior 5 evaluations). A prior
 that fails the gate is dropped from every part of the model (mean, seeds, feasibility) and the
 job continues as a cold job whose design is topped up to the cold size, so what an unrelated prior
 can cost is bounded by its seeds having been spent instead of space-filling points.
@@ -24,6 +27,7 @@ can cost is bounded by its seeds having been spent instead of space-filling poin
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 MIN_PRIOR = 5  # fewer successful prior trials than this carry no usable shape
 GATE_MIN = 4  # measured configs of the job's own before the prior's ranking is checked
+STICKY_MAX = 20  # the first this many measured configs: a prefix that disagrees drops the prior for good
 
 
 @dataclass(frozen=True)
@@ -129,3 +134,23 @@ def rank_agreement(prior_mean: np.ndarray, target: np.ndarray) -> float:
     if not np.isfinite(tau):
         return 0.0
     return tau / float(np.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1))))
+
+
+def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Table rows and log times of the job's first ``limit`` distinct measured configs, in the
+    order they were measured (``rows``: each observation's table row, -1 outside the table)."""
+    seen: set[int] = set()
+    out_rows: list[int] = []
+    out_log: list[float] = []
+    for obs, row in zip(history, rows.tolist(), strict=True):
+        if len(out_rows) >= limit:
+            break
+        value = obs.value
+        if row < 0 or row in seen or obs.pending or obs.failure is not None or value is None:
+            continue
+        if not (value > 0 and math.isfinite(value)):
+            continue
+        seen.add(row)
+        out_rows.append(row)
+        out_log.append(math.log(value))
+    return np.array(out_rows, dtype=np.int64), np.array(out_log)
