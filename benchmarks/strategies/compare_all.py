@@ -116,6 +116,9 @@ def main() -> None:
     parser.add_argument("--modes", default="keep,drop")
     parser.add_argument("--strategy", action="append", help="Kernel Tuner strategies; default: all of them")
     parser.add_argument("--farm", action="append", default=[], help="farm strategies (registry names)")
+    parser.add_argument(
+        "--grace", type=float, default=120, help="seconds after the deadline before running tasks are abandoned"
+    )
     parser.add_argument("--no-kernel-tuner", action="store_true", help="only the --farm strategies")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -171,7 +174,7 @@ def main() -> None:
             cell = traces.setdefault(mode, {}).setdefault(name, {}).setdefault(strategy, [])
             cell.append({"seed": seed, "trace": trace, "seconds": wall})
         fill()
-        if time.monotonic() - began > args.deadline + 120:  # a hung task: give up on what still runs
+        if time.monotonic() - began > args.deadline + args.grace:  # a hung task: give up on what still runs
             errors.append(f"{len(running)} tasks still running at the deadline were abandoned")
             break
     pool.shutdown(wait=False, cancel_futures=True)
