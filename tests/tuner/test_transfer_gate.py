@@ -8,7 +8,7 @@ import numpy as np
 from kernelfarm.core.states import FailureKind
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
-from kernelfarm.tuner.strategies.transfer import first_successes, rank_agreement
+from kernelfarm.tuner.strategies.transfer import first_successes, prefix_agreement, rank_agreement
 from tests.tuner.conftest import CONTEXT, SPACE, objective
 
 
@@ -18,6 +18,16 @@ def test_rank_agreement_is_in_standard_errors() -> None:
     assert rank_agreement(x, -x) < -3
     assert rank_agreement(x[:2], x[:2]) == 0.0  # too few points to say anything
     assert rank_agreement(x, np.ones(10)) == 0.0
+
+
+def test_prefix_agreement_has_the_sign_of_each_prefixs_tau() -> None:
+    rng = np.random.default_rng(3)
+    prior, target = rng.standard_normal(12), rng.standard_normal(12)
+    got = prefix_agreement(prior, target, 4)
+    assert len(got) == 9
+    for k, value in zip(range(4, 13), got, strict=True):
+        assert np.sign(value) == np.sign(rank_agreement(prior[:k], target[:k]))
+    assert prefix_agreement(prior[:3], target[:3], 4).size == 0
 
 
 def test_first_successes_keeps_the_order_measured_and_skips_the_rest() -> None:

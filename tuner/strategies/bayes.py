@@ -55,6 +55,7 @@ from kernelfarm.tuner.strategies.transfer import (
     PriorSummary,
     first_successes,
     learned_scale,
+    prefix_agreement,
     prior_model,
     rank_agreement,
     summarize_prior,
@@ -234,7 +235,7 @@ class BayesianOptimizer(Optimizer):
         prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max)
         early, early_log = first_successes(self.history, self._history_rows, STICKY_MAX)
         early_mean = prior_gp.mean(table.features[early])
-        if any(rank_agreement(early_mean[:k], early_log[:k]) <= 0 for k in range(GATE_MIN, len(early) + 1)):
+        if np.any(prefix_agreement(early_mean, early_log, GATE_MIN) <= 0):
             return False
         z = rank_agreement(prior_gp.mean(table.features[rows]), observed.log_time)
         return z >= self.settings.transfer_gate

@@ -154,3 +154,18 @@ def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int
         out_rows.append(row)
         out_log.append(math.log(value))
     return np.array(out_rows, dtype=np.int64), np.array(out_log)
+
+
+def prefix_agreement(prior_mean: np.ndarray, target: np.ndarray, start: int) -> np.ndarray:
+    """Kendall's tau-a of the first k points for k = start..n (sign only matters to the caller:
+    tau-a and tau-b share it). O(n^2) in numpy: n is at most ``STICKY_MAX``, and a library call per
+    prefix cost more than the rest of the gate (an ask re-checks every prefix)."""
+    n = len(target)
+    if n < max(start, 2):
+        return np.zeros(0)
+    signs = np.sign(prior_mean[:, None] - prior_mean[None, :]) * np.sign(target[:, None] - target[None, :])
+    upper = np.triu(signs, 1)  # pair (i, j), i < j, counted when j joins the prefix
+    concordant = np.cumsum(upper.sum(axis=0))  # after the first k points: entry k - 1
+    k = np.arange(1, n + 1)
+    pairs = np.maximum(k * (k - 1) / 2, 1)
+    return (concordant / pairs)[start - 1 :]
