@@ -17,8 +17,9 @@ proposals, and the job's space-filling design was cut to make room for it. So th
 only while its ranking of them agrees with the job's own (Kendall's tau at least ``gate``
 standard errors above 0, i.e. evidence of positive agreement, not merely its absence), and only
 if its ranking was positive on every prefix of the job's first ``STICKY_MAX`` measurements: a
-check repeated at every step would let an unrelated prior pass now and then by chance and steer
-those steps (measured: a gate without this still cost a shuffled prior 5 evaluations). A prior
+check repeated at every step can let an unrelated prior pass now and then by chance and steer
+those steps (docs/benchmarks/STRATEGIES.md, warm start: on the real pairs this lowered the cost of
+the priors that hurt, not measurably that of a shuffled one). A prior
 that fails the gate is dropped from every part of the model (mean, seeds, feasibility) and the
 job continues as a cold job whose design is topped up to the cold size, so what an unrelated prior
 can cost is bounded by its seeds having been spent instead of space-filling points.
