@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelfarm.core.states import FailureKind
+from kernelfarm.tuner.history import describe_prior
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.transfer import first_successes, prefix_agreement, rank_agreement
@@ -70,6 +71,7 @@ def test_a_misleading_prior_is_dropped_and_the_job_continues_cold() -> None:
     cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
     proposed = warm.ask(2)
     assert warm.prior_dropped
+    assert describe_prior(reversed_, warm.prior_dropped).endswith("unlike its own times)")  # the job's status
     assert proposed == cold.ask(2)  # the design topped up to the cold size, the cold model: the cold job's picks
     # a negative gate: no gate, the prior kept whatever it says (the behaviour before the gate)
     kept = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"transfer_gate": -1.0}, prior=reversed_)
