@@ -157,7 +157,7 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     job_store.set_job_status(
         session, job, state=JobState.RUNNING,
         message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight"
-        + (f"; {describe_prior(prior)}" if job.warm_start else ""),
+        + (f"; {describe_prior(prior, getattr(optimizer, 'prior_dropped', False))}" if job.warm_start else ""),
     )  # fmt: skip
     logger.info("job %s: dispatched %d trials (ask %.0f ms)", job.id, len(new), ask_seconds * 1e3)
     ids = [t.id for t in new]

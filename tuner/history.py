@@ -87,9 +87,11 @@ def prior_observations(session: Session, job: Job, space: SearchSpace) -> list[O
     ]
 
 
-def describe_prior(prior: Sequence[Observation]) -> str:
-    """What a job's status says about its warm start, e.g. "warm start: 180 trials from A100, RTX 3090"."""
+def describe_prior(prior: Sequence[Observation], dropped: bool = False) -> str:
+    """What a job's status says about its warm start, e.g. "warm start: 180 trials from A100, RTX 3090";
+    ``dropped``: the strategy's gate set the prior aside (it ranks the job's own measurements otherwise)."""
     if not prior:
         return "cold start: no other GPU has tuned this kernel and problem"
     sources = sorted({o.source or "?" for o in prior})
-    return f"warm start: {len(prior)} trials from {', '.join(sources)}"
+    text = f"warm start: {len(prior)} trials from {', '.join(sources)}"
+    return text + (" (dropped: they rank this job's measured configs unlike its own times)" if dropped else "")

@@ -16,6 +16,9 @@ missing, and ``skopt`` (SKIPPED says why). Tasks are ordered so that a deadline 
 strategies' last repeats, never a whole strategy: repeat r of every (mode, landscape, strategy)
 runs before repeat r + 1. The report's ``repeats`` says how many repeats each cell got.
 
+A farm strategy may carry options, ``--farm 'bayes:n_init=5,xi=0.1'`` (the label in the reports is
+the whole text): the leave-one-family-out grid (lofo.py) is such a run with ``--no-kernel-tuner``.
+
 Usage (``--landscapes`` is a folder of Kernel Tuner cache files):
     python benchmarks/strategies/compare_all.py --landscapes LANDSCAPES --budget 200 --repeats 10 \
         --farm bayes --farm genetic --farm random --jobs 16 --deadline 300 --out OUT
@@ -57,8 +60,22 @@ def strategies() -> tuple[list[str], dict[str, str]]:
     return [s for s in strategy_map if s not in skipped], skipped
 
 
+def farm_options(label: str) -> tuple[str, dict[str, Any]]:
+    """``NAME`` or ``NAME:key=value,...`` -> (registry name, options); values parsed as JSON
+    where they can be (numbers, true/false), else kept as text."""
+    name, _, rest = label.partition(":")
+    options: dict[str, Any] = {}
+    for item in filter(None, rest.split(",")):
+        key, _, text = item.partition("=")
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return name, options
+
+
 def _farm_run(path: str, mode: str, strategy: str, budget: int, seed: int) -> tuple[list[float | None], float]:
-    """One replay of a farm strategy: (trace, median ask seconds)."""
+    """One replay of a farm strategy (a label, see ``farm_options``): (trace, median ask seconds)."""
     from threadpoolctl import threadpool_limits
 
     from kernelfarm.tuner.strategies.registry import get_strategy
@@ -66,7 +83,8 @@ def _farm_run(path: str, mode: str, strategy: str, budget: int, seed: int) -> tu
     from kernelfarm.tuner.strategy_benchmark.runner import prepared
 
     with threadpool_limits(1):
-        run = replay(prepared(Path(path), mode == "keep"), get_strategy(strategy), budget, seed)
+        name, options = farm_options(strategy)
+        run = replay(prepared(Path(path), mode == "keep"), get_strategy(name), budget, seed, options=options)
     return run.values, statistics.median(run.ask_seconds)
 
 
@@ -98,11 +116,15 @@ def main() -> None:
     parser.add_argument("--modes", default="keep,drop")
     parser.add_argument("--strategy", action="append", help="Kernel Tuner strategies; default: all of them")
     parser.add_argument("--farm", action="append", default=[], help="farm strategies (registry names)")
+    parser.add_argument(
+        "--grace", type=float, default=120, help="seconds after the deadline before running tasks are abandoned"
+    )
+    parser.add_argument("--no-kernel-tuner", action="store_true", help="only the --farm strategies")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     began = time.monotonic()
-    names, skipped = strategies()
-    names = args.farm + [f"kt:{s}" for s in (args.strategy or names)]
+    names, skipped = ([], {}) if args.no_kernel_tuner else strategies()
+    names = args.farm + [f"kt:{s}" for s in (args.strategy or names)] if not args.no_kernel_tuner else list(args.farm)
     paths = sorted(args.landscapes.glob("*.json*"))
     meta: dict[str, dict[str, Any]] = {}
     tmp = Path(tempfile.mkdtemp())
@@ -152,7 +174,7 @@ def main() -> None:
             cell = traces.setdefault(mode, {}).setdefault(name, {}).setdefault(strategy, [])
             cell.append({"seed": seed, "trace": trace, "seconds": wall})
         fill()
-        if time.monotonic() - began > args.deadline + 120:  # a hung task: give up on what still runs
+        if time.monotonic() - began > args.deadline + args.grace:  # a hung task: give up on what still runs
             errors.append(f"{len(running)} tasks still running at the deadline were abandoned")
             break
     pool.shutdown(wait=False, cancel_futures=True)

@@ -13,6 +13,7 @@ keeps the strategy name alone.
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 import sys
@@ -166,10 +167,13 @@ def scores(traces_path: Path, folder: Path) -> dict[str, dict[str, dict[str, flo
     """mode -> landscape -> strategy -> standardized score (cached next to the traces)."""
     from kernelfarm.tuner.strategy_benchmark.standardized import random_baseline, standardized_score
 
-    cache = traces_path.with_name(traces_path.stem + "_scores.json")
+    if not traces_path.exists() and traces_path.with_name(traces_path.name + ".gz").exists():
+        traces_path = traces_path.with_name(traces_path.name + ".gz")  # kept compressed (10 repeats: ~27 MB)
+    cache = traces_path.with_name(traces_path.name.split(".")[0] + "_scores.json")
     if cache.exists():
         return json.loads(cache.read_text())  # type: ignore[no-any-return]
-    data = json.loads(traces_path.read_text())
+    raw = gzip.decompress(traces_path.read_bytes()) if traces_path.suffix == ".gz" else traces_path.read_bytes()
+    data = json.loads(raw)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for mode, per_landscape in data["traces"].items():
         for name, per_strategy in per_landscape.items():
@@ -304,6 +308,43 @@ def pairs(args: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def pairs_compare(args: list[str]) -> str:
+    """Several warm_start_pairs.py reports side by side (the same seeds): per target, evaluations to
+    0.95 cold, then warm and unrelated per report, and the unrelated prior's cost over cold summed.
+
+    Usage: pairs-compare LABEL=REPORT.json [LABEL=REPORT.json ...]"""
+    runs = [(label, json.loads(Path(path).read_text())) for label, path in (a.split("=", 1) for a in args)]
+    budget = int(runs[0][1]["settings"]["budget"])
+
+    def n95(s: dict[str, Any]) -> float:
+        return float(s["n95_median"]) if s["n95_median"] is not None else float(budget + 1)
+
+    def cell(s: dict[str, Any]) -> str:
+        return f">{budget}" if s["n95_median"] is None else f"{s['n95_median']:g}"
+
+    head = " | ".join(f"{label}: warm / unrelated" for label, _ in runs)
+    out = [f"| target | cold | {head} |", "|---|---|" + "---|" * len(runs)]
+    totals = {label: [0.0, 0.0, 0, 0] for label, _ in runs}  # unrelated cost, warm cost, hurt counts
+    for name in runs[0][1]["landscapes"]:
+        cold = runs[0][1]["landscapes"][name]["cold"]
+        cells = []
+        for label, report in runs:
+            e = report["landscapes"][name]
+            cells.append(f"{cell(e['warm'])} / {cell(e['unrelated'])}")
+            t = totals[label]
+            t[0] += max(0.0, n95(e["unrelated"]) - n95(cold))
+            t[1] += max(0.0, n95(e["warm"]) - n95(cold))
+            t[2] += n95(e["unrelated"]) > n95(cold)
+            t[3] += n95(e["warm"]) > n95(cold)
+        out.append(f"| {name} | {cell(cold)} | " + " | ".join(cells) + " |")
+    out.append(
+        "| **evaluations lost to the prior, summed over targets (targets where it cost any)** | - | "
+        + " | ".join(f"{t[1]:g} ({t[3]}) / {t[0]:g} ({t[2]})" for t in totals.values())
+        + " |"
+    )
+    return "\n".join(out) + "\n"
+
+
 def llm(args: list[str]) -> str:
     """llm_proposers.py's report. Usage: llm REPORT.json"""
     report = json.loads(Path(args[0]).read_text())
@@ -335,6 +376,7 @@ def main(argv: list[str]) -> None:
         "summary": summary,
         "issue17": issue17,
         "pairs": pairs,
+        "pairs-compare": pairs_compare,
         "llm": llm,
     }
     sys.stdout.write(makers[kind](rest))

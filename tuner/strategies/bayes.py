@@ -24,9 +24,11 @@ What makes it fit for a farm rather than a notebook:
   observations (the best quarter plus a deterministic random sample), the posterior uses at most
   ``train_max`` observations, and the pool is capped, so an ask costs tens of milliseconds on one
   core at any history length (gp.py explains why not scikit-optimize's own GP).
-- **Warm start.** The best prior configs (other problem sizes / GPUs of the kernel) are proposed
-  first, in addition to the space-filling design (so a misleading prior costs only those), and
-  prior outcomes teach the feasibility model where the job has no observation of its own.
+- **Warm start.** A model of the prior (the same kernel and problem on other GPUs) is the mean of
+  the job's model, scaled by what the job's own trials say (transfer.py); its best configs are
+  proposed first and prior outcomes teach the feasibility model where the job has no observation
+  of its own. Once the job has a few measurements, a prior whose ranking of them does not agree
+  with the job's is dropped entirely and the job goes on as a cold one (transfer.py, the gate).
 - **Deterministic.** Everything random draws from ``self.rng()`` (seed and history length).
 """
 
@@ -46,8 +48,18 @@ from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
-from kernelfarm.tuner.strategies.observed import Observed, observe, observe_rows, table_rows
-from kernelfarm.tuner.strategies.transfer import PriorSummary, learned_scale, prior_model, summarize_prior
+from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
+from kernelfarm.tuner.strategies.transfer import (
+    GATE_MIN,
+    STICKY_MAX,
+    PriorSummary,
+    first_successes,
+    learned_scale,
+    prefix_agreement,
+    prior_model,
+    rank_agreement,
+    summarize_prior,
+)
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 FAILURE_MODES = ("both", "feasibility", "penalty", "ignore")
@@ -84,6 +96,10 @@ class BayesSettings:
             before the job's own trials say otherwise).
         n_init_warm: space-filling proposals (after the ``prior_init`` seeds) when a usable prior
             exists: the prior's model replaces most of the design.
+        transfer_gate: the prior is kept only while Kendall's tau between its prediction and the
+            job's own measured times is at least this many standard errors above 0 (checked from
+            ``transfer.GATE_MIN`` measurements on) and its ranking was positive on every prefix of
+            the first ``transfer.STICKY_MAX``; negative: no gate, every prior is kept.
     """
 
     n_init: int = 10
@@ -101,6 +117,7 @@ class BayesSettings:
     transfer: bool = True
     transfer_strength: float = 2.0
     n_init_warm: int = 2
+    transfer_gate: float = 1.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -144,10 +161,13 @@ class BayesianOptimizer(Optimizer):
         # candidates, so a wrong suggester costs no evaluation. ``accepted``: those it proposed.
         self.suggestions: list[int] = []
         self.accepted: list[int] = []
+        # set by ask: the gate dropped the prior (its ranking disagrees with the job's own trials)
+        self.prior_dropped = False
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
-        observed = observe(table, self.space, self.history)
+        self._history_rows = table_rows(table, self.space, self.history)
+        observed = observe_rows(self.history, self._history_rows)
         free = np.ones(len(table), dtype=bool)
         free[observed.seen_rows] = False
         free_rows = np.flatnonzero(free)
@@ -164,6 +184,9 @@ class BayesianOptimizer(Optimizer):
         self, table: CandidateTable, observed: Observed, free_rows: np.ndarray, n: int, rng: np.random.Generator
     ) -> list[int]:
         summary = self._prior_summary(table)
+        self.prior_dropped = summary is not None and not self._prior_agrees(table, observed, summary)
+        if self.prior_dropped:  # the job's own trials disagree with the prior: a cold job from here
+            summary = None
         seeds = summary.best(self.settings.prior_init) if summary is not None else []
         n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
         placed = len(observed.seen_rows)
@@ -201,6 +224,21 @@ class BayesianOptimizer(Optimizer):
         if cached is None:
             cached = self.__dict__["_prior_rows_cache"] = table_rows(table, self.space, self.prior)
         return cached
+
+    def _prior_agrees(self, table: CandidateTable, observed: Observed, summary: PriorSummary) -> bool:
+        """The gate (transfer.py): True until the job has ``GATE_MIN`` measured configs, then
+        while the prior ranks them as the job's own times do, and only if it never ranked a prefix
+        of the first ``STICKY_MAX`` of them against the job's times (tau <= 0)."""
+        rows = observed.success_rows
+        if len(rows) < GATE_MIN or self.settings.transfer_gate < 0:
+            return True
+        prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max)
+        early, early_log = first_successes(self.history, self._history_rows, STICKY_MAX)
+        early_mean = prior_gp.mean(table.features[early])
+        if np.any(prefix_agreement(early_mean, early_log, GATE_MIN) <= 0):
+            return False
+        z = rank_agreement(prior_gp.mean(table.features[rows]), observed.log_time)
+        return z >= self.settings.transfer_gate
 
     def _prior_summary(self, table: CandidateTable) -> PriorSummary | None:
         """The prior's successes scored per source (None: no prior, or too little of it)."""
@@ -296,7 +334,7 @@ class BayesianOptimizer(Optimizer):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Prior successes this job has not observed, warped on their own scale (another problem
         size or GPU has other times; only their ranking is assumed to carry over)."""
-        if not self.prior or self.settings.prior_noise <= 0:
+        if not self.prior or self.prior_dropped or self.settings.prior_noise <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         prior = observe_rows(self.prior, self._prior_rows(table))
         fresh = ~np.isin(prior.success_rows, observed.seen_rows)
@@ -342,7 +380,7 @@ class BayesianOptimizer(Optimizer):
         if self.settings.failures not in ("feasibility", "both"):
             return np.ones(len(rows))
         ok, bad = observed.success_rows, observed.failed_rows
-        if self.prior:  # prior outcomes count where this job has no observation of its own
+        if self.prior and not self.prior_dropped:  # prior outcomes count where the job has no observation
             prior = observe_rows(self.prior, self._prior_rows(table))
             own = set(observed.seen_rows.tolist())
             ok = np.union1d(ok, [r for r in prior.success_rows.tolist() if r not in own])

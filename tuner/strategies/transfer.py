@@ -8,18 +8,33 @@ GPU, then pooled) and enters the job's model as ``offset + scale * prior_mean(x)
 what is left. ``scale`` is a ridge estimate pulled towards 1 by ``strength`` pseudo-observations:
 before the job has data the prior is trusted as it is; once the job's own times disagree with it
 (an unrelated prior: no correlation) the estimate falls towards 0 within a few trials, clipped
-at 0, and the model is the cold one again. That is what keeps an unrelated prior from hurting
-beyond the few configs it seeds.
+at 0, and the model is the cold one again.
+
+The scale alone was not enough (issue 17: a shuffled prior cost up to 9 evaluations, real priors
+from other vendors' GPUs up to 25): before it has fallen, the prior steers the first model-based
+proposals, and the job's space-filling design was cut to make room for it. So the prior is also
+*gated* (:func:`rank_agreement`): once the job has ``GATE_MIN`` measured configs, the prior stays
+only while its ranking of them agrees with the job's own (Kendall's tau at least ``gate``
+standard errors above 0, i.e. evidence of positive agreement, not merely its absence), and only
+if its ranking was positive on every prefix of the job's first ``STICKY_MAX`` measurements: a
+check repeated at every step can let an unrelated prior pass now and then by chance and steer
+those steps (docs/benchmarks/STRATEGIES.md, warm start: on the real pairs this lowered the cost of
+the priors that hurt, not measurably that of a shuffled one). A prior
+that fails the gate is dropped from every part of the model (mean, seeds, feasibility) and the
+job continues as a cold job whose design is topped up to the cold size, so what an unrelated prior
+can cost is bounded by its seeds having been spent instead of space-filling points.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import kendalltau
 
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.candidates import CandidateTable
@@ -28,6 +43,8 @@ from kernelfarm.tuner.strategies.observed import observe_rows
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
 MIN_PRIOR = 5  # fewer successful prior trials than this carry no usable shape
+GATE_MIN = 4  # measured configs of the job's own before the prior's ranking is checked
+STICKY_MAX = 20  # the first this many measured configs: a prefix that disagrees drops the prior for good
 
 
 @dataclass(frozen=True)
@@ -106,3 +123,50 @@ def learned_scale(prior_mean: np.ndarray, target: np.ndarray, strength: float) -
     scale = (float(dm @ dt) + strength) / (float(dm @ dm) + strength)
     scale = min(max(scale, 0.0), 1.5)
     return t_mean - scale * m_mean, scale
+
+
+def rank_agreement(prior_mean: np.ndarray, target: np.ndarray) -> float:
+    """Kendall's tau between the prior's prediction and the job's own log times at the job's
+    measured configs, in standard errors under "no relation" (0 with fewer than 3 points)."""
+    n = len(target)
+    if n < 3 or np.ptp(prior_mean) == 0 or np.ptp(target) == 0:
+        return 0.0
+    tau = float(kendalltau(prior_mean, target).statistic)
+    if not np.isfinite(tau):
+        return 0.0
+    return tau / float(np.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1))))
+
+
+def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Table rows and log times of the job's first ``limit`` distinct measured configs, in the
+    order they were measured (``rows``: each observation's table row, -1 outside the table)."""
+    seen: set[int] = set()
+    out_rows: list[int] = []
+    out_log: list[float] = []
+    for obs, row in zip(history, rows.tolist(), strict=True):
+        if len(out_rows) >= limit:
+            break
+        value = obs.value
+        if row < 0 or row in seen or obs.pending or obs.failure is not None or value is None:
+            continue
+        if not (value > 0 and math.isfinite(value)):
+            continue
+        seen.add(row)
+        out_rows.append(row)
+        out_log.append(math.log(value))
+    return np.array(out_rows, dtype=np.int64), np.array(out_log)
+
+
+def prefix_agreement(prior_mean: np.ndarray, target: np.ndarray, start: int) -> np.ndarray:
+    """Kendall's tau-a of the first k points for k = start..n (sign only matters to the caller:
+    tau-a and tau-b share it). O(n^2) in numpy: n is at most ``STICKY_MAX``, and a library call per
+    prefix cost more than the rest of the gate (an ask re-checks every prefix)."""
+    n = len(target)
+    if n < max(start, 2):
+        return np.zeros(0)
+    signs = np.sign(prior_mean[:, None] - prior_mean[None, :]) * np.sign(target[:, None] - target[None, :])
+    upper = np.triu(signs, 1)  # pair (i, j), i < j, counted when j joins the prefix
+    concordant = np.cumsum(upper.sum(axis=0))  # after the first k points: entry k - 1
+    k = np.arange(1, n + 1)
+    pairs = np.maximum(k * (k - 1) / 2, 1)
+    return (concordant / pairs)[start - 1 :]
