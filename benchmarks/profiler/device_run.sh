@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# issue 19 on the GPU machine: the whole profile -> tune -> swap loop for GPT-2 small, then the
+# Llama-shaped model, each through `kernelfarm profile-model` against a fresh embedded farm (PostgreSQL
+# and Redis from the wheels, API, coordinator, one triton worker on the same GPU), cold compile caches.
+# WHEELS: folder of the dependencies the node lacks (deploy/wheelhouse.py); OUT: where results go.
+# Run from the repository root (the tree need not be installed: PYTHONPATH).
+set -uo pipefail
+: "${WHEELS:?folder of wheels}" "${OUT:?output folder}"
+PY=${PY:-python3}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$WHEELS"/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+CACHE=$(mktemp -d)  # cold: every compile cache starts empty
+export TRITON_CACHE_DIR=$CACHE/triton CUDA_CACHE_PATH=$CACHE/cuda KERNELFARM_TRITON_CACHE=$CACHE/farm
+chmod 755 "$CACHE"
+WORK=$CACHE/out
+mkdir -p "$OUT" "$WORK"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
+$PY -c 'import torch, triton, transformers; print("torch", torch.__version__, "triton", triton.__version__, "transformers", transformers.__version__)' | tee -a "$OUT/machine.txt"
+SECONDS=0
+$PY -m kernelfarm up --backend triton --workers 1 --detach 2>&1 | tail -3
+echo "stack up: ${SECONDS}s" | tee -a "$OUT/machine.txt"
+profile() {  # NAME TIMEOUT ARGS...: one profile-model command, timed as a whole
+  local name=$1 limit=$2; shift 2
+  SECONDS=0
+  timeout "$limit" $PY -m kernelfarm profile-model "$@" --out "$WORK/$name" > "$WORK/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc $rc, whole command ${SECONDS}s: profile-model $*" | tee -a "$OUT/machine.txt"
+  tail -n 40 "$WORK/$name.log"
+  cp "$WORK/$name/profile.json" "$OUT/$name-profile.json" 2>/dev/null
+  cp "$WORK/$name/report.md" "$OUT/$name-report.md" 2>/dev/null
+}
+profile gpt2 300 gpt2 --dtype bfloat16 --batch 8 --seq 512 --compile --tune --top 3 --budget 48 --swap --store
+profile llama ${LLAMA_LIMIT:-200} llama --dtype bfloat16 --batch 8 --seq 512 ${LLAMA_ARGS:---tune --top 3 --budget 48 --swap}
+gzip -c "$WORK/gpt2/trace.json" > "$OUT/gpt2-trace.json.gz" 2>/dev/null
+$PY -m kernelfarm down 2>&1 | tail -2
+cat "$WORK"/*.log > "$OUT/logs.txt"
