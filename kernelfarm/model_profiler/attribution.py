@@ -58,16 +58,27 @@ class Attribution:
     spans_us: list[float] = field(default_factory=list)
 
 
-def attribute(timed: list[TimedEvent], *, inferences: int, skip: int, recorded: list[RecordedEvent]) -> Attribution:
-    """Attribute ``timed`` (``skip`` warm-up inferences, then ``inferences`` timed ones, in launch order)
-    to the owners of ``recorded`` (one inference, in launch order)."""
-    if inferences < 1:
-        raise ValueError("at least one timed inference")
+def attribute(
+    sessions: list[list[TimedEvent]], *, inferences: int, skip: int, recorded: list[RecordedEvent]
+) -> Attribution:
+    """Attribute the timed sessions' events to the owners of ``recorded`` (one inference, in launch order).
+
+    Each session holds ``skip`` warm-up inferences, then ``inferences`` timed ones, in launch order;
+    the figures are per timed inference over all sessions."""
+    if inferences < 1 or not sessions:
+        raise ValueError("at least one session of at least one timed inference")
     n = len(recorded)
     total = skip + inferences
-    if n and len(timed) == n * total and all(event.name == recorded[i % n].name for i, event in enumerate(timed)):
-        return _by_order(timed[skip * n :], inferences, recorded)
-    return _by_name(timed, total, recorded)
+    if n and all(_follows(session, recorded, total) for session in sessions):
+        timed = [event for session in sessions for event in session[skip * n :]]
+        return _by_order(timed, inferences * len(sessions), recorded)
+    return _by_name([event for session in sessions for event in session], total * len(sessions), recorded)
+
+
+def _follows(session: list[TimedEvent], recorded: list[RecordedEvent], inferences: int) -> bool:
+    """Whether ``session`` is ``inferences`` repeats of the recorded sequence, name by name."""
+    n = len(recorded)
+    return len(session) == n * inferences and all(e.name == recorded[i % n].name for i, e in enumerate(session))
 
 
 def _by_order(timed: list[TimedEvent], inferences: int, recorded: list[RecordedEvent]) -> Attribution:

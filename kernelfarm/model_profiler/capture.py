@@ -29,6 +29,8 @@ from kernelfarm.model_profiler.models import ModelUnderTest
 # Inferences run inside the timed profiler session before the timed ones: the session's first
 # inference pays one-time costs (CUPTI's buffers, the first records) that are no part of the figure.
 SESSION_WARMUP = 1
+# Timed sessions, each between two unprofiled blocks.
+ROUNDS = 3
 
 
 @dataclass
@@ -63,7 +65,8 @@ class Timing:
     timed_pass: str  # what the timed profiler session recorded
     attribution: str  # "by order", "by name", or how else the rows were made
     warmup: int  # unprofiled inferences before anything was timed
-    iterations: int  # timed inferences in each block (unprofiled before, profiled, unprofiled after)
+    iterations: int  # inferences in each block, unprofiled or timed
+    rounds: int  # timed sessions (ROUNDS), each between two unprofiled blocks
     unprofiled_runs_ms: list[float]
     profiled_runs_ms: list[float]
     recorded_ms: float  # wall time of the recorded inference (operators and shapes)
@@ -101,9 +104,10 @@ def latency(run: Callable[[], Any], device: str, repeats: int) -> list[float]:
 
 
 def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Path | None) -> Capture:
-    """``warmup`` unprofiled inferences, then ``iterations`` unprofiled, ``iterations`` in the timed pass and
-    ``iterations`` unprofiled again (the unprofiled figure is the median of both blocks, so a host that
-    speeds up or slows down meanwhile weighs on both sides), then one recorded inference."""
+    """``warmup`` unprofiled inferences; then blocks of ``iterations`` inferences, unprofiled and in the
+    timed pass by turns (U P U P U P U: ``ROUNDS`` timed sessions between ``ROUNDS + 1`` unprofiled blocks,
+    so that a host that speeds up or slows down meanwhile weighs on both figures alike); then one
+    recorded inference."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -116,12 +120,16 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
     for _ in range(warmup):
         run()
     unprofiled = latency(run, mut.device, iterations)
-    # No with_flops: FLOPs come from the shapes (estimate.py), and the FLOP counter's bookkeeping is
-    # host time that a launch-bound model pays in its profiled wall time.
-    with profile(activities=[ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]) as light:
-        latency(run, mut.device, SESSION_WARMUP)
-        profiled = latency(run, mut.device, iterations)
-    unprofiled += latency(run, mut.device, iterations)
+    profiled: list[float] = []
+    sessions: list[list[TimedEvent]] = []
+    for _ in range(ROUNDS):
+        # No with_flops: FLOPs come from the shapes (estimate.py), and the FLOP counter's bookkeeping is
+        # host time that a launch-bound model pays in its profiled wall time.
+        with profile(activities=[ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]) as light:
+            latency(run, mut.device, SESSION_WARMUP)
+            profiled += latency(run, mut.device, iterations)
+        sessions.append(_timed_kernels(light) if on_gpu else _timed_operators(light))
+        unprofiled += latency(run, mut.device, iterations)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     with profile(activities=activities, record_shapes=True) as full:
         recorded_ms = latency(run, mut.device, 1)[0]
@@ -130,17 +138,16 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
         full.export_chrome_trace(str(trace_path))
 
     recorded, ops = _recorded_kernels(full) if on_gpu else _recorded_operators(full)
-    timed = _timed_kernels(light) if on_gpu else _timed_operators(light)
     timed_pass = "device activity only (kernels, copies, sets)" if on_gpu else "operators without shapes"
-    profiled_ms = statistics.median(profiled)
-    if on_gpu and not timed and recorded:
-        # The kernels-only session saw nothing (a torch or CUPTI that needs host operators to trace the
+    if on_gpu and not any(sessions) and recorded:
+        # The kernels-only sessions saw nothing (a torch or CUPTI that needs host operators to trace the
         # device): the recorded inference's kernels are the times then, and its wall time the profiled one.
-        result = attribute([TimedEvent(e.name, e.us) for e in recorded], inferences=1, skip=0, recorded=recorded)
+        sessions = [[TimedEvent(e.name, e.us) for e in recorded]]
+        result = attribute(sessions, inferences=1, skip=0, recorded=recorded)
         timed_pass = "none (the kernels-only pass saw no kernels): the recorded inference's"
-        profiled, profiled_ms = [recorded_ms], recorded_ms
+        profiled = [recorded_ms]
     else:
-        result = attribute(timed, inferences=iterations, skip=SESSION_WARMUP, recorded=recorded)
+        result = attribute(sessions, inferences=iterations, skip=SESSION_WARMUP, recorded=recorded)
     rows = _rows(result, ops, recorded if on_gpu else [])
     if trace_path is not None:
         _add_trace_details(rows, trace_path)
@@ -156,13 +163,13 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
     spans = result.spans_us
     timing = Timing(
         timed_pass=timed_pass, attribution=result.method, warmup=warmup, iterations=iterations,
-        unprofiled_runs_ms=unprofiled, profiled_runs_ms=profiled, recorded_ms=recorded_ms,
-        device_span_ms=statistics.median(spans) / 1e3 if spans else None,
+        rounds=len(sessions), unprofiled_runs_ms=unprofiled, profiled_runs_ms=profiled,
+        recorded_ms=recorded_ms, device_span_ms=statistics.median(spans) / 1e3 if spans else None,
     )  # fmt: skip
     return Capture(
         device="cuda" if on_gpu else "cpu", device_name=torch.cuda.get_device_name() if on_gpu else "cpu",
-        latency_ms=statistics.median(unprofiled), latency_runs_ms=unprofiled, profiled_ms=profiled_ms,
-        rows=rows, iterations=iterations, kernels=kernels, timing=timing,
+        latency_ms=statistics.median(unprofiled), latency_runs_ms=unprofiled,
+        profiled_ms=statistics.median(profiled), rows=rows, iterations=iterations, kernels=kernels, timing=timing,
     )  # fmt: skip
 
 

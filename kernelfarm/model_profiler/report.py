@@ -72,8 +72,9 @@ def timing_lines(report: ProfileReport) -> list[str]:
     """What was timed, the profiled run against the unprofiled one, and where the latency goes."""
     timing = report.timing or {}
     lines = [
-        f"profiled (timed pass: {timing.get('timed_pass', 'one pass')}, {timing.get('iterations', '?')} "
-        f"inferences): {report.profiled_ms:.2f} ms, overhead {report.profiling_overhead:+.1%} over unprofiled; "
+        f"profiled (timed pass: {timing.get('timed_pass', 'one pass')}; {timing.get('rounds', 1)} sessions of "
+        f"{timing.get('iterations', '?')} inferences between unprofiled blocks): median {report.profiled_ms:.2f} ms, "
+        f"overhead {report.profiling_overhead:+.1%} over unprofiled; "
         f"rows attributed {timing.get('attribution', '-')} to the recorded inference "
         f"({timing.get('recorded_ms', float('nan')):.2f} ms with shapes)"
     ]

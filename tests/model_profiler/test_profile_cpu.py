@@ -97,7 +97,9 @@ def test_the_command_writes_json_trace_and_html(tmp_path: Path) -> None:
     timing = report["timing"]
     assert report["profiled_ms"] > 0 and report["latency_ms"] > 0
     assert report["profiling_overhead"] == pytest.approx(report["profiled_ms"] / report["latency_ms"] - 1)
-    assert len(timing["unprofiled_runs_ms"]) == 4 and len(timing["profiled_runs_ms"]) == 2
+    rounds = timing["rounds"]  # timed sessions, each between two unprofiled blocks of --iterations inferences
+    assert rounds >= 1 and len(timing["profiled_runs_ms"]) == 2 * rounds
+    assert len(timing["unprofiled_runs_ms"]) == 2 * (rounds + 1)
 
 
 @pytest.mark.parametrize(
