@@ -29,6 +29,11 @@ profile() {  # NAME TIMEOUT ARGS...: one profile-model command, timed as a whole
 }
 # The profile alone on an idle host first (no farm): the overhead and latency without a neighbour.
 [ -n "${IDLE:-1}" ] && profile gpt2-idle 120 gpt2 --dtype bfloat16 --batch 8 --seq 512 && rm -f "$OUT/gpt2-idle-report.md"
+if [ "${FARM:-1}" = 0 ]; then  # the profiles alone, on the idle host: no farm, no tuning
+  profile llama-idle 120 llama --dtype bfloat16 --batch 8 --seq 512
+  cat "$WORK"/*.log > "$OUT/logs.txt"
+  exit 0
+fi
 SECONDS=0
 $PY -m kernelfarm up --backend triton --workers 1 --detach 2>&1 | tail -3
 # A user profiles once the farm is up: wait for the worker's warm-up (its compile pool's processes
