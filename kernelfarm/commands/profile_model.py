@@ -25,7 +25,7 @@ def profile_model(
     device: str = typer.Option("auto", help="cuda, cpu or auto (cuda when there is a GPU)"),
     warmup: int = typer.Option(3, min=0, max=100),
     iterations: int = typer.Option(10, min=1, max=1000),
-    out: Path = typer.Option(Path("profile"), help="folder for profile.json, trace.json and report.html"),
+    out: Path = typer.Option(Path("profile"), help="folder for profile.json, trace.json, report.html and report.md"),
     compare_compile: bool = typer.Option(False, "--compile", help="also time and profile torch.compile"),
     tune: bool = typer.Option(False, "--tune", help="submit the hot operators to the farm as tuning jobs"),
     top: int = typer.Option(3, min=1, max=20, help="how many hot operators to tune"),
@@ -40,7 +40,7 @@ def profile_model(
     from kernelfarm.model_profiler.analysis import analyse
     from kernelfarm.model_profiler.capture import capture
     from kernelfarm.model_profiler.models import ModelError, build
-    from kernelfarm.model_profiler.report import print_table, write_html, write_json
+    from kernelfarm.model_profiler.report import print_table, write_html, write_json, write_markdown
 
     try:
         import torch
@@ -84,8 +84,12 @@ def profile_model(
             report.swap = swap_and_measure(mut, report.tuning, baseline_ms=report.latency_ms, iterations=iterations)
     write_json(report, out / "profile.json")
     write_html(report, out / "report.html")
+    write_markdown(report, out / "report.md")
     print_table(report, console)
-    console.print(f"wrote {out / 'profile.json'}, {out / 'trace.json'} (Chrome/Perfetto), {out / 'report.html'}")
+    console.print(
+        f"wrote {out / 'profile.json'}, {out / 'trace.json'} (Chrome/Perfetto), {out / 'report.html'}, "
+        f"{out / 'report.md'}"
+    )
     if store:
         from kernelfarm.client import ApiError
 

@@ -47,14 +47,18 @@ class ProfileReport:
     device: str
     device_name: str
     latency_ms: float  # median wall time of an unprofiled inference
-    profiled_ms: float  # median wall time of a profiled one (the profiler's host-side bookkeeping included)
+    # Median wall time of an inference in the timed pass (the one the table's times come from; see
+    # capture.py): the profiler's own cost included.
+    profiled_ms: float
     profiling_overhead: float  # profiled / unprofiled - 1
-    # Per inference, the time the table accounts for: the device's busy time in kernels on a GPU (the
-    # profiler does not slow the kernels, only the host that launches them), host self time on a CPU.
+    # Per inference, the time the table accounts for: the device's busy time in kernels on a GPU, host
+    # self time of the operators on a CPU.
     accounted_ms: float
     ceilings: dict[str, Any]
     operators: list[OperatorReport]
     hints: list[str] = field(default_factory=list)
+    # How the figures were taken and where the rest of the latency goes (timing_summary()).
+    timing: dict[str, Any] | None = None
     compile_ab: dict[str, Any] | None = None
     tuning: list[dict[str, Any]] | None = None
     swap: dict[str, Any] | None = None
@@ -87,7 +91,31 @@ def analyse(capture: Capture, ceilings: Ceilings, *, model: str, dtype: str, bat
         profiling_overhead=capture.profiled_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
         accounted_ms=capture.total_self_us / 1e3,
         ceilings=asdict(ceilings), operators=operators, hints=model_hints(operators, capture.device),
+        timing=timing_summary(capture),
     )  # fmt: skip
+
+
+def timing_summary(capture: Capture) -> dict[str, Any] | None:
+    """The timed pass, the attribution, and the latency split into what the table accounts for and the rest.
+
+    On a GPU, the timed inference's wall time is the device's busy time (the table), the device's idle
+    gaps between its first and last kernel (the host did not launch fast enough: launch-bound), and the
+    time outside that span (Python before the first launch, the launch latency, the final synchronisation).
+    """
+    timing = capture.timing
+    if timing is None:
+        return None
+    busy_ms = capture.total_self_us / 1e3
+    summary: dict[str, Any] = asdict(timing) | {
+        "profiled_overhead": capture.profiled_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
+        "recorded_overhead": timing.recorded_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
+        "accounted_share_of_latency": busy_ms / capture.latency_ms if capture.latency_ms else 0.0,
+        "not_accounted_ms": capture.latency_ms - busy_ms,
+    }
+    if timing.device_span_ms is not None:
+        summary["device_idle_in_span_ms"] = max(0.0, timing.device_span_ms - busy_ms)
+        summary["outside_span_ms"] = capture.profiled_ms - timing.device_span_ms
+    return summary
 
 
 def operator_hint(op: OperatorReport, device: str) -> str | None:

@@ -111,7 +111,10 @@ def _built_in(built_in: BuiltIn, dtype: Any, batch: int, seq: int, device: str) 
         raise ModelError(f"sequence length {seq} exceeds the model's {limit} positions")
     config.use_cache = False  # one forward pass of a prompt: no KV cache to fill
     config._attn_implementation = "sdpa"
-    model = model_class(config).to(device=device, dtype=dtype)
+    # Made on the device itself: the random initialisation of a 1.1B-parameter model on the host's CPU
+    # takes longer than its whole profile on a GPU.
+    with torch.device(device):
+        model = model_class(config).to(dtype=dtype)
     input_ids = torch.randint(0, config.vocab_size, (batch, seq), device=device)
     return model, {"input_ids": input_ids}
 

@@ -26,9 +26,10 @@ def print_table(report: ProfileReport, console: Console, top: int = TOP) -> None
     time_kind = "self CUDA" if report.device == "cuda" else "self CPU"
     console.print(
         f"[bold]{report.model}[/] {report.dtype} batch {report.batch} x {report.seq} on {report.device_name}: "
-        f"{report.latency_ms:.2f} ms per inference (profiled {report.profiled_ms:.2f} ms, "
-        f"overhead {report.profiling_overhead:+.1%}; the table accounts for {report.accounted_ms:.2f} ms)"
+        f"{report.latency_ms:.2f} ms per inference unprofiled"
     )
+    for line in timing_lines(report):
+        console.print(line)
     table = Table(show_lines=False)
     for column in ("operator", "input shapes", "calls", f"{time_kind} ms", "share", "TFLOP/s", "GB/s", "class",
                    "kernels"):  # fmt: skip
@@ -67,6 +68,72 @@ def print_table(report: ProfileReport, console: Console, top: int = TOP) -> None
         )
 
 
+def timing_lines(report: ProfileReport) -> list[str]:
+    """What was timed, the profiled run against the unprofiled one, and where the latency goes."""
+    timing = report.timing or {}
+    lines = [
+        f"profiled (timed pass: {timing.get('timed_pass', 'one pass')}; {timing.get('rounds', 1)} sessions of "
+        f"{timing.get('iterations', '?')} inferences between unprofiled blocks): median {report.profiled_ms:.2f} ms, "
+        f"overhead {report.profiling_overhead:+.1%} over unprofiled; "
+        f"rows attributed {timing.get('attribution', '-')} to the recorded inference "
+        f"({timing.get('recorded_ms', float('nan')):.2f} ms with shapes)"
+    ]
+    what = "kernels (device busy)" if report.device == "cuda" else "operators' self CPU time"
+    line = (
+        f"the table accounts for {report.accounted_ms:.2f} ms in {what} = "
+        f"{report.accounted_ms / report.latency_ms if report.latency_ms else 0:.0%} of the latency"
+    )
+    if timing.get("device_span_ms") is not None:
+        line += (
+            f"; in the timed inference the device idled {timing['device_idle_in_span_ms']:.2f} ms between kernels "
+            f"(launch gaps) and {timing['outside_span_ms']:.2f} ms before the first / after the last one"
+        )
+    return [*lines, line]
+
+
+def write_markdown(report: ProfileReport, path: Path, top: int = TOP) -> None:
+    """The report as markdown: headline figures, the top operators, hints, and the tuning loop's outcome."""
+    time_kind = "self CUDA ms" if report.device == "cuda" else "self CPU ms"
+    lines = [
+        f"# {report.model} on {report.device_name}",
+        "",
+        f"{report.dtype}, batch {report.batch} x {report.seq}: **{report.latency_ms:.2f} ms** per inference "
+        "unprofiled.",
+        "",
+        *[f"- {line}" for line in timing_lines(report)],
+        "",
+        f"| operator | input shapes | calls | {time_kind} | share | TFLOP/s | GB/s | class | kernels |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for op in report.operators[:top]:
+        kernels = ", ".join(f"`{k[:60]}`" for k in op.kernels[:2])
+        lines.append(
+            f"| `{op.name}` | {_shapes(op)} | {op.calls} | {op.self_ms:.3f} | {op.share:.1%} | "
+            f"{op.tflops_per_s:.1f} | {op.gb_per_s:.0f} | {op.bound} | {kernels} |"
+        )
+    hints = report.hints + [f"`{op.name}` {_shapes(op)}: {op.hint}" for op in report.operators[:top] if op.hint]
+    lines += ["", "## Hints", "", *[f"- {hint}" for hint in hints]]
+    if report.compile_ab:
+        ab = report.compile_ab
+        lines += ["", "## torch.compile", "", f"eager {ab['eager_ms']:.2f} ms, compiled {ab['compiled_ms']:.2f} ms "
+                  f"({ab['speedup']:.2f}x) after {ab['compile_s']:.1f} s of compiling"]  # fmt: skip
+    if report.tuning:
+        lines += ["", "## Tuned on the farm", "", "| operator | problem | kernel | status | baseline ms | tuned ms |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for entry in report.tuning:
+            tuned = entry.get("tuned_ms")
+            lines.append(
+                f"| `{entry['operator']}` | {entry['problem']} | {entry['kernel']} | {entry['status']} | "
+                f"{entry.get('baseline_ms', 0):.3f} | {'-' if tuned is None else f'{tuned:.3f}'} |"
+            )
+    if report.swap:
+        swap = report.swap
+        lines += ["", "## Swapped in", "", f"end to end {swap['baseline_ms']:.2f} → {swap['swapped_ms']:.2f} ms "
+                  f"({swap['speedup']:.2f}x), max abs error {swap['max_abs_error']:.3g} "
+                  f"({'match' if swap['outputs_match'] else 'MISMATCH'})"]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+
+
 def write_json(report: ProfileReport, path: Path) -> None:
     path.write_text(json.dumps(report.to_json(), indent=1))
 
@@ -99,7 +166,8 @@ def write_html(report: ProfileReport, path: Path, top: int = TOP) -> None:
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
         f"<h1>{html.escape(report.model)} on {html.escape(report.device_name)}</h1>"
         f"<p>{report.dtype}, batch {report.batch} x {report.seq}: {report.latency_ms:.2f} ms per inference</p>"
-        f"<h2>Where the time goes</h2>{svg}<h2>Hints</h2><ul>{hints}</ul>"
+        + "".join(f"<p>{html.escape(line)}</p>" for line in timing_lines(report))
+        + f"<h2>Where the time goes</h2>{svg}<h2>Hints</h2><ul>{hints}</ul>"
         "<h2>Operators</h2><table><tr><th>operator</th><th>shapes</th><th>calls</th><th>ms</th><th>share</th>"
         f"<th>TFLOP/s</th><th>GB/s</th><th>class</th><th>hint</th></tr>{rows}</table>"
     )

@@ -89,8 +89,17 @@ def test_the_command_writes_json_trace_and_html(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["model"] == "gpt2-tiny" and report["device"] == "cpu" and report["operators"]
     assert report["ceilings"]["dram_bytes_per_s"] == 20e9
-    assert {p.name for p in (tmp_path / "out").iterdir()} == {"profile.json", "trace.json", "report.html"}
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {"profile.json", "trace.json", "report.html", "report.md"}
     assert "aten::addmm" in (tmp_path / "out" / "report.html").read_text()
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "`aten::addmm`" in markdown and "overhead" in markdown and "per inference unprofiled" in markdown
+    # the timing figures: the overhead the report states is the one its two medians give
+    timing = report["timing"]
+    assert report["profiled_ms"] > 0 and report["latency_ms"] > 0
+    assert report["profiling_overhead"] == pytest.approx(report["profiled_ms"] / report["latency_ms"] - 1)
+    rounds = timing["rounds"]  # timed sessions, each between two unprofiled blocks of --iterations inferences
+    assert rounds >= 1 and len(timing["profiled_runs_ms"]) == 2 * rounds
+    assert len(timing["unprofiled_runs_ms"]) == 2 * (rounds + 1)
 
 
 @pytest.mark.parametrize(
