@@ -123,6 +123,10 @@ class ChaosFarm:
     def start_coordinator(self) -> ProcessInfo:
         return self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
 
+    def coordinator_ready(self) -> bool:
+        """The coordinator's Celery worker consumes its queue (its log says so once it does)."""
+        return "coordinator" in self.processes and " ready." in self.log("coordinator")
+
     def start_worker(
         self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), **env: str
     ) -> ProcessInfo:
