@@ -17,7 +17,15 @@ from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.services import wait_for
 from kernelfarm.testing.audit import install_audit
 from kernelfarm.testing.chaos_farm import ChaosFarm
-from tests.reliability.conftest import make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
+from tests.reliability.conftest import (
+    make_job,
+    ready_coordinator,
+    ready_worker,
+    send_evaluate,
+    terminal_transitions,
+    trial_rows,
+    valid_configs,
+)
 
 # Leases far longer than a housekeeping tick (1 s here): only the presence rule can free a trial fast.
 LONG_LEASE = "40"
@@ -34,25 +42,19 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
         farm.stop()
 
 
-def live(farm: ChaosFarm, name: str) -> None:
-    wait_for(lambda: " ready." in farm.log(name), 120, f"{name} to start")
-
-
 def busy_with_a_trial(farm: ChaosFarm, offset: int) -> tuple[uuid.UUID, int, str, str]:
     """A worker measuring a trial for a minute, then an idle worker beside it: (job, trial, the busy
     worker's name, the idle one's)."""
-    busy = farm.start_worker(sleep_ms=60_000)
-    live(farm, busy.name)
+    busy = ready_worker(farm, sleep_ms=60_000)
     job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=offset))
     send_evaluate(farm, trial_id)
     wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "running", 60, "the trial to start")
-    idle = farm.start_worker(sleep_ms=100)  # only now: it must not take the trial first
-    live(farm, idle.name)
+    idle = ready_worker(farm, sleep_ms=100)  # only now: it must not take the trial first
     return job_id, trial_id, busy.name, idle.name
 
 
 def test_a_killed_worker_frees_its_trial_at_the_next_tick(farm: ChaosFarm) -> None:
-    farm.start_coordinator()
+    ready_coordinator(farm)
     job_id, trial_id, busy, idle = busy_with_a_trial(farm, offset=0)
     try:
         killed = time.monotonic()
@@ -70,7 +72,7 @@ def test_a_killed_worker_frees_its_trial_at_the_next_tick(farm: ChaosFarm) -> No
 
 def test_a_stopped_worker_keeps_its_trial_until_the_lease_runs_out(farm: ChaosFarm) -> None:
     farm.extra_env["KERNELFARM_LEASE_SECONDS"] = "10"  # the coordinator's reaper reads it
-    farm.start_coordinator()
+    ready_coordinator(farm)
     job_id, trial_id, busy, idle = busy_with_a_trial(farm, offset=5)
     busy_pid = farm.processes[busy].pid
     try:
