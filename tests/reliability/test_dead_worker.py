@@ -94,3 +94,26 @@ def test_a_stopped_worker_keeps_its_trial_until_the_lease_runs_out(farm: ChaosFa
         farm.kill(busy)
         farm.kill("coordinator")
         farm.kill(idle)
+
+
+def test_a_worker_restarted_under_its_name_ends_the_leases_its_dead_process_left(farm: ChaosFarm) -> None:
+    # No coordinator while the worker dies and comes back: when housekeeping runs, the name's lock is
+    # held again (by the new process), so only the new process's start-up can free the old trial.
+    first = ready_worker(farm, sleep_ms=60_000)
+    job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=8))
+    send_evaluate(farm, trial_id)
+    wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "running", 60, "the trial to start")
+    farm.kill(first.name, signal.SIGKILL)
+    again = ready_worker(farm, sleep_ms=100, name=first.name)
+    try:
+        started = time.monotonic()
+        ready_coordinator(farm)  # its reaper requeues the trial whose lease the new process ended
+        row = wait_for(lambda: (r := trial_rows(farm.database_url, job_id)[0]).state == "complete" and r, 60,
+                       "the trial to finish on the restarted worker")  # fmt: skip
+        assert time.monotonic() - started < float(LONG_LEASE) / 2  # not the lease: it has 40 s
+        assert row.attempt == 2 and row.worker_name.startswith(f"{first.name}@")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+        assert "of an earlier" in farm.log(again.name)
+    finally:
+        farm.kill("coordinator")
+        farm.kill(again.name)
