@@ -77,14 +77,21 @@ def read_json_tolerant(path: Path) -> dict[str, Any]:
     return data
 
 
-@lru_cache(maxsize=16)
 def load_landscape(path: Path) -> Landscape:
     """Read a Kernel Tuner cache file (plain or .gz, terminated or not).
 
     Raises:
         InvalidInput: when the file lacks the fields of the format.
     """
-    data = read_json_tolerant(Path(path))
+    # One parse per file and process, whatever the spelling of its path: a replay worker's start-up read
+    # its recording twice (the catalogue reaches it through the package's kernels link, the CLI resolved),
+    # and the catalogue's 18 recordings overflowed a cache of 16.
+    return _load_landscape(Path(path).resolve())
+
+
+@lru_cache(maxsize=128)
+def _load_landscape(path: Path) -> Landscape:
+    data = read_json_tolerant(path)
     try:
         keys = list(data["tune_params_keys"])
         tune_params = data["tune_params"]

@@ -59,6 +59,9 @@ class GpuWorker(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_heartbeat: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     stopped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the worker's process last took its presence lock, by the database clock (core/store/workers.py);
+    # NULL while it holds none (starting, or a row written by something that is not a worker process).
+    presence_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # What the worker can run beyond the catalogue: "plugin:<dist>==<version>" per kernel plugin it
     # has installed, "uploaded-python" when started with the opt-in (core/capabilities.py).
     capabilities: Mapped[list[Any]] = mapped_column(JSONB, default=list)

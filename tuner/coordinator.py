@@ -31,7 +31,7 @@ from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.workers import live_workers
+from kernelfarm.core.store.workers import absent_workers, live_workers
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner.history import describe_prior, observations, prior_observations
 from kernelfarm.tuner.profiling import plan_profiles
@@ -273,6 +273,10 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
     """
     unclaimed_after = 0.0 if broker_emptied else settings.redispatch_after_seconds
     with session_scope() as session:
+        # A worker process that died (its presence lock went with its connection) frees its trials
+        # now; the lease stays the rule for one that is stuck but alive (it keeps its lock).
+        gone = absent_workers(session)
+        ended = trial_store.expire_leases_of(session, gone)
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
         live = live_workers(session, settings.worker_ttl_seconds)
         live_models = {w.gpu_model for w in live}
@@ -293,6 +297,8 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
             .all()
         )
         requeued, stale = _routed(session, reaped.requeued), _routed(session, stale)
+    if gone:
+        logger.warning("worker(s) gone (presence lock released): %s; %d lease(s) ended at once", ", ".join(gone), ended)
     if reaped.requeued or reaped.failed:
         logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
     if broker_emptied and (stale or lost_profiles):

@@ -6,9 +6,11 @@ housekeeping every ``reap_interval_seconds``).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 import uuid
+from types import ModuleType
 from typing import Any
 
 from celery.signals import worker_init
@@ -26,7 +28,6 @@ from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.metrics import COORDINATOR_STEP_SECONDS
 from kernelfarm.core.settings import get_settings
 from kernelfarm.kernels.registry import all_kernels
-from kernelfarm.tuner import coordinator
 
 logger = logging.getLogger(__name__)
 settings = get_settings()
@@ -37,11 +38,21 @@ app.conf.beat_schedule = {
 }  # fmt: skip
 
 
+def _coordinator() -> ModuleType:
+    """tuner/coordinator.py, imported on first use: it brings the strategies (scikit-optimize, SciPy:
+    ~1.4 s of a ~1.9 s import), which the scheduler (beat, the coordinator's other process, which
+    imports this module for its schedule) never needs. Starting both at once, it slowed the restart
+    of a killed coordinator on a loaded 2-core machine (10-16 s, in which no job was stepped)."""
+    return importlib.import_module("kernelfarm.tuner.coordinator")
+
+
 @worker_init.connect
 def _load_kernel_catalogue(**_: Any) -> None:
-    """Load and validate the kernel specs once, in the main process before it forks its pool:
-    otherwise each pool process's first step of a job paid ~0.25 s for it."""
+    """Load and validate the kernel specs and the coordinator once, in the main process before it
+    forks its pool: otherwise each pool process's first step of a job paid for them (~0.25 s for
+    the catalogue alone)."""
     all_kernels()
+    _coordinator()
 
 
 def dispatch_trial(trial_id: int, gpu_model: str) -> None:
@@ -58,7 +69,7 @@ def advance(job_id: str) -> dict[str, object]:
     started = time.perf_counter()
     outcome = "error"
     try:
-        result = coordinator.advance(job_id, settings, dispatch_trial, dispatch_profiles)
+        result = _coordinator().advance(job_id, settings, dispatch_trial, dispatch_profiles)
         outcome = "ok"
     finally:
         COORDINATOR_STEP_SECONDS.labels(outcome).observe(time.perf_counter() - started)
@@ -67,7 +78,7 @@ def advance(job_id: str) -> dict[str, object]:
 
 @app.task(name=HOUSEKEEPING_TASK, acks_late=False)
 def housekeeping() -> dict[str, int]:
-    report = coordinator.housekeeping(settings, broker_emptied=broker_was_emptied(app))
+    report = _coordinator().housekeeping(settings, broker_emptied=broker_was_emptied(app))
     for trial_id, model in [*report.requeued, *report.redispatched]:
         dispatch_trial(trial_id, model)
     for lost_job, model, trial_ids in report.profile_batches:

@@ -36,6 +36,7 @@ from kernelfarm.worker import runner
 from kernelfarm.worker.backend_factory import make_backend
 from kernelfarm.worker.backends.base import Backend
 from kernelfarm.worker.capabilities import worker_capabilities
+from kernelfarm.worker.presence import Presence
 from kernelfarm.worker.profiling import profile_trials
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class _WorkerState:
     backend: Backend | None = None
     name: str = f"worker@{socket.gethostname()}"
     gpu_uuid: str | None = None
+    presence: Presence | None = None
+    heartbeat: threading.Thread | None = None
     stop = threading.Event()
 
 
@@ -92,15 +95,24 @@ def _register(sender: Any = None, **_: Any) -> None:
                 capabilities=tuple(capabilities),
             ),
         )
-    threading.Thread(target=_heartbeat_loop, name="worker-heartbeat", daemon=True).start()
+    # Before the first task: from now on, housekeeping frees this worker's trials within one tick
+    # of its death (core/store/workers.py), not a lease later.
+    _WorkerState.presence = Presence(settings, _WorkerState.name)
+    try:
+        _WorkerState.presence.start()
+    except Exception:
+        logger.warning("could not take the presence lock yet; the heartbeat loop retries", exc_info=True)
+    _WorkerState.heartbeat = threading.Thread(target=_heartbeat_loop, name="worker-heartbeat", daemon=True)
+    _WorkerState.heartbeat.start()
     logger.info("worker %s registered for %s (%s backend)", _WorkerState.name, identity.gpu_model, backend.name)
 
 
 def _heartbeat_loop() -> None:
+    presence = _WorkerState.presence
+    assert presence is not None
     while not _WorkerState.stop.wait(settings.heartbeat_seconds):
         try:
-            with session_scope() as session:
-                worker_store.heartbeat_worker(session, _WorkerState.name)
+            presence.beat()  # the heartbeat, through the connection that holds the presence lock
         except Exception:
             logger.warning("worker heartbeat failed; retrying", exc_info=True)
 
@@ -113,6 +125,10 @@ def _unregister(**_: Any) -> None:
             worker_store.stop_worker(session, _WorkerState.name)
     except Exception:
         logger.warning("could not mark worker stopped", exc_info=True)
+    if _WorkerState.heartbeat is not None:
+        _WorkerState.heartbeat.join(timeout=10)  # it uses the presence connection
+    if _WorkerState.presence is not None:
+        _WorkerState.presence.close()  # after the stop mark: a stopped worker is not judged absent
     if _WorkerState.backend is not None:
         _WorkerState.backend.close()
 

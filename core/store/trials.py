@@ -220,6 +220,20 @@ def reap_expired_leases(session: Session, lease_seconds: float, max_attempts: in
     return Reaped(requeued=requeued, failed=failed, job_ids=jobs)
 
 
+def expire_leases_of(session: Session, worker_names: Sequence[str]) -> int:
+    """End the leases of every trial running under ``worker_names`` now (processes known to be gone):
+    :func:`reap_expired_leases` then requeues them, or fails them at the retry cap, as if the lease
+    had run out. Returns how many leases ended."""
+    if not worker_names:
+        return 0
+    result = session.execute(
+        update(Trial)
+        .where(Trial.state == TrialState.RUNNING.value, Trial.worker_name.in_(list(worker_names)))
+        .values(heartbeat_at=literal("-infinity").cast(Trial.heartbeat_at.type))
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
 def stale_queued(session: Session, older_than_seconds: float, gpu_models: Sequence[str]) -> list[tuple[int, str]]:
     """Queued trials dispatched long ago and never claimed: their message may be lost (broker
     restart). Re-sending is safe because a claim only succeeds once per attempt. Only for

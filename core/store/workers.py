@@ -1,4 +1,11 @@
-"""GPU worker registry: registration, heartbeats stamped by the database clock, liveness."""
+"""GPU worker registry: registration, heartbeats stamped by the database clock, liveness, presence.
+
+Presence: each worker process holds a session-level advisory lock, keyed by its name, on a database
+connection of its own for as long as it lives (worker/presence.py). The operating system closes that
+connection the moment the process dies, kill -9 included, and PostgreSQL drops the lock with it, so
+housekeeping sees a dead worker within one tick instead of after a lease. A worker that is alive but
+stuck (SIGSTOP, a hung host) keeps its connection and its lock: its trials wait for the lease, as before.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -33,6 +40,7 @@ class WorkerIdentity:
 def register_worker(session: Session, identity: WorkerIdentity) -> None:
     values = storable(identity.__dict__) | {
         "last_heartbeat": func.now(), "stopped_at": None, "capabilities": sorted(identity.capabilities),
+        "presence_since": None,  # this process has not taken its presence lock yet (take_presence)
     }  # fmt: skip
     statement = insert(GpuWorker).values(**values, started_at=func.now())
     session.execute(statement.on_conflict_do_update(index_elements=["name"], set_=values))
@@ -68,3 +76,56 @@ def known_architectures(session: Session) -> dict[str, str | None]:
     for model, capability in rows:
         out[model] = out.get(model) or capability
     return out
+
+
+# Advisory locks of two int4 keys: (PRESENCE_LOCK_CLASS, a hash of the worker's name). The hash is the
+# server's own, so the worker that takes the lock and the housekeeping that looks for it agree.
+PRESENCE_LOCK_CLASS = 0x6B66  # "kf"
+_PRESENCE_KEY = "hashtext({name}) & 2147483647"
+
+
+def take_presence(session: Session, name: str) -> bool:
+    """Take worker ``name``'s presence lock on ``session``'s connection (which must stay open for the
+    process's lifetime) and stamp ``presence_since`` through that same connection, so a stamp never
+    outlives the lock it stands for (a PostgreSQL restart drops both: see :func:`absent_workers`).
+
+    Returns:
+        False when another live session holds the lock: a second process under the same name.
+    """
+    taken = session.execute(
+        text(f"SELECT pg_try_advisory_lock(:cls, {_PRESENCE_KEY.format(name=':name')})"),
+        {"cls": PRESENCE_LOCK_CLASS, "name": name},
+    ).scalar_one()
+    if taken:
+        session.execute(
+            update(GpuWorker).where(GpuWorker.name == name).values(presence_since=func.now(), stopped_at=None)
+        )
+    return bool(taken)
+
+
+def absent_workers(session: Session) -> list[str]:
+    """Workers whose process is gone: it took its presence lock while this database server has been
+    up, has not said it stopped, and no session holds its lock any more. Marked stopped here (its
+    next heartbeat, if it is somehow alive, undoes that and takes the lock again).
+
+    A server restart drops every lock, so a worker whose lock dates from before the restart is not
+    judged until it has taken the lock again (its heartbeat loop does, within one heartbeat).
+    """
+    names = list(
+        session.execute(
+            text(
+                "SELECT w.name FROM gpu_workers w "
+                "WHERE w.presence_since IS NOT NULL AND w.stopped_at IS NULL "
+                "AND w.presence_since > pg_postmaster_start_time() "
+                "AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                f"AND l.classid = CAST(:cls AS oid) AND l.objsubid = 2 "
+                f"AND l.objid = CAST({_PRESENCE_KEY.format(name='w.name')} AS oid)) "
+                "FOR UPDATE OF w SKIP LOCKED"
+            ),
+            {"cls": PRESENCE_LOCK_CLASS},
+        ).scalars()
+    )
+    if names:
+        session.execute(update(GpuWorker).where(GpuWorker.name.in_(names)).values(stopped_at=func.now()))
+    return names

@@ -22,8 +22,6 @@ from rich.console import Console
 
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.strategy_names import DEFAULT_STRATEGY
-from kernelfarm.tuner.strategy_benchmark.report import tables
-from kernelfarm.tuner.strategy_benchmark.runner import BenchmarkSettings, run_benchmark
 
 log = logging.getLogger(__name__)
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -50,6 +48,11 @@ def benchmark_strategies(
     ] = None,
 ) -> None:
     """Replay landscapes through search strategies and score them."""
+    # Imported here: the strategies pull in scikit-optimize and SciPy (~1.3 s), which every other
+    # command, `kernelfarm worker` above all (its start-up is a replacement worker's downtime), does not need.
+    from kernelfarm.tuner.strategy_benchmark.report import tables
+    from kernelfarm.tuner.strategy_benchmark.runner import BenchmarkSettings, run_benchmark
+
     for path in landscapes:
         if not path.is_file():
             raise typer.BadParameter(f"{path} is not a file", param_hint="LANDSCAPE")

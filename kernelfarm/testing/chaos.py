@@ -194,9 +194,11 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
         farm.start_coordinator()
         for _ in range(plan.workers):
             farm.start_worker(plan.sleep_ms)
-        # The clock starts once the workers serve: their start-up (15-25 s on a loaded 2-core VM, and
-        # varying) is not the job's time, and would blur a fault-free/faulted comparison.
+        # The clock starts once the workers and the coordinator serve: their start-up (seconds on a
+        # loaded 2-core VM, and varying) is not the job's time, and would blur a fault-free/faulted
+        # comparison (the coordinator's alone was 4-6 s of a 10 s fault-free CI-scale job).
         wait_for(lambda: live_worker_count(farm.database_url) >= plan.workers, 180, "the workers")
+        wait_for(farm.coordinator_ready, 180, "the coordinator")
         started = time.monotonic()
         job_id = submit(farm, token, plan, total)
         pending = schedule(plan, rng) if plan.faults else []

@@ -123,10 +123,15 @@ class ChaosFarm:
     def start_coordinator(self) -> ProcessInfo:
         return self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
 
+    def coordinator_ready(self) -> bool:
+        """The coordinator's Celery worker consumes its queue (its log says so once it does)."""
+        return "coordinator" in self.processes and " ready." in self.log("coordinator")
+
     def start_worker(
-        self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), **env: str
+        self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), name: str | None = None, **env: str
     ) -> ProcessInfo:
-        name = f"w{next(self._names)}"
+        """A replay worker; ``name`` reuses a worker's name (a restart), a fresh one when None."""
+        name = name or f"w{next(self._names)}"
         self._worker_args[name] = (sleep_ms, tuple(landscapes), env)
         return self._start(name, launcher.worker_argv(name, landscapes=landscapes, sleep_ms=sleep_ms), **env)
 

@@ -23,7 +23,16 @@ from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.services import wait_for
 from kernelfarm.testing.chaos_farm import ChaosFarm
 from kernelfarm.worker.time_limits import HARD_LIMIT_EXIT_CODE, TimeLimits
-from tests.reliability.conftest import QUEUE, make_job, send_evaluate, terminal_transitions, trial_rows, valid_configs
+from tests.reliability.conftest import (
+    QUEUE,
+    make_job,
+    ready_coordinator,
+    ready_worker,
+    send_evaluate,
+    terminal_transitions,
+    trial_rows,
+    valid_configs,
+)
 
 # Short limits so they are observable: soft < hard < visibility timeout, as the invariant demands.
 SHORT_LIMITS = {"KERNELFARM_TRIAL_SOFT_TIME_LIMIT": "4", "KERNELFARM_TRIAL_HARD_TIME_LIMIT": "5",
@@ -76,7 +85,7 @@ def wait_state(farm: ChaosFarm, job_id, index: int, state: str, timeout: float =
 
 
 def test_acks_late_kill9_mid_trial_keeps_the_message_and_counts_the_trial_once(own_farm: ChaosFarm) -> None:
-    first = own_farm.start_worker(sleep_ms=3000, **SHORT_LIMITS)
+    first = ready_worker(own_farm, sleep_ms=3000, **SHORT_LIMITS)
     job_id, (trial_id,) = make_job(own_farm.database_url, valid_configs(1))
     send_evaluate(own_farm, trial_id)
     wait_state(own_farm, job_id, 0, "running")
@@ -85,11 +94,11 @@ def test_acks_late_kill9_mid_trial_keeps_the_message_and_counts_the_trial_once(o
     assert len(unacked_messages(own_farm)) == 1 and queued_messages(own_farm) == 0
 
     time.sleep(6.5)  # past the visibility timeout: a consumer that starts now restores the message
-    second = own_farm.start_worker(sleep_ms=3000, **SHORT_LIMITS)
+    second = ready_worker(own_farm, sleep_ms=3000, **SHORT_LIMITS)
     # Redelivered, but the trial is still leased by the dead worker's attempt: the claim refuses it.
     wait_for(lambda: "not claimable" in own_farm.log(second.name), 60, "the redelivered message")
     assert unacked_messages(own_farm) == []
-    own_farm.start_coordinator()  # its reaper returns the expired lease to the queue and re-sends it
+    ready_coordinator(own_farm)  # its reaper returns the expired lease to the queue and re-sends it
     try:
         row = wait_state(own_farm, job_id, 0, "complete", timeout=90)
         assert row.attempt == 2 and row.worker_name.split("@")[0] == second.name
@@ -100,7 +109,7 @@ def test_acks_late_kill9_mid_trial_keeps_the_message_and_counts_the_trial_once(o
 
 
 def test_prefetch_one_leaves_the_next_trial_for_another_worker(own_farm: ChaosFarm) -> None:
-    busy = own_farm.start_worker(sleep_ms=60_000)  # busy for the whole test
+    busy = ready_worker(own_farm, sleep_ms=60_000)  # busy for the whole test
     job_id, trial_ids = make_job(own_farm.database_url, valid_configs(2, offset=10))
     for trial_id in trial_ids:
         send_evaluate(own_farm, trial_id)
@@ -108,7 +117,7 @@ def test_prefetch_one_leaves_the_next_trial_for_another_worker(own_farm: ChaosFa
     time.sleep(1.0)
     # prefetch 1: the busy worker reserved only the trial it runs; the next one waits in the queue
     assert queued_messages(own_farm) == 1 and len(unacked_messages(own_farm)) == 1
-    idle = own_farm.start_worker(sleep_ms=100)
+    idle = ready_worker(own_farm, sleep_ms=100)
     try:
         second = wait_state(own_farm, job_id, 1, "complete", timeout=60)
         first = trial_rows(own_farm.database_url, job_id)[0]
@@ -123,7 +132,7 @@ def test_prefetch_one_leaves_the_next_trial_for_another_worker(own_farm: ChaosFa
 
 def test_soft_time_limit_records_a_timeout_and_the_worker_lives_on(own_farm: ChaosFarm) -> None:
     # The solo pool ignores Celery's time limits; the runner enforces the configured ones itself.
-    slow = own_farm.start_worker(sleep_ms=20_000, **SHORT_LIMITS)
+    slow = ready_worker(own_farm, sleep_ms=20_000, **SHORT_LIMITS)
     try:
         job_id, (trial_id,) = make_job(own_farm.database_url, valid_configs(1, offset=20))
         send_evaluate(own_farm, trial_id)
@@ -151,9 +160,8 @@ def test_hard_time_limit_ends_a_stuck_process() -> None:
 
 
 def test_worker_is_one_solo_process_without_cuda_or_children(own_farm: ChaosFarm) -> None:
-    info = own_farm.start_worker()
+    info = ready_worker(own_farm)
     try:
-        wait_for(lambda: "ready" in own_farm.log(info.name), 60, "the worker")
         process = psutil.Process(info.pid)  # the CLI exec'd celery: same pid, no fork
         argv = process.cmdline()
         assert argv[argv.index("-A") + 1] == "kernelfarm.worker.tasks" and argv[argv.index("--pool") + 1] == "solo"

@@ -1,0 +1,119 @@
+"""A dead worker process frees its trials within one housekeeping tick; a stuck one keeps them until
+its lease runs out (core/store/workers.py: presence locks). Real processes, kill -9 and SIGSTOP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.store.jobs import cancel_job
+from kernelfarm.services import wait_for
+from kernelfarm.testing.audit import install_audit
+from kernelfarm.testing.chaos_farm import ChaosFarm
+from tests.reliability.conftest import (
+    make_job,
+    ready_coordinator,
+    ready_worker,
+    send_evaluate,
+    terminal_transitions,
+    trial_rows,
+    valid_configs,
+)
+
+# Leases far longer than a housekeeping tick (1 s here): only the presence rule can free a trial fast.
+LONG_LEASE = "40"
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
+    farm = ChaosFarm(Path(tmp_path_factory.mktemp("dead-worker")), extra_env={"KERNELFARM_LEASE_SECONDS": LONG_LEASE})
+    try:
+        farm.start_servers()
+        install_audit(farm.database_url)
+        yield farm
+    finally:
+        farm.stop()
+
+
+def busy_with_a_trial(farm: ChaosFarm, offset: int) -> tuple[uuid.UUID, int, str, str]:
+    """A worker measuring a trial for a minute, then an idle worker beside it: (job, trial, the busy
+    worker's name, the idle one's)."""
+    busy = ready_worker(farm, sleep_ms=60_000)
+    job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=offset))
+    send_evaluate(farm, trial_id)
+    wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "running", 60, "the trial to start")
+    idle = ready_worker(farm, sleep_ms=100)  # only now: it must not take the trial first
+    return job_id, trial_id, busy.name, idle.name
+
+
+def test_a_killed_worker_frees_its_trial_at_the_next_tick(farm: ChaosFarm) -> None:
+    ready_coordinator(farm)
+    job_id, trial_id, busy, idle = busy_with_a_trial(farm, offset=0)
+    try:
+        killed = time.monotonic()
+        farm.kill(busy, signal.SIGKILL)
+        row = wait_for(lambda: (r := trial_rows(farm.database_url, job_id)[0]).state == "complete" and r, 30,
+                       "the trial to finish on the other worker")  # fmt: skip
+        assert time.monotonic() - killed < float(LONG_LEASE) / 2  # not the lease: it has 40 s
+        assert row.attempt == 2 and row.worker_name.startswith(f"{idle}@")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+        assert "gone (presence lock released)" in farm.log("coordinator")
+    finally:
+        farm.kill("coordinator")
+        farm.kill(idle)
+
+
+def test_a_stopped_worker_keeps_its_trial_until_the_lease_runs_out(farm: ChaosFarm) -> None:
+    farm.extra_env["KERNELFARM_LEASE_SECONDS"] = "10"  # the coordinator's reaper reads it
+    ready_coordinator(farm)
+    job_id, trial_id, busy, idle = busy_with_a_trial(farm, offset=5)
+    busy_pid = farm.processes[busy].pid
+    try:
+        os.killpg(busy_pid, signal.SIGSTOP)  # hung, not dead: its connections (and lock) stay open
+        stopped = time.monotonic()
+        time.sleep(6)  # six housekeeping ticks, well inside the 10 s lease
+        row = trial_rows(farm.database_url, job_id)[0]
+        assert row.state == "running" and row.attempt == 1 and row.worker_name.startswith(f"{busy}@")
+        row = wait_for(lambda: (r := trial_rows(farm.database_url, job_id)[0]).state == "complete" and r, 60,
+                       "the lease to run out and the trial to finish elsewhere")  # fmt: skip
+        assert time.monotonic() - stopped >= 10 - 1  # the lease, by the database clock
+        assert row.attempt == 2 and row.worker_name.startswith(f"{idle}@")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+    finally:
+        farm.extra_env["KERNELFARM_LEASE_SECONDS"] = LONG_LEASE
+        with session_scope(farm.database_url) as session:
+            cancel_job(session, job_id)
+        os.killpg(busy_pid, signal.SIGCONT)
+        farm.kill(busy)
+        farm.kill("coordinator")
+        farm.kill(idle)
+
+
+def test_a_worker_restarted_under_its_name_ends_the_leases_its_dead_process_left(farm: ChaosFarm) -> None:
+    # No coordinator while the worker dies and comes back: when housekeeping runs, the name's lock is
+    # held again (by the new process), so only the new process's start-up can free the old trial.
+    first = ready_worker(farm, sleep_ms=60_000)
+    job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=8))
+    send_evaluate(farm, trial_id)
+    wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "running", 60, "the trial to start")
+    farm.kill(first.name, signal.SIGKILL)
+    again = ready_worker(farm, sleep_ms=100, name=first.name)
+    try:
+        started = time.monotonic()
+        ready_coordinator(farm)  # its reaper requeues the trial whose lease the new process ended
+        row = wait_for(lambda: (r := trial_rows(farm.database_url, job_id)[0]).state == "complete" and r, 60,
+                       "the trial to finish on the restarted worker")  # fmt: skip
+        assert time.monotonic() - started < float(LONG_LEASE) / 2  # not the lease: it has 40 s
+        assert row.attempt == 2 and row.worker_name.startswith(f"{first.name}@")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+        assert "of an earlier" in farm.log(again.name)
+    finally:
+        farm.kill("coordinator")
+        farm.kill(again.name)
