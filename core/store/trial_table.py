@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import ColumnElement
 
 from kernelfarm.core.models import Kernel, Trial, TrialProfile
+from kernelfarm.core.states import TrialState
 from kernelfarm.core.store.jobs import get_job
 
 # Measurement metrics kept per trial (worker/measuring: the roofline and the time split).
@@ -121,14 +122,14 @@ def trial_columns_json(
 # Finished trials in the order they finished (ties: proposal order), the best complete time so far after
 # each, and the rows where it improves plus the last one: a step line through them is the whole curve.
 # Seconds are rounded like trial_columns_json's finished_s, so both give the same order.
-_CONVERGENCE = text("""
+_CONVERGENCE = text(f"""
 WITH finished AS (
     SELECT seq, state, time_ms, round(extract(epoch FROM finished_at - :created)::numeric, 4) AS wall_s
     FROM trials
-    WHERE job_id = :job AND state IN ('complete', 'failed') AND finished_at IS NOT NULL
+    WHERE job_id = :job AND state IN ('{TrialState.COMPLETE}', '{TrialState.FAILED}') AND finished_at IS NOT NULL
 ), ranked AS (
     SELECT row_number() OVER w AS evaluation, wall_s, count(*) OVER () AS finished,
-           min(time_ms) FILTER (WHERE state = 'complete') OVER (w ROWS UNBOUNDED PRECEDING) AS best_ms
+           min(time_ms) FILTER (WHERE state = '{TrialState.COMPLETE}') OVER (w ROWS UNBOUNDED PRECEDING) AS best_ms
     FROM finished
     WINDOW w AS (ORDER BY wall_s, seq)
 ), steps AS (
@@ -161,6 +162,8 @@ def _finished_count(session: Session, job_id: uuid.UUID) -> int:
     """Finished trials of a job none of whose trials completed (the curve is empty)."""
     return session.execute(
         select(func.count(Trial.id)).where(
-            Trial.job_id == job_id, Trial.state.in_(("complete", "failed")), Trial.finished_at.is_not(None)
+            Trial.job_id == job_id,
+            Trial.state.in_((TrialState.COMPLETE, TrialState.FAILED)),
+            Trial.finished_at.is_not(None),
         )
     ).scalar_one()

@@ -31,19 +31,37 @@ def test_prefix_agreement_has_the_sign_of_each_prefixs_tau() -> None:
     assert prefix_agreement(prior[:3], target[:3], 4).size == 0
 
 
-def test_first_successes_keeps_the_order_measured_and_skips_the_rest() -> None:
+def test_first_successes_keeps_the_order_proposed_and_skips_failures() -> None:
     configs = SPACE.valid_configs(CONTEXT)[:5]
     history = [
         Observation(configs[3], 2.0),
         Observation(configs[1], None, FailureKind.COMPILE),
-        Observation(configs[0], None, pending=True),
         Observation(configs[3], 1.0),  # a retried config counts once, at its first measurement
         Observation(configs[2], 4.0),
     ]
-    rows, logs = first_successes(history, np.array([3, 1, 0, 3, 2]), limit=5)
+    rows, logs = first_successes(history, np.array([3, 1, 3, 2]), limit=5)
     assert rows.tolist() == [3, 2]
     assert np.allclose(logs, np.log([2.0, 4.0]))
-    assert first_successes(history, np.array([3, 1, 0, 3, 2]), limit=1)[0].tolist() == [3]
+    assert first_successes(history, np.array([3, 1, 3, 2]), limit=1)[0].tolist() == [3]
+
+
+def test_first_successes_only_grow_at_their_end_when_trials_finish_out_of_order() -> None:
+    """Parallel workers: trial 1 finishes after trials 2-4. Every list the gate saw before must be
+    a prefix of every later one, or a verdict on a prefix could flip as trials finish."""
+    configs = SPACE.valid_configs(CONTEXT)[:5]
+    rows = np.arange(5)
+    times = [1.0, 5.0, 2.0, 4.0, 3.0]
+    finish_order = [0, 2, 3, 4, 1]
+    done: set[int] = set()
+    seen_lists: list[list[int]] = []
+    for finished in finish_order:
+        done.add(finished)
+        history = [Observation(configs[i], times[i] if i in done else None, pending=i not in done) for i in range(5)]
+        seen_lists.append(first_successes(history, rows, limit=5)[0].tolist())
+    for earlier, later in zip(seen_lists, seen_lists[1:], strict=False):
+        assert later[: len(earlier)] == earlier
+    assert seen_lists[1] == [0]  # trial 1 pending: trial 2 waits behind it
+    assert seen_lists[-1] == [0, 1, 2, 3, 4]
 
 
 def _history_and_priors() -> tuple[list[Observation], list[Observation], list[Observation]]:

@@ -139,15 +139,20 @@ def rank_agreement(prior_mean: np.ndarray, target: np.ndarray) -> float:
 
 def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """Table rows and log times of the job's first ``limit`` distinct measured configs, in the
-    order they were measured (``rows``: each observation's table row, -1 outside the table)."""
+    order they were proposed (``rows``: each observation's table row, -1 outside the table).
+
+    The list stops at the first trial still pending: with parallel workers a trial proposed early
+    can finish after later ones, and skipping it would insert it into the list later, changing
+    prefixes already judged. Stopping there makes the list only ever grow at its end, so a prefix
+    the gate once judged stays as it was ("dropped for good" holds)."""
     seen: set[int] = set()
     out_rows: list[int] = []
     out_log: list[float] = []
     for obs, row in zip(history, rows.tolist(), strict=True):
-        if len(out_rows) >= limit:
+        if len(out_rows) >= limit or obs.pending:
             break
         value = obs.value
-        if row < 0 or row in seen or obs.pending or obs.failure is not None or value is None:
+        if row < 0 or row in seen or obs.failure is not None or value is None:
             continue
         if not (value > 0 and math.isfinite(value)):
             continue

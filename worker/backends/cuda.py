@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.backends.base import MeasureRequest
@@ -26,6 +27,7 @@ from kernelfarm.worker.cuda.profile import LoaderRef
 from kernelfarm.worker.cuda.provenance import CudaProvenance
 from kernelfarm.worker.cuda.staging import CompileStaging
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
+from kernelfarm.worker.measuring.compile_pool import ProcessCompilePool
 from kernelfarm.worker.measuring.loader import KernelLoader
 
 # The cuda backend's options are the GPU backends' (one set of knobs, one place).
@@ -45,8 +47,8 @@ class CudaBackend(GpuBackend):
         self.nvrtc_version = nvrtc_version()
         provenance = CudaProvenance(self.name, self.device, self.nvrtc_version, catalogue)
         warm_arch = nvml.arch_for(self.device.compute_capability)
-        self._pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers, warm_arch=warm_arch)
-        return CompileStaging(catalogue, self._pool, self.device.compute_capability, provenance)
+        pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers, warm_arch=warm_arch)
+        return CompileStaging(catalogue, pool, self.device.compute_capability, provenance)
 
     def loader(self) -> KernelLoader:
         return CubinLoader()
@@ -58,8 +60,9 @@ class CudaBackend(GpuBackend):
         return entry_names(specs)
 
     def compile(self, request: MeasureRequest) -> Future[CompileResult]:
-        return self._pool.submit(self._staging.compile_job(request))
+        """One config's compile on its own (the sweep benchmark times compiles apart from measuring)."""
+        return self._staging.compile(request)
 
     @property
-    def compile_pool(self) -> CompilePool:
-        return self._pool
+    def compile_pool(self) -> ProcessCompilePool[Any, Any]:
+        return self._staging.pool
