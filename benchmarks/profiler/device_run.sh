@@ -3,6 +3,7 @@
 # Llama-shaped model, each through `kernelfarm profile-model` against a fresh embedded farm (PostgreSQL
 # and Redis from the wheels, API, coordinator, one triton worker on the same GPU), cold compile caches.
 # WHEELS: folder of the dependencies the node lacks (deploy/wheelhouse.py); OUT: where results go.
+# IDLE=0 skips the idle-host GPT-2 profile, LLAMA=0 the Llama command, FARM=0 the farm and the loop.
 # Run from the repository root (the tree need not be installed: PYTHONPATH).
 set -uo pipefail
 : "${WHEELS:?folder of wheels}" "${OUT:?output folder}"
@@ -28,7 +29,7 @@ profile() {  # NAME TIMEOUT ARGS...: one profile-model command, timed as a whole
   cp "$WORK/$name/report.md" "$OUT/$name-report.md" 2>/dev/null
 }
 # The profile alone on an idle host first (no farm): the overhead and latency without a neighbour.
-[ -n "${IDLE:-1}" ] && profile gpt2-idle 120 gpt2 --dtype bfloat16 --batch 8 --seq 512 && rm -f "$OUT/gpt2-idle-report.md"
+[ "${IDLE:-1}" = 1 ] && profile gpt2-idle 120 gpt2 --dtype bfloat16 --batch 8 --seq 512 && rm -f "$OUT/gpt2-idle-report.md"
 if [ "${FARM:-1}" = 0 ]; then  # the profiles alone, on the idle host: no farm, no tuning
   profile llama-idle 120 llama --dtype bfloat16 --batch 8 --seq 512
   cat "$WORK"/*.log > "$OUT/logs.txt"
@@ -48,7 +49,7 @@ for _ in $(seq 90); do
 done
 echo "stack up and worker warm: ${SECONDS}s" | tee -a "$OUT/machine.txt"
 profile gpt2 300 gpt2 --dtype bfloat16 --batch 8 --seq 512 --compile --tune --top 3 --budget 48 --swap --store
-profile llama ${LLAMA_LIMIT:-200} llama --dtype bfloat16 --batch 8 --seq 512 ${LLAMA_ARGS---tune --top 3 --budget 48 --swap}
+[ "${LLAMA:-1}" = 1 ] && profile llama ${LLAMA_LIMIT:-200} llama --dtype bfloat16 --batch 8 --seq 512 ${LLAMA_ARGS---tune --top 3 --budget 48 --swap}
 gzip -c "$WORK/gpt2/trace.json" > "$OUT/gpt2-trace.json.gz" 2>/dev/null
 $PY -m kernelfarm down 2>&1 | tail -2
 cat "$WORK"/*.log > "$OUT/logs.txt"
