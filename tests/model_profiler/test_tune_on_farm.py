@@ -21,6 +21,7 @@ from kernelfarm.client import Client
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.model_profiler.analysis import analyse
 from kernelfarm.model_profiler.capture import capture
+from kernelfarm.model_profiler.mapping import family_problem
 from kernelfarm.model_profiler.models import build
 from kernelfarm.model_profiler.tuning import TuningPlan, estimated_end_to_end, tune_hot_operators
 from kernelfarm.worker.backends.fake import FAKE_GPU_NAME
@@ -39,8 +40,12 @@ def test_hot_gemms_become_jobs_and_their_best_comes_back(farm: Farm) -> None:
     ceilings = Ceilings(dram_bytes_per_s=20e9, fp32_flops=100e9, tensor_flops=100e9, how="given by the test")
     report = analyse(capture(mut, warmup=1, iterations=2, trace_path=None), ceilings,
                      model="gpt2-tiny", dtype="float32", batch=2, seq=32)  # fmt: skip
+    # The GEMMs, and the operators no farm kernel takes: which of a tiny model's operators is hottest on a
+    # CPU depends on the machine's load (a layernorm outranked a GEMM on a busy one), and this test is
+    # about the GEMMs' path (the mapping per family is checked in test_analysis.py).
+    gemms = [op for op in report.operators if (m := family_problem(op, "float32")) is None or m.family == "matmul"]
     plan = TuningPlan(budget_trials=6, top=2, parallelism=3, timeout_s=120)
-    entries = tune_hot_operators(client, report.operators, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
+    entries = tune_hot_operators(client, gemms, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
 
     tuned = [e for e in entries if e["status"] == "tuned"]
     assert len(tuned) == 2, entries
@@ -57,7 +62,7 @@ def test_hot_gemms_become_jobs_and_their_best_comes_back(farm: Farm) -> None:
     assert estimated_end_to_end(report.latency_ms, entries) <= report.latency_ms
 
     # Asked again, the farm already knows both problems: nothing is submitted a second time.
-    again = tune_hot_operators(client, report.operators, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
+    again = tune_hot_operators(client, gemms, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
     assert [e["status"] for e in again if e["kernel"]] == ["known", "known"], again
 
 
