@@ -5,7 +5,9 @@
 
 With ``--old-tree`` (a `git archive` of an older revision, e.g. ``git archive 7552abf | tar -x -C DIR``) a
 second API runs that code against the same database, and every browser run measures the old page and the
-new one back to back (old first, then new; cold then warm visit each), so both see the same load.
+new one back to back (cold then warm visit each), so both see the same load. The order alternates: old
+first on even runs, new first on odd ones, so neither side always gets the machine warmed (or tired) by
+the other; ``visit_order_per_run`` in the JSON records it.
 
 Starts its own embedded PostgreSQL and Redis (or uses DATABASE_URL / REDIS_URL), a fresh database made
 by the migrations, and the API (`kernelfarm serve-api`, one process, KERNELFARM_METRICS_CACHE_SECONDS=0
@@ -184,9 +186,17 @@ BROWSER_KEYS = (
 )  # fmt: skip
 
 
-def browser_figures(targets: dict[str, str], token: str, job_id: str, runs: int) -> dict[str, dict[str, Any]]:
-    """Per target (label → API URL), the page figures over ``runs`` runs; each run visits every target in
-    turn (a fresh context each), so the targets are measured interleaved, under the same load."""
+def visit_order(labels: list[str], run: int) -> list[str]:
+    """The targets in the order run ``run`` visits them: as given on even runs, reversed on odd ones."""
+    return list(labels) if run % 2 == 0 else list(reversed(labels))
+
+
+def browser_figures(
+    targets: dict[str, str], token: str, job_id: str, runs: int
+) -> tuple[dict[str, dict[str, Any]], list[list[str]]]:
+    """Per target (label → API URL), the page figures over ``runs`` runs, and each run's visit order; each
+    run visits every target in turn (a fresh context each, in ``visit_order``), so the targets are
+    measured interleaved, under the same load."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -197,11 +207,12 @@ def browser_figures(targets: dict[str, str], token: str, job_id: str, runs: int)
         browser = playwright.chromium.launch(executable_path=chromium, headless=True,
                                              args=["--no-sandbox", "--use-angle=swiftshader",
                                                    "--enable-unsafe-swiftshader"])  # fmt: skip
-        for _ in range(runs):
-            for label, api_url in targets.items():
-                _one_run(browser, api_url, token, job_id, label, out[label])
+        orders = [visit_order(list(targets), run) for run in range(runs)]
+        for order in orders:
+            for label in order:
+                _one_run(browser, targets[label], token, job_id, label, out[label])
         browser.close()
-    return out
+    return out, orders
 
 
 def _one_run(browser: Any, api_url: str, token: str, job_id: str, label: str, figures: dict[str, Any]) -> None:
@@ -279,8 +290,11 @@ def scrape_figures(api_url: str, token: str, scrapes: int) -> dict[str, Any]:
 
 
 def _medians(figures: dict[str, Any]) -> dict[str, float]:
+    """The median of each list of numbers (the visit orders and load averages are not figures)."""
     return {
-        k: round(statistics.median(v), 1) for k, v in figures.items() if isinstance(v, list) and "load" not in k and v
+        k: round(statistics.median(v), 1)
+        for k, v in figures.items()
+        if isinstance(v, list) and "load" not in k and v and all(isinstance(x, int | float) for x in v)
     }
 
 
@@ -350,7 +364,8 @@ def main() -> None:
                                    "load_average_before": os.getloadavg()}  # fmt: skip
         figures |= scrape_figures(api_url, token, 50)
         if args.runs:
-            pages = browser_figures(targets, token, job_id, args.runs)
+            pages, orders = browser_figures(targets, token, job_id, args.runs)
+            figures["visit_order_per_run"] = orders
             figures |= pages.pop("new")
             for label, old in pages.items():
                 figures[label] = old | {"median": _medians(old)}

@@ -392,3 +392,150 @@ def test_model_profile_pages(dashboard: Dashboard, logged_in: Any) -> None:
     assert bare.locator("#compile-summary").is_hidden() and bare.locator("#tuning-ops").is_hidden()
     assert bare.locator("#compile-ops-head").is_hidden()
     bare.close()
+
+
+PAYLOAD = "<img src=x onerror=window.pwned=1>"
+NO_INJECTION = "() => window.pwned === undefined && document.querySelectorAll('img[src=\"x\"], [onerror]').length === 0"
+
+
+def _post_profile(dashboard: Dashboard, report: Any, model: str = "malformed", device_name: str = "cpu") -> str:
+    """A profile stored through the API as any client with a submit token can: the report is free-form."""
+    body = {"model": model, "device_name": device_name, "dtype": "float32", "batch": 1, "seq": 8,
+            "latency_ms": 2.0, "report": report}  # fmt: skip
+    with dashboard.client() as client:
+        stored = client.post("/v1/profiles", json=body)
+    assert stored.status_code == 201, stored.text
+    return str(stored.json()["id"])
+
+
+def test_a_hostile_profile_shows_as_text(dashboard: Dashboard, logged_in: Any) -> None:
+    """Markup in every free-form text of a stored profile is shown as text, never parsed as HTML."""
+    report = {
+        "device": "cpu", "latency_ms": 2.0, "hints": [PAYLOAD],
+        "operators": [{"name": PAYLOAD, "input_shapes": [[8, 64]], "calls": 2, "self_ms": 1.0, "share": 1.0,
+                       "bound": PAYLOAD, "kernels": [PAYLOAD, f"{PAYLOAD}2"], "hint": PAYLOAD}],
+        "compile_ab": {"eager_ms": 2.0, "compiled_ms": 1.0, "speedup": 2.0, "compile_s": 1.0,
+                       "per_operator": [{"operator": PAYLOAD, "eager_ms": 1.0, "compiled_ms": 0.5}]},
+        "tuning": [{"operator": PAYLOAD, "kernel": PAYLOAD, "status": PAYLOAD, "problem": {PAYLOAD: PAYLOAD},
+                    "calls": 2, "share": 1.0, "baseline_ms": 1.0, "tuned_ms": 0.5, "speedup": 2.0,
+                    "job_id": PAYLOAD}],
+        "swap": {"swapped": {PAYLOAD: ["h.0"], f"{PAYLOAD} 2": ["h.1"]}, "baseline_ms": 2.0, "swapped_ms": 1.0,
+                 "speedup": 2.0, "outputs_match": True, "max_abs_error": 0.0},
+    }  # fmt: skip
+    profile_id = _post_profile(dashboard, report, model=PAYLOAD, device_name=PAYLOAD)
+    page = visit(logged_in, dashboard, f"/ui/profiles/{profile_id}", "profile-hostile")
+    assert page.evaluate(NO_INJECTION)
+    assert page.inner_text("#profile-title") == f"{PAYLOAD} on {PAYLOAD}"
+    assert PAYLOAD in page.inner_text("#profile-summary [data-key='model']")
+    assert PAYLOAD in page.inner_text("#profile-summary [data-key='device']")
+    assert page.locator("#model-hints li").all_inner_texts() == [f"hint: {PAYLOAD}"]
+    cells = page.locator("#operators tbody tr").first.locator("td")
+    assert cells.nth(0).inner_text() == PAYLOAD and cells.nth(7).inner_text() == PAYLOAD
+    assert cells.nth(9).inner_text() == f"{PAYLOAD}, {PAYLOAD}2" and cells.nth(10).inner_text() == PAYLOAD
+    assert page.locator("#compile-ops tbody td").first.inner_text() == PAYLOAD
+    tuned = page.locator("#tuning-ops tbody tr").first.locator("td")
+    assert [tuned.nth(i).inner_text() for i in range(4)] == [PAYLOAD, f"{PAYLOAD}={PAYLOAD}", PAYLOAD, PAYLOAD]
+    assert tuned.nth(9).inner_text() == PAYLOAD[:8]
+    assert page.inner_text("#end-to-end [data-key='swapped']").endswith(f"{PAYLOAD}; {PAYLOAD} 2")
+    listing = visit(logged_in, dashboard, "/ui/profiles", "profiles-hostile")
+    assert PAYLOAD in listing.inner_text(f"tr[data-profile-id='{profile_id}']")
+    assert listing.evaluate(NO_INJECTION)
+    for shown in (page, listing):
+        assert shown.watch.problems == []
+        shown.close()
+
+
+# Reports of the wrong shape in every field the page reads: what is readable shows, the rest is skipped.
+MALFORMED = {
+    "odd fields": {
+        "hints": "one hint as a string", "ceilings": "fast", "profiled_ms": "soon", "compile_ab": [1],
+        "operators": [
+            {"name": "op_ok", "input_shapes": ["8x64", [1, 8], None, {"a": 1}], "kernels": [123, "kern_ok", None, {}],
+             "calls": {"x": 1}, "share": "big", "hint": ["x"], "bound": 5, "self_ms": "1"},
+            "not an operator", None, [1, 2],
+        ],
+        "tuning": [{"operator": "tuned_op", "job_id": 12345, "problem": "M=8", "kernel": 7, "status": None,
+                    "speedup": "2x", "estimated_end_to_end_ms": 0}, "junk", None],
+        "swap": {"swapped": ["a", 1, None], "baseline_ms": "x", "max_abs_error": "small"},
+    },
+    "wrong containers": {"operators": {"name": "x"}, "hints": {"a": 1}, "tuning": "yes", "swap": "x", "compile_ab": 1},
+}  # fmt: skip
+
+
+def test_a_malformed_profile_still_renders(dashboard: Dashboard, logged_in: Any) -> None:
+    odd = visit(
+        logged_in, dashboard, f"/ui/profiles/{_post_profile(dashboard, MALFORMED['odd fields'])}", "profile-odd"
+    )
+    assert odd.locator("#error").is_hidden()
+    assert odd.inner_text("#profile-title") == "malformed on cpu"
+    assert odd.locator("#model-hints li").all_inner_texts() == ["hint: one hint as a string"]
+    rows = odd.locator("#operators tbody tr")
+    assert rows.count() == 1
+    cells = rows.first.locator("td")
+    assert [cells.nth(i).inner_text() for i in (0, 1, 2, 3, 9, 10)] == ["op_ok", "8x64 1x8", "", "", "123, kern_ok", ""]
+    assert "not readable" in odd.inner_text("#compile-note")
+    tuned = odd.locator("#tuning-ops tbody tr")
+    assert tuned.count() == 1 and tuned.first.locator("td").first.inner_text() == "tuned_op"
+    assert tuned.first.locator("td").nth(2).inner_text() == "7"
+    assert tuned.first.locator("a[href='/ui/jobs/12345']").inner_text() == "12345"
+    assert odd.inner_text("#end-to-end [data-key='swapped']").endswith("a; 1")
+    assert odd.watch.problems == []
+    odd.close()
+
+    wrong = visit(logged_in, dashboard, f"/ui/profiles/{_post_profile(dashboard, MALFORMED['wrong containers'])}",
+                  "profile-wrong-containers")  # fmt: skip
+    assert wrong.locator("#error").is_hidden()
+    assert wrong.inner_text("#profile-title") == "malformed on cpu"
+    assert wrong.inner_text("#operators-note") == "no operator in this report"
+    assert wrong.locator("#model-hints li").count() == 0
+    assert "not readable" in wrong.inner_text("#tuning-note") and "not readable" in wrong.inner_text("#compile-note")
+    assert wrong.watch.problems == []
+    wrong.close()
+
+    # A report that is not an object at all (the API stores only objects; an answer altered on the way, or
+    # an older server, could still send one): the header shows.
+    profile_id = _post_profile(dashboard, {"hints": ["kept"]})
+    for report in (None, "a string", [1, 2]):
+        page = logged_in.new_page()
+        watch = PageWatch(page)
+
+        page.route(f"**/v1/profiles/{profile_id}", _with_report(report))
+        page.goto(f"{dashboard.url}/ui/profiles/{profile_id}")
+        page.wait_for_selector("body[data-rendered='1']", timeout=30_000)
+        assert page.inner_text("#profile-title") == "malformed on cpu", report
+        assert "2.000 ms per inference" in page.inner_text("#profile-summary [data-key='latency']")
+        assert page.inner_text("#operators-note") == "no operator in this report"
+        assert page.locator("#error").is_hidden() and watch.problems == [], (report, watch.problems)
+        page.close()
+
+
+def _with_report(report: Any) -> Any:
+    """A route handler: the API's answer with its report replaced by ``report``."""
+
+    def altered(route: Any) -> None:
+        answer = route.fetch()
+        route.fulfill(response=answer, json={**answer.json(), "report": report})
+
+    return altered
+
+
+def test_the_csv_download_reports_a_failed_load(dashboard: Dashboard, logged_in: Any) -> None:
+    """When loading every trial fails, the CSV button says why instead of waiting for ever."""
+    page = logged_in.new_page()
+    watch = PageWatch(page)
+    downloads: list[Any] = []
+    page.on("download", lambda d: downloads.append(d))  # (Playwright cannot detach a builtin method)
+    every_trial = f"/v1/jobs/{dashboard.finished_job}/trial-columns"
+    page.route(lambda url: url.endswith(every_trial),
+               lambda route: route.fulfill(status=503, json={"detail": "every trial: unavailable (test)"}))  # fmt: skip
+    page.goto(f"{dashboard.url}/ui/jobs/{dashboard.finished_job}")
+    page.wait_for_selector("body[data-rendered='1']", timeout=30_000)
+    page.wait_for_selector("#error:not([hidden])", timeout=30_000)  # the page's own poll says so first
+    page.evaluate("() => { const box = document.getElementById('error'); box.hidden = true; box.textContent = ''; }")
+    page.click("#csv")
+    page.wait_for_selector("#error:not([hidden])", timeout=10_000)
+    assert page.inner_text("#error") == "every trial: unavailable (test)"
+    assert downloads == []
+    # The one failure is the refused request (as the console and the response log it): no uncaught error.
+    assert [p for p in watch.problems if "503" not in p] == [], watch.problems
+    page.close()

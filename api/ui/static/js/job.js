@@ -366,7 +366,12 @@ function csvValue(value) {
 }
 
 async function downloadCsv() {
-  await everyTrial;
+  try {
+    await everyTrial;
+  } catch (error) {
+    showError(error); // the load of every trial failed: say so rather than wait for ever
+    return;
+  }
   const columns = tableColumns();
   const lines = [columns.map(([key]) => csvValue(key.replace(/^(config|profile)\./, ""))).join(",")];
   for (const i of table.rows) lines.push(columns.map(([key]) => csvValue(cell(key, i))).join(","));
@@ -393,9 +398,16 @@ function timed(name, stage) {
 
 const nextFrame = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
 
-// Resolved once every trial is loaded (the CSV download waits for it).
-let everyTrialLoaded;
-const everyTrial = new Promise((resolve) => { everyTrialLoaded = resolve; });
+// Every trial's columns, which the CSV download waits for: pending until they are loaded, resolved once
+// they are, rejected with the error when the load (or the first view before it) failed. A rejected one
+// is replaced by a pending one when the next poll tries again, so a later load can still resolve it.
+let everyTrial, everyTrialLoaded, everyTrialFailed, everyTrialRejected = false;
+function expectEveryTrial() {
+  everyTrialRejected = false;
+  everyTrial = new Promise((resolve, reject) => { everyTrialLoaded = resolve; everyTrialFailed = reject; });
+  everyTrial.catch(() => {}); // a failure nobody waits for is shown by loop(); not an unhandled rejection
+}
+expectEveryTrial();
 
 // The first view: header and progress, the table's first page and best so far vs evaluations, from
 // three small answers and without Plotly. Then best so far vs wall time from the same curve.
@@ -476,6 +488,7 @@ function loadPlotly(src) {
 }
 
 async function refresh() {
+  if (cols === null && everyTrialRejected) expectEveryTrial();
   if (head === null) {
     await firstView();
     // Every trial, while the cartesian bundle downloads and is evaluated.
@@ -508,6 +521,7 @@ async function loop() {
     showError(null);
   } catch (error) {
     showError(error);
+    if (cols === null) { everyTrialRejected = true; everyTrialFailed(error); }
     if (error && error.status === 404) { document.getElementById("summary").textContent = describe(error); return; }
   }
   if (!job || job.state === "queued" || job.state === "running") setTimeout(loop, 2000);
