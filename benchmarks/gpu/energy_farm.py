@@ -2,8 +2,8 @@
 
 Starts the embedded stack with one cuda worker, and for each kernel submits a job that minimizes
 ``energy`` and one that minimizes ``time+energy`` (a Pareto front) over the REST API, waits, and
-records every trial's time, energy per launch (NVML's total-energy counter over a window of
-back-to-back launches after the timed repetitions), power and clocks, then asks /v1/best with
+records every trial's time, energy per launch (NVML's total-energy counter over windows of
+back-to-back launches after the timed repetitions; worker/measuring/energy.py), power and clocks, then asks /v1/best with
 ``objective=energy``, ``objective=pareto`` and the default ``time``. No profiling (ncu would only
 cost time here).
 
@@ -23,6 +23,7 @@ from typing import Any
 from kernelfarm.client import ApiError, Client
 from kernelfarm.core.settings import Settings
 from kernelfarm.stack import WorkerPlan, start_stack, stop_stack
+from kernelfarm.worker.measuring.energy import ENERGY_METRICS
 
 logger = logging.getLogger("energy_farm")
 OBJECTIVES = ("energy", "time+energy")
@@ -37,8 +38,7 @@ def wait(client: Client, job: dict[str, Any], timeout: float) -> dict[str, Any]:
 
 
 def trial_rows(client: Client, job_id: str) -> list[dict[str, Any]]:
-    keep = ("energy_mj", "power_w", "energy_launches", "energy_window_s", "energy_sm_clock_mhz",
-            "energy_mem_clock_mhz")  # fmt: skip
+    keep = ENERGY_METRICS
     return [
         {"config": t["config"], "state": t["state"], "failure": t.get("failure_kind"), "time_ms": t.get("time_ms"),
          **{k: t["metrics"].get(k) for k in keep}}

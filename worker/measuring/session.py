@@ -16,7 +16,7 @@ from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.cuda.device import visible_nvml_index
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
-from kernelfarm.worker.measuring.energy import open_meter
+from kernelfarm.worker.measuring.energy import EnergyUnavailable, open_meter
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, MeasurableKernel
 from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
 from kernelfarm.worker.measuring.verifier import Verdict, poison, relative_error, verify
@@ -142,7 +142,7 @@ class Session:
                     resources, **checked, gpu_s=time.perf_counter() - gpu_start,
                 )  # fmt: skip
             self._fastest[record] = median
-        energy = self.energy.measure(run, self.cp.cuda.Stream.null.synchronize).metrics() if self.energy else {}
+        energy = self._energy(run, median / 1000.0)
         return {
             "status": "ok",
             "times_ms": list(stats.times_ms),
@@ -152,6 +152,23 @@ class Session:
             "data_s": data_s,
             **energy,
         }
+
+    def _energy(self, run: Any, launch_s_hint: float) -> dict[str, Any]:
+        """Energy metrics of ``run`` (see :mod:`.energy`), or none where the GPU has no counter or
+        it did not move within the meter's time cap."""
+        if self.energy is None:
+            return {}
+        stream = self.cp.cuda.get_current_stream()
+
+        def mark() -> Any:
+            event = self.cp.cuda.Event(disable_timing=True)
+            event.record(stream)
+            return lambda: event.done
+
+        try:
+            return self.energy.measure(run, stream.synchronize, mark, launch_s_hint).metrics()
+        except EnergyUnavailable:
+            return {}
 
     def _verify(
         self, kernel: MeasurableKernel, run: Any, buffers: Mapping[str, Any], reference: Mapping[str, Any],
