@@ -3,9 +3,9 @@
 Starts the embedded stack with one cuda worker, and for each kernel submits a job that minimizes
 ``energy`` and one that minimizes ``time+energy`` (a Pareto front) over the REST API, waits, and
 records every trial's time, energy per launch (NVML's total-energy counter over windows of
-back-to-back launches after the timed repetitions; worker/measuring/energy.py), power and clocks, then asks /v1/best with
-``objective=energy``, ``objective=pareto`` and the default ``time``. No profiling (ncu would only
-cost time here).
+back-to-back launches after the timed repetitions; worker/measuring/energy.py), power and
+clocks, then asks /v1/best with ``objective=energy``, ``objective=pareto`` and the default
+``time``. No profiling (ncu would only cost time here).
 
 Run on the GPU machine from the repository root, kernelfarm and its dependencies importable:
     python3 benchmarks/gpu/energy_farm.py --kernel matmul_fp32 --kernel layernorm --budget 24 --out DIR

@@ -138,9 +138,7 @@ def main() -> None:
                 print("compile failed", name, key, compiled.log[-300:], flush=True)
                 continue
             runs[key] = session.loader.load(compiled.artifact, spec, config, problem).bind(buffers, problem)
-        rows: dict[str, dict[str, list[Any]]] = {
-            k: {"time_ms": [], "first": [], "current": []} for k in runs
-        }
+        rows: dict[str, dict[str, list[Any]]] = {k: {"time_ms": [], "first": [], "current": []} for k in runs}
         for _ in range(args.passes):
             for key, run in runs.items():
                 stats = time_kernel(run, flush=session.flush)
