@@ -12,6 +12,7 @@ stretch's real energy over its launches. The real counter is read on the GPU mac
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 
@@ -34,6 +35,8 @@ class FakeGpu:
         self.busy: list[list[float]] = []  # [start, end] of each stretch the GPU ran without a gap
         self.launches = 0
         self.max_backlog_s = 0.0
+        self._prefix: list[float] = [0.0]  # busy seconds before interval i
+        self._start_list: list[float] = []
 
     # -- the GPU's side of the stream -----------------------------------------------------------
     def busy_until(self) -> float:
@@ -60,7 +63,20 @@ class FakeGpu:
         return self.now
 
     def busy_s(self, until: float) -> float:
-        return sum(max(0.0, min(end, until) - start) for start, end in self.busy)
+        # intervals are disjoint and ordered; all but the last are closed: prefix sums of their lengths
+        while len(self._prefix) < len(self.busy):
+            start, end = self.busy[len(self._prefix) - 1]
+            self._prefix.append(self._prefix[-1] + end - start)
+        i = bisect.bisect_right(self._starts(), until)  # intervals that started by ``until``
+        if i == 0:
+            return 0.0
+        start, end = self.busy[i - 1]
+        return self._prefix[i - 1] + min(end, until) - start
+
+    def _starts(self) -> list[float]:
+        while len(self._start_list) < len(self.busy):
+            self._start_list.append(self.busy[len(self._start_list)][0])
+        return self._start_list
 
     def joules(self, at: float) -> float:
         busy = self.busy_s(at)
