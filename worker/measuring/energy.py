@@ -5,10 +5,12 @@ advances in steps (its update period, measured on every reading and reported), f
 one launch of most kernels. How a reading is taken, and why:
 
 - **The GPU never idles inside the window.** Launches are enqueued back to back with no host wait
-  between them; the host only keeps the queue from running too far ahead (a stream marker every
-  ``chunk_s`` of work, at most ``lead_s`` of work in flight), and polls the counter while the GPU
-  works. The first version waited for the GPU after every 16 launches: for a 0.1 ms kernel the
-  GPU then idled two thirds of the window and that idle power was billed to the kernel.
+  between them; the host keeps ``lead_s`` of work in flight (topped up before every poll; a
+  stream marker every ``chunk_s`` of work tells it how far the GPU got), and polls the counter
+  while the GPU works. The first version waited for the GPU after every 16 launches: for a 0.1 ms
+  kernel the GPU then idled half the window or more, and that idle power was billed to the kernel.
+  An NVML call itself is slow (3.45 ms on the H100 of the device machine), so the work in flight
+  must cover several calls.
 - **Windows run from one counter step to another.** A window opens at a step of the counter and
   closes at the first step at least ``window_s`` (and two steps) later, so it holds exactly the
   energy the counter credited between two known host times; reading the counter at arbitrary
@@ -92,7 +94,7 @@ class EnergyMeter:
 
     def __init__(
         self, nvml: Any, index: int, window_s: float = 0.3, windows: int = 3, chunk_s: float = 0.001,
-        lead_s: float = 0.02, max_s: float = 4.0, clock: Callable[[], float] = time.perf_counter,
+        lead_s: float = 0.05, max_s: float = 4.0, clock: Callable[[], float] = time.perf_counter,
     ) -> None:  # fmt: skip
         nvml.nvmlInit()
         self.nvml = nvml
@@ -127,8 +129,9 @@ class EnergyMeter:
         """
         hint = max(launch_s_hint, 1e-7)
         chunk = max(1, min(256, round(self.chunk_s / hint)))
-        # In flight: enough that the host's polling never starves the GPU, bounded below the
-        # driver's launch queue (a full queue would block the host inside launch()).
+        # In flight: enough that the host's polling never starves the GPU (one NVML call took
+        # 3.45 ms on an H100; a window's end makes three), bounded below the driver's launch queue
+        # (a full queue would block the host inside launch()).
         lead = max(chunk, min(512, round(self.lead_s / hint)))
         clock, counter = self.clock, self._counter
         pending: deque[tuple[int, Callable[[], bool]]] = deque()
@@ -146,7 +149,7 @@ class EnergyMeter:
         while len(powers) < self.windows:
             while pending and pending[0][1]():
                 done = pending.popleft()[0]
-            if launches - done < lead:
+            while launches - done < lead:  # top up: one poll of NVML can outlast many launches
                 for _ in range(chunk):
                     launch()
                 launches += chunk
