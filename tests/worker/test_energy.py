@@ -15,10 +15,13 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from kernelfarm.worker.measuring.energy import ENERGY_METRICS, EnergyMeter, EnergyUnavailable
+from kernelfarm.worker.measuring.session import Session
 
 
 class FakeGpu:
@@ -175,3 +178,42 @@ def test_a_gpu_without_the_counter_raises_at_once() -> None:
 
     with pytest.raises(RuntimeError):
         EnergyMeter(Unsupported(1e-3), 0)
+
+
+class _Event:
+    """CuPy's event on the simulated GPU's stream."""
+
+    def __init__(self, gpu: FakeGpu) -> None:
+        self.gpu, self.passed = gpu, lambda: True
+
+    def record(self, stream: Any) -> None:
+        self.passed = self.gpu.mark()
+
+    @property
+    def done(self) -> bool:
+        return self.passed()
+
+
+def simulated_session(gpu: FakeGpu) -> Session:
+    """The measuring child's session with its meter on the simulated GPU (no CuPy here)."""
+    session = Session.__new__(Session)
+    session.energy = meter_for(gpu)
+    stream = SimpleNamespace(synchronize=gpu.synchronize)
+    session.cp = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: stream, Event=lambda **_: _Event(gpu)))
+    return session
+
+
+def test_the_session_meters_only_the_requests_of_jobs_that_rank_by_energy() -> None:
+    """A ``time`` job's request (energy False, or a message without the field) costs no launch and no
+    NVML call and records no energy metric; an ``energy`` job's request is metered."""
+    gpu = FakeGpu(kernel_s=1e-4)
+    session = simulated_session(gpu)
+    before = gpu.now
+    for message in ({"energy": False}, {}):
+        assert session.energy_metrics(message, gpu.launch, gpu.kernel_s) == {}
+    assert gpu.launches == 0 and gpu.now == before
+    metrics = session.energy_metrics({"energy": True}, gpu.launch, gpu.kernel_s)
+    assert set(metrics) == {*ENERGY_METRICS, "energy_s"}
+    assert gpu.launches > 0 and metrics["energy_mj"] > 0 and metrics["energy_s"] >= 0
+    session.energy = None  # a GPU without the counter: asked, but nothing to read
+    assert session.energy_metrics({"energy": True}, gpu.launch, gpu.kernel_s) == {}
