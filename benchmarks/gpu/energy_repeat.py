@@ -144,7 +144,9 @@ def main() -> None:
                 stats = time_kernel(run, flush=session.flush)
                 median_ms = statistics.median(stats.times_ms)
                 old = first_meter(pynvml, handle, run, stream.synchronize)
+                started = time.perf_counter()
                 new = meter.measure(run, stream.synchronize, mark, median_ms / 1000).metrics()
+                new["energy_s"] = time.perf_counter() - started  # what the reading cost the trial
                 rows[key]["time_ms"].append(median_ms)
                 rows[key]["first"].append(old)
                 rows[key]["current"].append(new)
@@ -164,6 +166,8 @@ def main() -> None:
             # seconds per launch in the energy stretch / the timed median: 1 = back to back
             "first_launch_over_time": statistics.median(ratio_first),
             "current_launch_over_time": statistics.median(ratio_current),
+            "current_launch_over_time_max": max(ratio_current),
+            "current_energy_s_median": statistics.median(x["energy_s"] for r in rows.values() for x in r["current"]),
         }
         report["kernels"][name] = {"problem": problem, "configs": rows, **summary}
         print(name, json.dumps(summary), flush=True)
