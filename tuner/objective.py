@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-OBJECTIVES = ("time", "energy", "time+energy")
 RHO = 0.05  # ParEGO's augmentation: breaks ties along the front's flat parts
 
 

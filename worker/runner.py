@@ -34,6 +34,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.measurement import Measurement
+from kernelfarm.core.objectives import measures_energy
 from kernelfarm.core.states import FailureKind
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.worker.backends.base import Backend, KeepAlive, MeasureRequest
@@ -126,6 +127,7 @@ def _request_of(claim: trial_store.Claim) -> MeasureRequest:
         config=claim.config,
         job_seed=claim.seed,
         kernel_version=claim.kernel_version,
+        energy=measures_energy(claim.objective),
         # Profiles are taken later, in batches (tuner/profiling.py): one ncu process per trial
         # would cost seconds of start-up each.
         profile=False,

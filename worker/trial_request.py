@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.models import Job, Kernel
+from kernelfarm.core.objectives import measures_energy
 from kernelfarm.worker.backends.base import MeasureRequest
 
 
@@ -31,6 +32,7 @@ def measure_request(
     job_seed: int,
     profile: bool,
     kernel_version: int | None = None,
+    energy: bool = False,
 ) -> MeasureRequest:
     """The measure request of one trial of a job.
 
@@ -45,6 +47,9 @@ def measure_request(
             worker's measuring path passes False: profiles are taken later, in batches
             (tuner/profiling.py plans them, worker/profiling.py runs them with True), because one
             ncu process per trial would cost seconds of start-up each.
+        energy: meter the trial's energy per launch (the job's objective needs it:
+            :func:`~kernelfarm.core.objectives.measures_energy`); a ``time`` job's trials skip the
+            meter's second of GPU time.
     """
     return MeasureRequest(
         kernel_name=kernel_name,
@@ -53,6 +58,7 @@ def measure_request(
         profile=profile,
         seed=request_seed(int(job_seed), trial_id),
         kernel_version=kernel_version,
+        energy=energy,
     )
 
 
@@ -69,4 +75,5 @@ def job_trial_request(
         job_seed=job.seed,
         kernel_version=session.get_one(Kernel, job.kernel_id).version,
         profile=profile,
+        energy=measures_energy(job.objective),
     )

@@ -36,6 +36,7 @@ class Claim:
     profile: str
     seed: int
     kernel_version: int = 1  # the version the job pinned (its kernels row)
+    objective: str = "time"  # the job's: whether the trial is metered for energy (core/objectives.py)
 
 
 def history(session: Session, job_id: uuid.UUID) -> Sequence[Trial]:
@@ -134,6 +135,7 @@ def claim(session: Session, trial_id: int, worker_name: str, gpu_uuid: str | Non
         profile=job.profile,
         seed=int(job.seed),
         kernel_version=kernel.version,
+        objective=job.objective,
     )
 
 

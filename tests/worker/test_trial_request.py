@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import secrets
 import uuid
 
+import pytest
+
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.core.store.trials import Claim
+from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker import runner
-from kernelfarm.worker.trial_request import measure_request, request_seed
+from kernelfarm.worker.trial_request import job_trial_request, measure_request, request_seed
 
 
 def test_seed_is_fresh_per_trial_and_reproducible_from_the_job_seed() -> None:
@@ -34,3 +42,41 @@ def test_the_runner_measures_without_a_profile_even_when_the_job_profiles_all() 
                                config={"block_size_x": 128}, job_seed=3, profile=False,
                                kernel_version=2)  # fmt: skip
     assert runner._request_of(claim) == expected
+
+
+def add_job(database_url: str, objective: str) -> tuple[uuid.UUID, int]:
+    """A job minimizing ``objective`` with one queued trial, on the real schema."""
+    spec = get_kernel("matmul_fp32")
+    with session_scope(database_url) as session:
+        kernel = ensure_kernel(session, spec)
+        job = job_store.create_job(
+            session,
+            job_store.NewJob(
+                kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
+                problem_key=spec.problem_key(dict(spec.default_problem)), gpu_model=f"test-{secrets.token_hex(4)}",
+                space={}, strategy="random", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None,
+                parallelism=1, profile="none", profile_top_k=5, warm_start=False, owner="test", objective=objective,
+            ),
+        )  # fmt: skip
+        [trial] = trial_store.add_trials(session, job, [("k", {"block_size_x": 128})])
+        return job.id, trial.id
+
+
+@pytest.mark.parametrize(("objective", "metered"), [("time", False), ("energy", True), ("time+energy", True)])
+def test_only_jobs_that_rank_by_energy_ask_the_worker_to_meter_it(
+    database_url: str, objective: str, metered: bool
+) -> None:
+    """The energy meter costs a trial about a second of GPU time: a ``time`` job's requests do not
+    ask for it, on every path that builds one (the runner's claim, compile-ahead and profiling)."""
+    job_id, trial_id = add_job(database_url, objective)
+    with session_scope(database_url) as session:
+        claim = trial_store.claim(session, trial_id, "test-worker", None)
+        assert claim is not None and claim.objective == objective
+    assert runner._request_of(claim).energy is metered
+    with session_scope(database_url) as session:
+        job = job_store.get_job(session, job_id)
+        for profile in (False, True):
+            request = job_trial_request(session, job, trial_id, {"block_size_x": 128}, profile=profile)
+            assert request.energy is metered
+        # compile-ahead's request is the one the runner later measures
+        assert job_trial_request(session, job, trial_id, claim.config, profile=False) == runner._request_of(claim)

@@ -50,6 +50,9 @@ class MeasureRequest:
     profile: bool  # collect an Nsight Compute profile for this trial
     seed: int
     kernel_version: int | None = None  # the version the job pinned (None: the kernel as installed here)
+    # Meter its energy per launch: only where the job's objective needs it (core/objectives.py), as
+    # the meter costs a trial about a second of GPU time.
+    energy: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.cuda.device import visible_nvml_index
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
-from kernelfarm.worker.measuring.energy import open_meter
+from kernelfarm.worker.measuring.energy import EnergyUnavailable, open_meter
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, MeasurableKernel
 from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
 from kernelfarm.worker.measuring.verifier import Verdict, poison, relative_error, verify
@@ -93,7 +93,8 @@ class Session:
 
         Args:
             message: ``kernel``, ``problem``, ``config``, ``seed``, ``artifact`` (for the loader)
-                and ``policy`` (a :class:`TimingPolicy` as a dict).
+                ``policy`` (a :class:`TimingPolicy` as a dict) and ``energy`` (meter the energy
+                per launch: only jobs whose objective needs it ask, see core/objectives.py).
 
         Returns:
             The reply: ``status`` "ok" with ``times_ms``, or "failure" with ``kind`` and ``message``;
@@ -142,7 +143,7 @@ class Session:
                     resources, **checked, gpu_s=time.perf_counter() - gpu_start,
                 )  # fmt: skip
             self._fastest[record] = median
-        energy = self.energy.measure(run, self.cp.cuda.Stream.null.synchronize).metrics() if self.energy else {}
+        energy = self.energy_metrics(message, run, median / 1000.0)
         return {
             "status": "ok",
             "times_ms": list(stats.times_ms),
@@ -152,6 +153,27 @@ class Session:
             "data_s": data_s,
             **energy,
         }
+
+    def energy_metrics(self, message: Mapping[str, Any], run: Any, launch_s_hint: float) -> dict[str, Any]:
+        """Energy metrics of ``run`` (see :mod:`.energy`) and ``energy_s``, the seconds the meter
+        took; none where the request did not ask (its job minimizes time: the meter would cost it
+        about a second of GPU time), the GPU has no counter, or the counter did not move within the
+        meter's time cap."""
+        if self.energy is None or not message.get("energy"):
+            return {}
+        started = time.perf_counter()
+        stream = self.cp.cuda.get_current_stream()
+
+        def mark() -> Any:
+            event = self.cp.cuda.Event(disable_timing=True)
+            event.record(stream)
+            return lambda: event.done
+
+        try:
+            reading = self.energy.measure(run, stream.synchronize, mark, launch_s_hint)
+        except EnergyUnavailable:
+            return {}
+        return {**reading.metrics(), "energy_s": time.perf_counter() - started}
 
     def _verify(
         self, kernel: MeasurableKernel, run: Any, buffers: Mapping[str, Any], reference: Mapping[str, Any],

@@ -170,6 +170,7 @@ class CompileAheadStaging(ABC, Generic[JobT, ResultT]):
             "seed": request.seed,
             "artifact": compiled.artifact,
             "policy": asdict(policy),
+            "energy": request.energy,  # the child meters energy only when asked (core/objectives.py)
         }
         return Staged(message, base, metrics)
 

@@ -30,7 +30,7 @@ from kernelfarm.worker.measuring.supervisor import MeasuringChild
 _REPLY_METRICS = (
     "child_s", "child_started_at", "data_s", "rel_error", "element_error", "max_abs_error", "max_rel_error",
     "second_seed", "second_seed_rel_error", "second_seed_element_error", "second_seed_max_abs_error",
-    "second_seed_max_rel_error", *ENERGY_METRICS,
+    "second_seed_max_rel_error", *ENERGY_METRICS, "energy_s",
 )  # fmt: skip
 
 
