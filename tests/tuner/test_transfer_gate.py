@@ -3,6 +3,8 @@ measured configs disagrees is dropped, and the job goes on as a cold one; one th
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from kernelfarm.core.states import FailureKind
@@ -58,7 +60,7 @@ def test_first_successes_only_grow_at_their_end_when_trials_finish_out_of_order(
         done.add(finished)
         history = [Observation(configs[i], times[i] if i in done else None, pending=i not in done) for i in range(5)]
         seen_lists.append(first_successes(history, rows, limit=5)[0].tolist())
-    for earlier, later in zip(seen_lists, seen_lists[1:], strict=False):
+    for earlier, later in itertools.pairwise(seen_lists):
         assert later[: len(earlier)] == earlier
     assert seen_lists[1] == [0]  # trial 1 pending: trial 2 waits behind it
     assert seen_lists[-1] == [0, 1, 2, 3, 4]
