@@ -150,6 +150,12 @@ async def logout(request: Request) -> Response:
     return response
 
 
+def _check_id(value: str, what: str) -> None:
+    """A page's id goes into the page (a data attribute, preload URLs): only a UUID's characters pass."""
+    if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", value):
+        raise InvalidInput(f"not a {what} id: {value!r}")
+
+
 @router.get("/jobs")
 async def jobs_page(request: Request, settings: SettingsDep) -> Response:
     return await _page(request, settings, "jobs")
@@ -157,8 +163,7 @@ async def jobs_page(request: Request, settings: SettingsDep) -> Response:
 
 @router.get("/jobs/{job_id}")
 async def job_page(request: Request, settings: SettingsDep, job_id: str) -> Response:
-    if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", job_id):
-        raise InvalidInput(f"not a job id: {job_id!r}")
+    _check_id(job_id, "job")
     # The three answers of the job page's first view (static/js/job.js, firstView: the same URLs).
     first_view = (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/trial-columns?limit=50", f"/v1/jobs/{job_id}/convergence")
     return await _page(request, settings, "job", {"job-id": job_id}, first_view)
@@ -186,8 +191,7 @@ async def profiles_page(request: Request, settings: SettingsDep) -> Response:
 
 @router.get("/profiles/{profile_id}")
 async def profile_page(request: Request, settings: SettingsDep, profile_id: str) -> Response:
-    if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", profile_id):
-        raise InvalidInput(f"not a profile id: {profile_id!r}")
+    _check_id(profile_id, "profile")
     return await _page(request, settings, "profile", {"profile-id": profile_id})
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +50,24 @@ def ready_coordinator(farm: ChaosFarm) -> ProcessInfo:
     return info
 
 
-@pytest.fixture(scope="module")
-def own_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
-    directory = Path(tmp_path_factory.mktemp("own-farm"))
-    # Like the shared farm, its components run among decoy packages (see tests/conftest.py).
-    farm = ChaosFarm(directory, cwd=write_decoy_packages(directory / "decoys"))
+@contextmanager
+def started_farm(directory: Path, **options: Any) -> Iterator[ChaosFarm]:
+    """A module's own farm: its PostgreSQL and Redis started and audited; everything stopped after."""
+    farm = ChaosFarm(directory, **options)
     try:
         farm.start_servers()
         install_audit(farm.database_url)
         yield farm
     finally:
         farm.stop()
+
+
+@pytest.fixture(scope="module")
+def own_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
+    directory = Path(tmp_path_factory.mktemp("own-farm"))
+    # Like the shared farm, its components run among decoy packages (see tests/conftest.py).
+    with started_farm(directory, cwd=write_decoy_packages(directory / "decoys")) as farm:
+        yield farm
 
 
 def make_job(database_url: str, configs: list[dict[str, Any]], *, budget: int | None = None,

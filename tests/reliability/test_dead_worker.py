@@ -15,13 +15,13 @@ import pytest
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.services import wait_for
-from kernelfarm.testing.audit import install_audit
 from kernelfarm.testing.chaos_farm import ChaosFarm
 from tests.reliability.conftest import (
     make_job,
     ready_coordinator,
     ready_worker,
     send_evaluate,
+    started_farm,
     terminal_transitions,
     trial_rows,
     valid_configs,
@@ -33,13 +33,9 @@ LONG_LEASE = "40"
 
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
-    farm = ChaosFarm(Path(tmp_path_factory.mktemp("dead-worker")), extra_env={"KERNELFARM_LEASE_SECONDS": LONG_LEASE})
-    try:
-        farm.start_servers()
-        install_audit(farm.database_url)
+    directory = Path(tmp_path_factory.mktemp("dead-worker"))
+    with started_farm(directory, extra_env={"KERNELFARM_LEASE_SECONDS": LONG_LEASE}) as farm:
         yield farm
-    finally:
-        farm.stop()
 
 
 def busy_with_a_trial(farm: ChaosFarm, offset: int) -> tuple[uuid.UUID, int, str, str]:
