@@ -9,9 +9,10 @@ a PostgreSQL restart the lock is taken again before the worker counts as live ag
 from __future__ import annotations
 
 import logging
+import time
 
 from sqlalchemy import Connection, Engine, create_engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
@@ -32,19 +33,37 @@ class Presence:
                                              connect_args=connect_args(settings))  # fmt: skip
         self._connection: Connection | None = None
         self._held = False
+        # Trials an earlier process of this name left running are freed the first time this process
+        # actually holds the lock, whenever that is: start() may fail (database down), or the lock
+        # may still be held for a moment by the dead process's server backend.
+        self._orphans_pending = True
 
-    def start(self) -> bool:
+    def start(self, tries: int = 5, pause_s: float = 0.5) -> bool:
         """The first :meth:`beat`, at start-up, before this process claims anything: trials still
         running under its name were claimed by an earlier process of that name, now gone (it held the
-        lock), and their leases end now instead of running out."""
-        return self.beat(orphans=True)
+        lock), and their leases end as soon as this process holds the lock instead of running out.
+
+        A killed predecessor's server backend lets go of the lock a moment after the kill, so a lock
+        found taken is tried again a few times before the worker goes on without it."""
+        for _ in range(tries - 1):
+            if self.beat():
+                return True
+            time.sleep(pause_s)
+        return self.beat()
+
+    def claiming(self) -> None:
+        """This process is about to claim a trial. From then on, trials running under its name may be
+        its own, so a lock taken later must not end their leases: an earlier process's leftovers then
+        wait for their lease (the fallback) instead."""
+        self._orphans_pending = False
 
     def beat(self, orphans: bool = False) -> bool:
         """Take the lock if this process does not hold it (first call, or the connection was lost
         with a PostgreSQL restart), then stamp the worker's heartbeat through the same connection.
 
         Args:
-            orphans: also end the leases of trials running under this name (see :meth:`start`).
+            orphans: also end the leases of trials running under this name (see :meth:`start`); done
+                anyway the first time this process takes the lock.
 
         Returns:
             Whether the lock is held. False: another live process holds this worker name (it is
@@ -54,9 +73,13 @@ class Presence:
             SQLAlchemyError: the database cannot be reached (the caller retries on its next beat).
         """
         try:
-            return self._beat(orphans)
-        except SQLAlchemyError:
-            self._drop()
+            return self._beat(orphans or self._orphans_pending)
+        except DBAPIError as exc:
+            # Only a lost connection loses the lock. Any other error (a statement timeout, a lock wait
+            # on the worker's row) leaves the connection, and the lock with it, in place: dropping it
+            # would let housekeeping judge this live process gone and requeue its trials.
+            if exc.connection_invalidated:
+                self._drop()
             raise
 
     def _beat(self, orphans: bool) -> bool:
@@ -67,12 +90,14 @@ class Presence:
             if not self._held:
                 self._held = worker_store.take_presence(session, self.name)
                 if not self._held:
-                    logger.warning("another live process holds worker name %s; its trials are not this one's",
-                                   self.name)  # fmt: skip
+                    logger.warning("another session holds worker %s's lock (a live process of that name, or a "
+                                   "dead one's backend not yet gone); trying again next beat", self.name)  # fmt: skip
                 elif orphans and (ended := trial_store.expire_leases_of(session, [self.name])):
                     logger.warning("%d trial(s) of an earlier %s process go back to the queue", ended, self.name)
             worker_store.heartbeat_worker(session, self.name)
             session.commit()
+        if self._held:
+            self._orphans_pending = False
         return self._held
 
     def _drop(self) -> None:

@@ -139,6 +139,8 @@ def _request_next_step(job_id: uuid.UUID) -> None:
 
 @app.task(name=EVALUATE_TASK, acks_late=True, reject_on_worker_lost=True)
 def evaluate(trial_id: int) -> str:
+    if _WorkerState.presence is not None:
+        _WorkerState.presence.claiming()
     outcome = runner.evaluate(
         trial_id,
         _backend(),

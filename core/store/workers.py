@@ -103,13 +103,18 @@ def take_presence(session: Session, name: str) -> bool:
     return bool(taken)
 
 
-def absent_workers(session: Session) -> list[str]:
+def absent_workers(session: Session, silent_seconds: float) -> list[str]:
     """Workers whose process is gone: it took its presence lock while this database server has been
-    up, has not said it stopped, and no session holds its lock any more. Marked stopped here (its
-    next heartbeat, if it is somehow alive, undoes that and takes the lock again).
+    up, has not said it stopped, no session holds its lock any more, and it has not heartbeaten for
+    ``silent_seconds``. Marked stopped here (its next heartbeat, if it is somehow alive, undoes that
+    and takes the lock again).
 
-    A server restart drops every lock, so a worker whose lock dates from before the restart is not
-    judged until it has taken the lock again (its heartbeat loop does, within one heartbeat).
+    The server can drop every lock without a restart (crash recovery after one backend died ends all
+    sessions but keeps ``pg_postmaster_start_time()``; a failover to a standby brings an older start
+    time), so a missing lock alone does not prove a process dead: a live worker takes its lock again
+    and heartbeats through the same connection on its next beat, hence the silence as well
+    (``silent_seconds``: a few heartbeat periods, far below the lease). A full restart is covered by
+    both rules: a lock dating from before it is not judged until it is taken again.
     """
     names = list(
         session.execute(
@@ -117,13 +122,14 @@ def absent_workers(session: Session) -> list[str]:
                 "SELECT w.name FROM gpu_workers w "
                 "WHERE w.presence_since IS NOT NULL AND w.stopped_at IS NULL "
                 "AND w.presence_since > pg_postmaster_start_time() "
+                "AND w.last_heartbeat < now() - make_interval(secs => :silent) "
                 "AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
                 "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                 f"AND l.classid = CAST(:cls AS oid) AND l.objsubid = 2 "
                 f"AND l.objid = CAST({_PRESENCE_KEY.format(name='w.name')} AS oid)) "
                 "FOR UPDATE OF w SKIP LOCKED"
             ),
-            {"cls": PRESENCE_LOCK_CLASS},
+            {"cls": PRESENCE_LOCK_CLASS, "silent": float(silent_seconds)},
         ).scalars()
     )
     if names:

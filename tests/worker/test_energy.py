@@ -131,6 +131,15 @@ def test_a_short_kernel_runs_back_to_back_and_is_billed_only_its_own_power(nvml_
     assert set(reading.metrics()) == set(ENERGY_METRICS)
 
 
+def test_a_long_kernel_keeps_one_launch_queued_behind_the_running_one() -> None:
+    # 50 ms a launch, longer than the work the host keeps in flight: with a single launch queued the
+    # GPU idled through every 3.45 ms NVML poll (a review's simulation: 3 % idle, +2 % energy).
+    gpu = FakeGpu(kernel_s=50e-3, nvml_cost_s=3.45e-3)
+    reading = read(gpu, meter_for(gpu, window_s=0.3, windows=3))
+    assert len(gpu.busy) == 1  # one stretch without a gap
+    assert reading.energy_mj_per_launch == pytest.approx(300.0 * 50e-3 * 1000, rel=0.01)
+
+
 def test_the_host_keeps_little_work_in_flight_even_when_the_hint_is_wrong() -> None:
     # A 3 ms kernel hinted as 1 ms (or 10 ms), NVML calls cheap or as slow as on the H100: the host
     # still never lets the GPU run dry, and never queues seconds of work that the final wait would

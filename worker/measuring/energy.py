@@ -131,8 +131,9 @@ class EnergyMeter:
         chunk = max(1, min(256, round(self.chunk_s / hint)))
         # In flight: enough that the host's polling never starves the GPU (one NVML call took
         # 3.45 ms on an H100; a window's end makes three), bounded below the driver's launch queue
-        # (a full queue would block the host inside launch()).
-        lead = max(chunk, min(512, round(self.lead_s / hint)))
+        # (a full queue would block the host inside launch()). At least two chunks: a kernel longer than
+        # lead_s would otherwise have one launch in flight and the GPU would idle through every poll.
+        lead = max(2 * chunk, min(512, round(self.lead_s / hint)))
         clock, counter = self.clock, self._counter
         pending: deque[tuple[int, Callable[[], bool]]] = deque()
         done = launches = 0
