@@ -95,8 +95,8 @@ def _register(sender: Any = None, **_: Any) -> None:
                 capabilities=tuple(capabilities),
             ),
         )
-    # Before the first task: from now on, housekeeping frees this worker's trials within one tick
-    # of its death (core/store/workers.py), not a lease later.
+    # Before the first task: from now on, housekeeping frees this worker's trials a few heartbeats
+    # after its death (core/store/workers.py), not a lease later.
     _WorkerState.presence = Presence(settings, _WorkerState.name)
     try:
         _WorkerState.presence.start()

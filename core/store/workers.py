@@ -3,8 +3,9 @@
 Presence: each worker process holds a session-level advisory lock, keyed by its name, on a database
 connection of its own for as long as it lives (worker/presence.py). The operating system closes that
 connection the moment the process dies, kill -9 included, and PostgreSQL drops the lock with it, so
-housekeeping sees a dead worker within one tick instead of after a lease. A worker that is alive but
-stuck (SIGSTOP, a hung host) keeps its connection and its lock: its trials wait for the lease, as before.
+housekeeping sees a dead worker a few heartbeats after its death (lock gone and silent, see
+:func:`absent_workers`) instead of after a lease. A worker that is alive but stuck (SIGSTOP) keeps its
+connection and its lock: its trials wait for the lease, as before.
 """
 
 from __future__ import annotations

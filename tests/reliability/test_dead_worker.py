@@ -49,7 +49,7 @@ def busy_with_a_trial(farm: ChaosFarm, offset: int) -> tuple[uuid.UUID, int, str
     return job_id, trial_id, busy.name, idle.name
 
 
-def test_a_killed_worker_frees_its_trial_at_the_next_tick(farm: ChaosFarm) -> None:
+def test_a_killed_worker_frees_its_trial_long_before_its_lease(farm: ChaosFarm) -> None:
     ready_coordinator(farm)
     job_id, trial_id, busy, idle = busy_with_a_trial(farm, offset=0)
     try:
