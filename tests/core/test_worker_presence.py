@@ -5,12 +5,13 @@ left once it holds the lock, but never the trials it claimed itself."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import func, select, text, update
+from sqlalchemy import delete, func, select, text, update
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.models import GpuWorker, Trial
+from kernelfarm.core.models import GpuWorker, Job, Trial
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
@@ -19,13 +20,15 @@ from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.presence import Presence
 
-GPU_MODEL = "nvidia-geforce-rtx-3090"
+# A model of its own, and its rows deleted after each test: the session's database is shared with the
+# modules after this one, whose farms decide what a GPU model's registered workers can run.
+GPU_MODEL = "presence-test-gpu"
 SILENT_S = 6.0
 
 
 def register(database_url: str) -> str:
     name = f"presence-{uuid.uuid4().hex[:8]}@test"
-    identity = worker_store.WorkerIdentity(name=name, hostname="test", backend="fake", gpu_model=GPU_MODEL,
+    identity = worker_store.WorkerIdentity(name=name, hostname="test", backend="replay", gpu_model=GPU_MODEL,
                                            gpu_name="test GPU", queue="gpu.test")  # fmt: skip
     with session_scope(database_url) as session:
         worker_store.register_worker(session, identity)
@@ -66,8 +69,13 @@ def absent(database_url: str) -> list[str]:
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url)
+def settings(database_url: str) -> Iterator[Settings]:
+    yield Settings(database_url=database_url)
+    with session_scope(database_url) as session:
+        jobs = select(Job.id).where(Job.gpu_model == GPU_MODEL)
+        session.execute(delete(Trial).where(Trial.job_id.in_(jobs)))
+        session.execute(delete(Job).where(Job.gpu_model == GPU_MODEL))
+        session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == GPU_MODEL))
 
 
 def test_a_lost_lock_of_a_worker_that_still_heartbeats_is_not_a_death(database_url: str, settings: Settings) -> None:
