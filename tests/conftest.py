@@ -29,16 +29,22 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
 
 from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.models import Job
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.core.store.tokens import create_token
+from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open, wait_for
 from kernelfarm.stack import ProcessInfo, alive, api_ready, signal_group, spawn, stop_processes
 from kernelfarm.testing.clocks import FAST_TIMINGS as HARNESS_TIMINGS
@@ -206,6 +212,21 @@ def database_url(services: Services) -> Iterator[str]:
     get_settings.cache_clear()
     yield url
     drop_created_databases(services.server_url)
+
+
+def store_job(session: Session, kernel_name: str, gpu_model: str, **fields: Any) -> Job:
+    """A job of ``kernel_name`` (its default problem) on the real schema, for tests that drive the
+    store directly: a random search of 10 trials, no profiling, no warm start; ``fields`` override
+    any NewJob field."""
+    spec = get_kernel(kernel_name)
+    kernel = ensure_kernel(session, spec)
+    defaults: dict[str, Any] = dict(
+        kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
+        problem_key=spec.problem_key(dict(spec.default_problem)), gpu_model=gpu_model, space={},
+        strategy="random", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None, parallelism=2,
+        profile="none", profile_top_k=5, warm_start=False, owner="test",
+    )  # fmt: skip
+    return job_store.create_job(session, job_store.NewJob(**(defaults | fields)))
 
 
 REDIS_CLAIM_KEY = "kernelfarm-test:claimed-by"

@@ -15,26 +15,15 @@ from kernelfarm.core.models import Trial
 from kernelfarm.core.states import FailureKind, TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.kernels import ensure_kernel
-from kernelfarm.kernels.registry import get_kernel
+from tests.conftest import store_job
 
 OK = Measurement(timing=TimingStats.from_times([1.0, 2.0, 3.0]), verified=True)
 
 
 @pytest.fixture
 def job_id(database_url: str) -> uuid.UUID:
-    spec = get_kernel("cn_pnpoly")
     with session_scope(database_url) as session:
-        kernel = ensure_kernel(session, spec)
-        job = job_store.create_job(
-            session,
-            job_store.NewJob(
-                kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
-                problem_key=spec.problem_key(spec.default_problem), gpu_model="nvidia-geforce-rtx-3090",
-                space={}, strategy="random", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None,
-                parallelism=2, profile="none", profile_top_k=5, warm_start=False, owner="test",
-            ),
-        )  # fmt: skip
+        job = store_job(session, "cn_pnpoly", "nvidia-geforce-rtx-3090")
         trial_store.add_trials(session, job, [("0,32,1,0", {"between_method": 0, "block_size_x": 32,
                                                             "tile_size": 1, "use_method": 0})])  # fmt: skip
         return job.id

@@ -13,12 +13,10 @@ from sqlalchemy import delete, func, select, text, update
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.models import GpuWorker, Job, Trial
 from kernelfarm.core.settings import Settings
-from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store import workers as worker_store
-from kernelfarm.core.store.kernels import ensure_kernel
-from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.presence import Presence
+from tests.conftest import store_job
 
 # A model of its own, and its rows deleted after each test: the session's database is shared with the
 # modules after this one, whose farms decide what a GPU model's registered workers can run.
@@ -36,18 +34,8 @@ def register(database_url: str) -> str:
 
 
 def running_trial(database_url: str, worker_name: str) -> int:
-    spec = get_kernel("cn_pnpoly")
     with session_scope(database_url) as session:
-        kernel = ensure_kernel(session, spec)
-        job = job_store.create_job(
-            session,
-            job_store.NewJob(
-                kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
-                problem_key=spec.problem_key(spec.default_problem), gpu_model=GPU_MODEL,
-                space={}, strategy="random", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None,
-                parallelism=2, profile="none", profile_top_k=5, warm_start=False, owner="test",
-            ),
-        )  # fmt: skip
+        job = store_job(session, "cn_pnpoly", GPU_MODEL)
         config = {"between_method": 0, "block_size_x": 32, "tile_size": 1, "use_method": 0}
         trial_store.add_trials(session, job, [("0,32,1,0", config)])
         trial_id = session.execute(select(Trial.id).where(Trial.job_id == job.id)).scalar_one()

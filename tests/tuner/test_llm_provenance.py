@@ -7,11 +7,10 @@ import uuid
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.measurement import Measurement, TimingStats
-from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner.history import observations
+from tests.conftest import store_job
 
 SPEC = get_kernel("cn_pnpoly")
 
@@ -20,16 +19,7 @@ def test_proposed_by_is_kept_through_the_result_and_read_back_as_origin(database
     configs = [{"between_method": 0, "block_size_x": 32, "tile_size": t, "use_method": 0} for t in (1, 2)]
     keys = [SPEC.space.key(c) for c in configs]
     with session_scope(database_url) as session:
-        kernel = ensure_kernel(session, SPEC)
-        job = job_store.create_job(
-            session,
-            job_store.NewJob(
-                kernel_id=kernel.id, kernel_name=SPEC.name, problem=dict(SPEC.default_problem),
-                problem_key=SPEC.problem_key(SPEC.default_problem), gpu_model=f"llm-{uuid.uuid4().hex[:8]}",
-                space={}, strategy="bayes_llm", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None,
-                parallelism=2, profile="none", profile_top_k=5, warm_start=False, owner="test",
-            ),
-        )  # fmt: skip
+        job = store_job(session, SPEC.name, f"llm-{uuid.uuid4().hex[:8]}", strategy="bayes_llm")
         trials = trial_store.add_trials(session, job, list(zip(keys, configs, strict=True)), {keys[0]: "llm:m"})
         job_id, ids = job.id, [t.id for t in trials]
     for trial_id in ids:

@@ -10,11 +10,10 @@ import pytest
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.core.store.trials import Claim
-from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker import runner
 from kernelfarm.worker.trial_request import job_trial_request, measure_request, request_seed
+from tests.conftest import store_job
 
 
 def test_seed_is_fresh_per_trial_and_reproducible_from_the_job_seed() -> None:
@@ -46,18 +45,8 @@ def test_the_runner_measures_without_a_profile_even_when_the_job_profiles_all() 
 
 def add_job(database_url: str, objective: str) -> tuple[uuid.UUID, int]:
     """A job minimizing ``objective`` with one queued trial, on the real schema."""
-    spec = get_kernel("matmul_fp32")
     with session_scope(database_url) as session:
-        kernel = ensure_kernel(session, spec)
-        job = job_store.create_job(
-            session,
-            job_store.NewJob(
-                kernel_id=kernel.id, kernel_name=spec.name, problem=dict(spec.default_problem),
-                problem_key=spec.problem_key(dict(spec.default_problem)), gpu_model=f"test-{secrets.token_hex(4)}",
-                space={}, strategy="random", strategy_options={}, seed=1, budget_trials=10, budget_seconds=None,
-                parallelism=1, profile="none", profile_top_k=5, warm_start=False, owner="test", objective=objective,
-            ),
-        )  # fmt: skip
+        job = store_job(session, "matmul_fp32", f"test-{secrets.token_hex(4)}", parallelism=1, objective=objective)
         [trial] = trial_store.add_trials(session, job, [("k", {"block_size_x": 128})])
         return job.id, trial.id
 
