@@ -57,13 +57,11 @@ class Presence:
         wait for their lease (the fallback) instead."""
         self._orphans_pending = False
 
-    def beat(self, orphans: bool = False) -> bool:
+    def beat(self) -> bool:
         """Take the lock if this process does not hold it (first call, or the connection was lost
         with a PostgreSQL restart), then stamp the worker's heartbeat through the same connection.
-
-        Args:
-            orphans: also end the leases of trials running under this name (see :meth:`start`); done
-                anyway the first time this process takes the lock.
+        The first time this process takes the lock, before it has claimed anything, it also ends
+        the leases of trials an earlier process of its name left running (see :meth:`start`).
 
         Returns:
             Whether the lock is held. False: another live process holds this worker name (it is
@@ -73,7 +71,7 @@ class Presence:
             SQLAlchemyError: the database cannot be reached (the caller retries on its next beat).
         """
         try:
-            return self._beat(orphans or self._orphans_pending)
+            return self._beat()
         except DBAPIError as exc:
             # Only a lost connection loses the lock. Any other error (a statement timeout, a lock wait
             # on the worker's row) leaves the connection, and the lock with it, in place: dropping it
@@ -82,7 +80,7 @@ class Presence:
                 self._drop()
             raise
 
-    def _beat(self, orphans: bool) -> bool:
+    def _beat(self) -> bool:
         if self._connection is None:
             self._connection = self._engine.connect()
             self._held = False
@@ -92,7 +90,7 @@ class Presence:
                 if not self._held:
                     logger.warning("another session holds worker %s's lock (a live process of that name, or a "
                                    "dead one's backend not yet gone); trying again next beat", self.name)  # fmt: skip
-                elif orphans and (ended := trial_store.expire_leases_of(session, [self.name])):
+                elif self._orphans_pending and (ended := trial_store.expire_leases_of(session, [self.name])):
                     logger.warning("%d trial(s) of an earlier %s process go back to the queue", ended, self.name)
             worker_store.heartbeat_worker(session, self.name)
             session.commit()
