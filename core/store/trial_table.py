@@ -83,17 +83,19 @@ def trial_columns_json(
     joined = select().select_from(source).outerjoin(TrialProfile, TrialProfile.trial_id == source.id)
     if limit is None:
         joined = joined.where(Trial.job_id == job.id)
-    row = session.execute(joined.add_columns(*columns, *_present(source))).one()
-    count, values = row[0], iter(row[1 : 1 + len(columns) - 1])
-    counts = dict(zip([*TRIAL_METRICS, *PROFILE_METRICS], row[len(columns) :], strict=True))
-    if limit is not None:  # the slice's columns are the whole job's
-        whole = session.execute(
+    # The count and the metrics present come from the whole job: with the arrays when they cover it, in a
+    # query of their own for a slice (so the slice has the same columns as the whole).
+    row = session.execute(joined.add_columns(*columns, *(_present(source) if limit is None else ()))).one()
+    values, present_from = iter(row[1 : len(columns)]), len(columns)
+    if limit is not None:
+        row = session.execute(
             select(func.count(Trial.id), *_present(Trial))
             .select_from(Trial)
             .outerjoin(TrialProfile, TrialProfile.trial_id == Trial.id)
             .where(Trial.job_id == job.id)
         ).one()
-        count, counts = whole[0], dict(zip([*TRIAL_METRICS, *PROFILE_METRICS], whole[1:], strict=True))
+        present_from = 1
+    count, counts = row[0], dict(zip([*TRIAL_METRICS, *PROFILE_METRICS], row[present_from:], strict=True))
 
     def section(names: dict[str, Any], keep: bool = True) -> str:
         parts = []
