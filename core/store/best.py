@@ -174,7 +174,8 @@ def _best_of(session: Session, spec: StoredKernel, job: Job, match: str) -> Best
 
 def energy_front(session: Session, spec: StoredKernel, problem: Mapping[str, Any], gpu_model: str) -> list[Trial]:
     """The exact match's verified trials that carry an energy per launch and that no other such
-    trial beats in both time and energy (the Pareto front), fastest first.
+    trial beats in both time and energy (the Pareto front), fastest first; one per config (its
+    fastest trial).
 
     Raises:
         NotFound: no energy was measured for this kernel, GPU model and problem (energy needs a
@@ -205,7 +206,13 @@ def energy_front(session: Session, spec: StoredKernel, problem: Mapping[str, Any
     )
     front: list[Trial] = []
     lowest = math.inf
+    seen: set[str] = set()
     for trial in rows:  # fastest first: on the front iff less energy than every faster trial
+        # One point per config, its fastest measurement: a config that several jobs measured would
+        # otherwise stand on the front twice, its readings' noise posing as a trade-off.
+        if trial.config_key in seen:
+            continue
+        seen.add(trial.config_key)
         value = float(trial.metrics["energy_mj"])
         if value < lowest:
             front.append(trial)

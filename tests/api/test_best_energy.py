@@ -19,8 +19,8 @@ from tests.api.test_best_cache import KERNEL, add_job, new_model
 from tests.conftest import make_token
 
 
-def record(database_url: str, job_id: uuid.UUID, time_ms: float, energy_mj: float | None) -> int:
-    key = secrets.token_hex(4)
+def record(database_url: str, job_id: uuid.UUID, time_ms: float, energy_mj: float | None, key: str = "") -> int:
+    key = key or secrets.token_hex(4)
     with session_scope(database_url) as session:
         [trial] = trial_store.add_trials(session, job_store.get_job(session, job_id), [(key, {"key": key})])
         trial_id = trial.id
@@ -62,6 +62,20 @@ def test_energy_and_the_pareto_front(client: TestClient, database_url: str) -> N
     pareto = best(objective="pareto")
     assert [p["trial_id"] for p in pareto["pareto"]] == [fast, middle, frugal]
     assert pareto["trial_id"] == fast
+
+
+def test_a_config_measured_by_two_jobs_is_one_point_of_the_front(client: TestClient, database_url: str) -> None:
+    # Seen on the H100: the energy job and the time+energy job both measured a layernorm config, and
+    # the front listed it twice (0.0953 ms / 60.3 mJ and 0.0955 ms / 60.0 mJ).
+    gpu = new_model()
+    first, second = add_job(database_url, gpu), add_job(database_url, gpu)
+    fastest_reading = record(database_url, first, 1.00, 6.0, key="a")
+    record(database_url, second, 1.01, 5.9, key="a")
+    frugal = record(database_url, second, 2.0, 3.0, key="b")
+    response = client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu, "objective": "pareto"})
+    assert response.status_code == 200, response.text
+    points = response.json()["pareto"]
+    assert [(p["config_key"], p["trial_id"]) for p in points] == [("a", fastest_reading), ("b", frugal)]
 
 
 def test_no_energy_is_a_404_with_a_reason(client: TestClient, database_url: str) -> None:
