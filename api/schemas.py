@@ -123,10 +123,14 @@ class Progress(BaseModel):
 
 
 class BestSoFar(BaseModel):
+    """The job's best trial under its objective (a trial without an energy reading never is an
+    energy job's best)."""
+
     trial_id: int
     config: dict[str, Any]
     config_key: str
     time_ms: float
+    energy_mj: float | None = Field(default=None, description="energy per launch, where it was measured")
 
 
 class JobPublic(BaseModel):
