@@ -77,6 +77,7 @@ class JobCreate(BaseModel):
     # The objectives and the refusal's reason come from core/objectives.py (the worker asks it too).
     objective: Annotated[StrictStr, AfterValidator(check_objective)] = Field(
         default="time",
+        max_length=32,
         description="what the search minimizes: kernel time, energy per launch (NVML; cuda workers), or both "
         "(a Pareto front: /v1/best?objective=pareto)",
         json_schema_extra={"enum": list(OBJECTIVES)},
