@@ -13,6 +13,9 @@ from __future__ import annotations
 
 OBJECTIVES = ("time", "energy", "time+energy")
 ENERGY_OBJECTIVES = frozenset({"energy", "time+energy"})
+# The metric a trial of such a job carries instead of an energy reading, saying why there is none (no
+# meter on the GPU or the backend, the meter gave up): the trial keeps its time but never ranks by energy.
+ENERGY_MISSING = "energy_missing"
 
 
 def check_objective(objective: str) -> str:

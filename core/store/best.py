@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import NotFound
 from kernelfarm.core.models import BestVersion, Job, Kernel, Trial
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store.workers import known_architectures
 from kernelfarm.core.stored_kernel import StoredKernel
@@ -224,7 +225,7 @@ def _why_no_energy(
     """What the trials of energy jobs recorded instead of an energy reading (``energy_missing``), if any."""
     if not kernel_ids:
         return ""
-    reason = Trial.metrics["energy_missing"].astext
+    reason = Trial.metrics[ENERGY_MISSING].astext
     latest = session.execute(
         select(reason)
         .join(Job, Job.id == Trial.job_id)

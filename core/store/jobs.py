@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.models import Job, Trial
-from kernelfarm.core.objectives import measures_energy
+from kernelfarm.core.objectives import ENERGY_MISSING, measures_energy
 from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store.text import storable
 
@@ -130,7 +130,7 @@ def job_progress(session: Session, job_id: uuid.UUID, objective: str = "time") -
 def best_trial_of_job(session: Session, job_id: uuid.UUID, objective: str = "time") -> Trial | None:
     """The job's best trial under ``objective``: the fastest for ``time``. For the energy objectives
     only trials with an energy reading count (one the meter gave up on keeps its time and says why in
-    ``metrics["energy_missing"]``, but cannot win): the least energy for ``energy``, the fastest such
+    ``metrics[ENERGY_MISSING]``, but cannot win): the least energy for ``energy``, the fastest such
     trial for ``time+energy`` (the front's fastest point, which /v1/best?objective=pareto reports first).
     Failed and unverified trials never count."""
     query = select(Trial).where(
@@ -146,7 +146,7 @@ def best_trial_of_job(session: Session, job_id: uuid.UUID, objective: str = "tim
 def energy_missing(session: Session, job_id: uuid.UUID) -> tuple[int, str | None]:
     """How many of the job's complete trials say why they have no energy reading, and one such reason
     (the latest)."""
-    reason = Trial.metrics["energy_missing"].astext
+    reason = Trial.metrics[ENERGY_MISSING].astext
     where = (Trial.job_id == job_id, Trial.state == TrialState.COMPLETE.value, reason.is_not(None))
     count = session.execute(select(func.count()).select_from(Trial).where(*where)).scalar_one()
     latest = session.execute(select(reason).where(*where).order_by(Trial.seq.desc()).limit(1)).scalar_one_or_none()

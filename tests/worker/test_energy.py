@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from kernelfarm.worker.measuring.energy import ENERGY_METRICS, ENERGY_MISSING, EnergyMeter, EnergyUnavailable
+from kernelfarm.core.objectives import ENERGY_MISSING
+from kernelfarm.worker.measuring.energy import ENERGY_METRICS, EnergyMeter, EnergyUnavailable
 from kernelfarm.worker.measuring.session import Session
 
 

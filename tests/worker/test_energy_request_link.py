@@ -25,6 +25,7 @@ from sqlalchemy import delete
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.kernels.tolerance import Tolerance
 from kernelfarm.worker.cuda import device as nvml
@@ -32,7 +33,7 @@ from kernelfarm.worker.cuda.compiler import CompileJob, CompileResult, compile_j
 from kernelfarm.worker.cuda.provenance import CudaProvenance
 from kernelfarm.worker.cuda.staging import CompileStaging
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
-from kernelfarm.worker.measuring.energy import ENERGY_METRICS, ENERGY_MISSING
+from kernelfarm.worker.measuring.energy import ENERGY_METRICS
 from kernelfarm.worker.measuring.loader import KernelLoader, LoadedKernel
 from kernelfarm.worker.measuring.stream import Staged, measurement_from_reply
 from kernelfarm.worker.measuring.timing import TimingPolicy

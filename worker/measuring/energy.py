@@ -56,11 +56,6 @@ ENERGY_METRICS = (
 )
 
 
-# The metric a trial carries instead of ENERGY_METRICS when its job asked for energy and none could be
-# read: why (no counter on this GPU, the meter gave up). The trial keeps its time; it cannot rank by energy.
-ENERGY_MISSING = "energy_missing"
-
-
 class EnergyUnavailable(RuntimeError):
     """No reading: no complete window within the time cap (the counter did not move), or NVML failed
     in the middle of one. No energy is reported rather than a guess."""

@@ -12,11 +12,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.cuda.device import visible_nvml_index
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
-from kernelfarm.worker.measuring.energy import ENERGY_MISSING, EnergyUnavailable, open_meter
+from kernelfarm.worker.measuring.energy import EnergyUnavailable, open_meter
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, MeasurableKernel
 from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
 from kernelfarm.worker.measuring.verifier import Verdict, poison, relative_error, verify

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.worker.backends.base import KeepAlive, MeasureRequest
-from kernelfarm.worker.measuring.energy import ENERGY_METRICS, ENERGY_MISSING
+from kernelfarm.worker.measuring.energy import ENERGY_METRICS
 from kernelfarm.worker.measuring.supervisor import MeasuringChild
 
 # Reply fields kept as metrics when the child sent them.
