@@ -178,7 +178,7 @@ def status_message(job: Job, progress: job_store.Progress) -> str:
 
 
 def to_public(session: Session, job: Job) -> JobPublic:
-    progress = job_store.job_progress(session, job.id)
+    progress = job_store.job_progress(session, job.id, job.objective)
     counts = progress.counts
     best = progress.best
     return JobPublic(
@@ -203,7 +203,13 @@ def to_public(session: Session, job: Job) -> JobPublic:
         started_at=job.started_at,
         finished_at=job.finished_at,
         progress=Progress(total=progress.total, **{s.value: counts.get(s.value, 0) for s in TrialState}),
-        best=BestSoFar(trial_id=best.id, config=best.config, config_key=best.config_key, time_ms=best.time_ms)
+        best=BestSoFar(
+            trial_id=best.id,
+            config=best.config,
+            config_key=best.config_key,
+            time_ms=best.time_ms,
+            energy_mj=(best.metrics or {}).get("energy_mj"),
+        )
         if best is not None and best.time_ms is not None
         else None,
     )

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import uuid
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
 
+from kernelfarm.core.objectives import OBJECTIVES, check_objective
 from kernelfarm.core.states import ProfileMode
 
 # Strict: "5" stays a string and true is no 1 (lax coercion created jobs from "5", true and "yes").
@@ -73,10 +74,13 @@ class JobCreate(BaseModel):
     )
     problem: dict[str, StrictInt | StrictStr] = Field(default_factory=dict, max_length=32)
     gpu_model: str = Field(min_length=1, max_length=128, description="GPU model slug or device name")
-    objective: Literal["time", "energy", "time+energy"] = Field(
+    # The objectives and the refusal's reason come from core/objectives.py (the worker asks it too).
+    objective: Annotated[StrictStr, AfterValidator(check_objective)] = Field(
         default="time",
+        max_length=32,
         description="what the search minimizes: kernel time, energy per launch (NVML; cuda workers), or both "
         "(a Pareto front: /v1/best?objective=pareto)",
+        json_schema_extra={"enum": list(OBJECTIVES)},
     )
     strategy: str | None = Field(
         default=None, min_length=1, max_length=64, description="search strategy; the farm's default if omitted"
@@ -120,10 +124,14 @@ class Progress(BaseModel):
 
 
 class BestSoFar(BaseModel):
+    """The job's best trial under its objective (a trial without an energy reading never is an
+    energy job's best)."""
+
     trial_id: int
     config: dict[str, Any]
     config_key: str
     time_ms: float
+    energy_mj: float | None = Field(default=None, description="energy per launch, where it was measured")
 
 
 class JobPublic(BaseModel):

@@ -9,6 +9,9 @@ Settings chosen for long, must-not-be-lost tasks:
   Redis never redelivers a task that is still legitimately running.
 - the solo pool (one process per GPU) ignores Celery's time limits, so worker/time_limits.py enforces
   the same two values itself; they are kept in the Celery config for any other pool.
+- ``redis://`` brokers go through core/broker_transport.py: kombu's Redis transport, except that a
+  Redis restart is a lost connection to reconnect, never the AttributeError that made the coordinator
+  exit (celery/kombu#582's class).
 :func:`check_timing_invariants` refuses settings that would break these promises.
 Postgres stays the source of truth: messages carry ids only, and duplicates are harmless.
 """
@@ -24,6 +27,8 @@ HOUSEKEEPING_TASK = "tuner.housekeeping"
 EVALUATE_TASK = "worker.evaluate"
 PROFILE_TASK = "worker.profile"
 TUNER_QUEUE = "tuner"
+# Named, not imported: kombu imports it on the first connection (the API imports this module too).
+REDIS_TRANSPORT = "kernelfarm.core.broker_transport:Transport"
 
 
 def check_timing_invariants(settings: Settings) -> None:
@@ -55,6 +60,8 @@ def make_celery(settings: Settings | None = None) -> Celery:
         task_time_limit=settings.trial_hard_time_limit,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout},
         broker_connection_retry_on_startup=True,
+        # rediss:// and sentinel:// keep kombu's own transports (their TLS and discovery set-up)
+        broker_transport=REDIS_TRANSPORT if broker.startswith("redis://") else None,
         task_default_queue=TUNER_QUEUE,
         task_ignore_result=True,
         task_serializer="json",

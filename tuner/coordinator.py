@@ -25,6 +25,7 @@ from kernelfarm.core.capabilities import missing, routed_model
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.models import GpuWorker, Job, Kernel, Trial
+from kernelfarm.core.objectives import measures_energy
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.space import SearchSpace
 from kernelfarm.core.states import JobState, TrialState
@@ -244,13 +245,18 @@ def _finish_or_drain(
         return StepResult([], job.state, message, profile_batches=_tuples(profiles.batches))
     complete = counts.get(TrialState.COMPLETE.value, 0)
     failed = counts.get(TrialState.FAILED.value, 0)
-    best = job_store.best_trial_of_job(session, job.id)
+    best = job_store.best_trial_of_job(session, job.id, job.objective)
     summary = f"{complete} complete, {failed} failed"
+    missing, why = job_store.energy_missing(session, job.id) if measures_energy(job.objective) else (0, None)
+    if missing:
+        summary += f", {missing} without an energy reading (latest: {why})"
     if best is None:  # nothing usable came out of it: the job failed, whatever its budget says
-        message = f"failed ({reason}): {summary}; no config succeeded"
+        lack = "no config succeeded" if not complete or not measures_energy(job.objective) else "no energy measured"
+        message = f"failed ({reason}): {summary}; {lack}"
         job_store.set_job_status(session, job, state=JobState.FAILED, message=message)
         return StepResult([], job.state, message)
-    message = f"complete ({reason}): {summary}; best {best.time_ms:.4f} ms ({best.config_key})"
+    energy = f"{float(best.metrics['energy_mj']):.4g} mJ, " if measures_energy(job.objective) else ""
+    message = f"complete ({reason}): {summary}; best {energy}{best.time_ms:.4f} ms ({best.config_key})"
     job_store.set_job_status(session, job, state=JobState.COMPLETE, message=message)
     return StepResult([], job.state, message)
 

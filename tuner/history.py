@@ -33,7 +33,7 @@ def observations(
         origin = _origin(trial)
         if ok and value is not None:
             out.append(Observation(dict(trial.config), value, origin=origin))
-        elif ok:  # measured, but not in this objective's terms (no energy counter): cannot be ranked
+        elif ok:  # measured, but no energy (metrics energy_missing says why): a failure to rank, never best
             out.append(Observation(dict(trial.config), None, FailureKind.CRASH, origin=origin))
         elif state == TrialState.FAILED:
             out.append(Observation(dict(trial.config), None, FailureKind(trial.failure_kind or "crash"), origin=origin))

@@ -6,12 +6,10 @@ housekeeping every ``reap_interval_seconds``).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 import uuid
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from celery.signals import worker_init
 
@@ -26,8 +24,11 @@ from kernelfarm.core.celery_app import (
 )
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.metrics import COORDINATOR_STEP_SECONDS
-from kernelfarm.core.settings import get_settings
+from kernelfarm.core.settings import Settings, get_settings
 from kernelfarm.kernels.registry import all_kernels
+
+if TYPE_CHECKING:  # types only: the module itself is imported on first use (see _coordinator)
+    from kernelfarm.tuner.coordinator import Dispatch, DispatchProfiles, Housekeeping, StepResult
 
 logger = logging.getLogger(__name__)
 settings = get_settings()
@@ -38,12 +39,26 @@ app.conf.beat_schedule = {
 }  # fmt: skip
 
 
-def _coordinator() -> ModuleType:
+class CoordinatorSteps(Protocol):
+    """What the tasks call in tuner/coordinator.py; the module itself satisfies it (mypy checks the
+    module against it in :func:`_coordinator`, and every call through it)."""
+
+    def advance(
+        self, job_id: uuid.UUID | str, settings: Settings, dispatch: Dispatch,
+        dispatch_profiles: DispatchProfiles | None = None,
+    ) -> StepResult: ...  # fmt: skip
+
+    def housekeeping(self, settings: Settings, broker_emptied: bool = False) -> Housekeeping: ...
+
+
+def _coordinator() -> CoordinatorSteps:
     """tuner/coordinator.py, imported on first use: it brings the strategies (scikit-optimize, SciPy:
     ~1.4 s of a ~1.9 s import), which the scheduler (beat, the coordinator's other process, which
     imports this module for its schedule) never needs. Starting both at once, it slowed the restart
     of a killed coordinator on a loaded 2-core machine (10-16 s, in which no job was stepped)."""
-    return importlib.import_module("kernelfarm.tuner.coordinator")
+    from kernelfarm.tuner import coordinator
+
+    return coordinator
 
 
 @worker_init.connect

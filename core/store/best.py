@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import NotFound
 from kernelfarm.core.models import BestVersion, Job, Kernel, Trial
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import TrialState
 from kernelfarm.core.store.workers import known_architectures
 from kernelfarm.core.stored_kernel import StoredKernel
@@ -218,5 +219,32 @@ def energy_front(session: Session, spec: StoredKernel, problem: Mapping[str, Any
             front.append(trial)
             lowest = value
     if not front:
-        raise NotFound(f"no energy measured for kernel {spec.name!r} on GPU model {gpu_model!r} for this problem")
+        raise NotFound(
+            f"no energy measured for kernel {spec.name!r} on GPU model {gpu_model!r} for this problem"
+            + _why_no_energy(session, spec, problem, gpu_model, kernel_ids)
+        )
     return front
+
+
+def _why_no_energy(
+    session: Session, spec: StoredKernel, problem: Mapping[str, Any], gpu_model: str, kernel_ids: list[int]
+) -> str:
+    """What the trials of energy jobs recorded instead of an energy reading (``energy_missing``), if any."""
+    if not kernel_ids:
+        return ""
+    reason = Trial.metrics[ENERGY_MISSING].astext
+    latest = session.execute(
+        select(reason)
+        .join(Job, Job.id == Trial.job_id)
+        .where(
+            Trial.kernel_name == spec.name,
+            Trial.gpu_model == gpu_model,
+            Trial.problem_key == spec.problem_key(problem),
+            Trial.state == TrialState.COMPLETE.value,
+            reason.is_not(None),
+            Job.kernel_id.in_(kernel_ids),
+        )
+        .order_by(Trial.finished_at.desc(), Trial.id.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    return f" (trials were metered but recorded no energy, latest: {latest})" if latest else ""

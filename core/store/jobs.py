@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Float, func, select, update
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.objectives import ENERGY_MISSING, measures_energy
 from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store.text import storable
 
@@ -118,21 +119,38 @@ def count_unfinished(session: Session, owner: str) -> int:
     )
 
 
-def job_progress(session: Session, job_id: uuid.UUID) -> Progress:
+def job_progress(session: Session, job_id: uuid.UUID, objective: str = "time") -> Progress:
     counts = dict(
         session.execute(select(Trial.state, func.count()).where(Trial.job_id == job_id).group_by(Trial.state)).all()
     )
-    return Progress(counts={str(k): int(v) for k, v in counts.items()}, best=best_trial_of_job(session, job_id))
+    best = best_trial_of_job(session, job_id, objective)
+    return Progress(counts={str(k): int(v) for k, v in counts.items()}, best=best)
 
 
-def best_trial_of_job(session: Session, job_id: uuid.UUID) -> Trial | None:
-    # Failed and unverified trials never count as best.
-    return session.execute(
-        select(Trial)
-        .where(Trial.job_id == job_id, Trial.state == TrialState.COMPLETE.value, Trial.verified.is_(True))
-        .order_by(Trial.time_ms.asc(), Trial.seq.asc())
-        .limit(1)
-    ).scalar_one_or_none()
+def best_trial_of_job(session: Session, job_id: uuid.UUID, objective: str = "time") -> Trial | None:
+    """The job's best trial under ``objective``: the fastest for ``time``. For the energy objectives
+    only trials with an energy reading count (one the meter gave up on keeps its time and says why in
+    ``metrics[ENERGY_MISSING]``, but cannot win): the least energy for ``energy``, the fastest such
+    trial for ``time+energy`` (the front's fastest point, which /v1/best?objective=pareto reports first).
+    Failed and unverified trials never count."""
+    query = select(Trial).where(
+        Trial.job_id == job_id, Trial.state == TrialState.COMPLETE.value, Trial.verified.is_(True)
+    )
+    energy = Trial.metrics["energy_mj"].astext
+    if measures_energy(objective):
+        query = query.where(energy.is_not(None))
+    order = [energy.cast(Float).asc()] if objective == "energy" else []
+    return session.execute(query.order_by(*order, Trial.time_ms.asc(), Trial.seq.asc()).limit(1)).scalar_one_or_none()
+
+
+def energy_missing(session: Session, job_id: uuid.UUID) -> tuple[int, str | None]:
+    """How many of the job's complete trials say why they have no energy reading, and one such reason
+    (the latest)."""
+    reason = Trial.metrics[ENERGY_MISSING].astext
+    where = (Trial.job_id == job_id, Trial.state == TrialState.COMPLETE.value, reason.is_not(None))
+    count = session.execute(select(func.count()).select_from(Trial).where(*where)).scalar_one()
+    latest = session.execute(select(reason).where(*where).order_by(Trial.seq.desc()).limit(1)).scalar_one_or_none()
+    return int(count), latest
 
 
 def set_job_status(session: Session, job: Job, *, state: JobState | None = None, message: str | None = None) -> None:

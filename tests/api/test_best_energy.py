@@ -19,7 +19,14 @@ from tests.api.test_best_cache import KERNEL, add_job, new_model
 from tests.conftest import make_token
 
 
-def record(database_url: str, job_id: uuid.UUID, time_ms: float, energy_mj: float | None, key: str = "") -> int:
+def record(
+    database_url: str,
+    job_id: uuid.UUID,
+    time_ms: float,
+    energy_mj: float | None,
+    missing: str | None = None,
+    key: str = "",
+) -> int:
     key = key or secrets.token_hex(4)
     with session_scope(database_url) as session:
         [trial] = trial_store.add_trials(session, job_store.get_job(session, job_id), [(key, {"key": key})])
@@ -28,6 +35,8 @@ def record(database_url: str, job_id: uuid.UUID, time_ms: float, energy_mj: floa
         claim = trial_store.claim(session, trial_id, "test-worker", None)
         assert claim is not None
     metrics = {} if energy_mj is None else {"energy_mj": energy_mj, "power_w": 300.0}
+    if missing is not None:
+        metrics["energy_missing"] = missing
     measurement = Measurement(timing=TimingStats.from_times([time_ms]), verified=True, metrics=metrics)
     with session_scope(database_url) as session:
         assert trial_store.record_result(session, trial_id, claim.attempt, measurement)
@@ -85,3 +94,14 @@ def test_no_energy_is_a_404_with_a_reason(client: TestClient, database_url: str)
     assert response.status_code == 404 and "no energy measured" in response.text
     bad = client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu, "objective": "power"})
     assert bad.status_code == 422
+
+
+def test_trials_the_meter_gave_up_on_are_a_404_that_says_so(client: TestClient, database_url: str) -> None:
+    gpu = new_model()
+    reason = "the meter gave up: no complete energy window in 4.01 s (the counter stepped 1 time(s))"
+    record(database_url, add_job(database_url, gpu), 1.0, None, missing=reason)
+    for objective in ("energy", "pareto"):
+        response = client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu, "objective": objective})
+        assert response.status_code == 404 and "no energy measured" in response.text
+        assert f"recorded no energy, latest: {reason}" in response.json()["detail"]
+    assert client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu}).json()["time_ms"] == 1.0

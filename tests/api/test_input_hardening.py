@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from kernelfarm.core.objectives import OBJECTIVES
 from tests.api.conftest import client_for
 from tests.conftest import RTX3090, Farm
 
@@ -116,3 +117,14 @@ def test_a_well_typed_job_is_still_accepted(api_only: Farm, submit_token: str) -
         response = client.post("/v1/jobs", json={**JOB, "budget_seconds": 30, "warm_start": False})
     assert response.status_code == 201, response.text
     assert response.json()["budget_seconds"] == 30.0
+
+
+def test_an_unknown_objective_is_422_naming_the_objectives_core_knows(api_only: Farm, submit_token: str) -> None:
+    """One list of objectives (core/objectives.py): the API refuses what it lacks with a reason that
+    names all of them, and its OpenAPI schema offers exactly them."""
+    with client_for(api_only, submit_token) as client:
+        response = client.post("/v1/jobs", json={**JOB, "objective": "power"})
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["JobCreate"]
+    assert response.status_code == 422, response.text
+    assert f"one of {', '.join(OBJECTIVES)}" in response.text and "'power'" in response.text
+    assert schema["properties"]["objective"]["enum"] == list(OBJECTIVES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.core.measurement import Measurement
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.worker.backend_factory import BACKEND_NAMES
 from kernelfarm.worker.backends.base import Backend, KeepAlive, MeasureRequest, ProfileOutcome
@@ -150,6 +151,18 @@ def test_identity_fields(backend: Backend) -> None:
 def test_a_valid_config_measures_verified_with_timing_and_provenance(case: Case, backend: Backend) -> None:
     assert_verified(backend.measure(case.valid[0]), backend)
     assert_verified(backend.measure(case.valid[1], keep_alive=lambda: True), backend)
+
+
+def test_a_request_for_energy_gets_a_reading_or_the_reason_there_is_none(case: Case, backend: Backend) -> None:
+    """A job that ranks by energy learns from every verified trial either its energy or why it has none
+    (core/objectives.py ENERGY_MISSING); a time job's trial is never metered."""
+    metered = backend.measure(replace(case.valid[0], energy=True))
+    assert_verified(metered, backend)
+    reading, missing = "energy_mj" in metered.metrics, ENERGY_MISSING in metered.metrics
+    assert reading != missing, metered.metrics
+    assert not missing or metered.metrics[ENERGY_MISSING]
+    plain = backend.measure(case.valid[1])
+    assert "energy_mj" not in plain.metrics and ENERGY_MISSING not in plain.metrics
 
 
 @pytest.mark.parametrize("which", ["value outside the space", "missing parameter", "unknown kernel"])

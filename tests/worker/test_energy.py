@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.worker.measuring.energy import ENERGY_METRICS, EnergyMeter, EnergyUnavailable
 from kernelfarm.worker.measuring.session import Session
 
@@ -224,5 +225,34 @@ def test_the_session_meters_only_the_requests_of_jobs_that_rank_by_energy() -> N
     metrics = session.energy_metrics({"energy": True}, gpu.launch, gpu.kernel_s)
     assert set(metrics) == {*ENERGY_METRICS, "energy_s"}
     assert gpu.launches > 0 and metrics["energy_mj"] > 0 and metrics["energy_s"] >= 0
+
+
+def test_a_request_the_meter_cannot_serve_keeps_its_time_and_says_why() -> None:
+    """An ``energy`` job's request with no reading (a GPU without the counter, a counter that did not
+    move within the cap, NVML failing mid-reading) records why, never nothing and never a guess; the
+    stream is left with no launch of the reading in flight."""
+    gpu = FakeGpu(kernel_s=1e-3, counter_moves=False)
+    session = simulated_session(gpu)
+    session.energy = meter_for(gpu, max_s=0.5)
+    stuck = session.energy_metrics({"energy": True}, gpu.launch, gpu.kernel_s)
+    assert set(stuck) == {ENERGY_MISSING, "energy_s"}
+    assert stuck[ENERGY_MISSING].startswith("the meter gave up: no complete energy window")
+    assert gpu.now >= gpu.busy_until()
+
+    class Failing(FakeGpu):
+        def nvmlDeviceGetTotalEnergyConsumption(self, handle: int) -> int:
+            if self.launches > 100:
+                raise OSError("NVML_ERROR_GPU_IS_LOST")
+            return super().nvmlDeviceGetTotalEnergyConsumption(handle)
+
+    lost = Failing(kernel_s=1e-4)
+    session = simulated_session(lost)
+    failed = session.energy_metrics({"energy": True}, lost.launch, lost.kernel_s)
+    assert "NVML_ERROR_GPU_IS_LOST" in failed[ENERGY_MISSING] and "energy_mj" not in failed
+    assert lost.launches > 100 and lost.now >= lost.busy_until()  # synchronized before giving up
+
     session.energy = None  # a GPU without the counter: asked, but nothing to read
-    assert session.energy_metrics({"energy": True}, gpu.launch, gpu.kernel_s) == {}
+    assert session.energy_metrics({"energy": True}, gpu.launch, gpu.kernel_s) == {
+        ENERGY_MISSING: "no energy meter on this GPU (NVML or its total-energy counter is missing)"
+    }
+    assert session.energy_metrics({"energy": False}, gpu.launch, gpu.kernel_s) == {}

@@ -21,6 +21,7 @@ from typing import Any
 
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.backends.base import Backend, DeviceIdentity, MeasureRequest, ProfileOutcome
@@ -79,7 +80,8 @@ class FakeBackend(Backend):
         return Measurement(
             timing=TimingStats.from_times(synthetic_times_ms(request)),
             verified=True,
-            metrics={"synthetic": True},
+            metrics={"synthetic": True}
+            | ({ENERGY_MISSING: "the fake backend has no energy meter"} if request.energy else {}),
             provenance=provenance,
         )
 

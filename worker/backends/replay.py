@@ -22,6 +22,7 @@ from kernelfarm.core.errors import NotFound
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import Landscape, load_landscape, read_json_tolerant
 from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.recorded import problem_of
 from kernelfarm.kernels.registry import get_kernel
@@ -116,7 +117,7 @@ class ReplayBackend(Backend):
         return Measurement(
             timing=TimingStats.from_times(entry.times_ms),
             verified=True,  # the recording tool verified it; provenance says it is a replay
-            metrics={"recorded_mean_ms": entry.mean_ms},
+            metrics={"recorded_mean_ms": entry.mean_ms} | _no_energy(request),
             provenance=provenance,
         )
 
@@ -157,3 +158,12 @@ def _has_explicit_problem(landscape: Landscape) -> bool:
 
 def _problem_json(problem: Mapping[str, Any]) -> str:
     return json.dumps(dict(problem), sort_keys=True)
+
+
+def _no_energy(request: MeasureRequest) -> dict[str, Any]:
+    """Why a trial of a job that ranks by energy has none here (recordings hold times only)."""
+    return (
+        {ENERGY_MISSING: "the replay backend has no energy meter (recordings hold times only)"}
+        if request.energy
+        else {}
+    )

@@ -57,8 +57,8 @@ ENERGY_METRICS = (
 
 
 class EnergyUnavailable(RuntimeError):
-    """No complete window within the time cap (the counter did not move): no energy is reported
-    rather than a guess."""
+    """No reading: no complete window within the time cap (the counter did not move), or NVML failed
+    in the middle of one. No energy is reported rather than a guess."""
 
 
 @dataclass(frozen=True)
@@ -104,13 +104,19 @@ class EnergyMeter:
         nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)  # raises NVMLError_NotSupported early
 
     def _counter(self) -> int:
-        return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        try:
+            return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except Exception as exc:  # an NVMLError mid-reading ends the reading, not the trial's timing
+            raise EnergyUnavailable(f"NVML's energy counter failed: {exc!r}") from exc
 
     def _clocks(self) -> tuple[int, int]:
         nv = self.nvml
-        return int(nv.nvmlDeviceGetClockInfo(self.handle, nv.NVML_CLOCK_SM)), int(
-            nv.nvmlDeviceGetClockInfo(self.handle, nv.NVML_CLOCK_MEM)
-        )
+        try:
+            return int(nv.nvmlDeviceGetClockInfo(self.handle, nv.NVML_CLOCK_SM)), int(
+                nv.nvmlDeviceGetClockInfo(self.handle, nv.NVML_CLOCK_MEM)
+            )
+        except Exception as exc:
+            raise EnergyUnavailable(f"NVML's clock query failed: {exc!r}") from exc
 
     def measure(
         self, launch: Callable[[], Any], synchronize: Callable[[], Any], mark: Marker, launch_s_hint: float
@@ -125,7 +131,8 @@ class EnergyMeter:
                 between markers and the work kept in flight, nothing else.
 
         Raises:
-            EnergyUnavailable: no complete window within ``max_s``.
+            EnergyUnavailable: no complete window within ``max_s``, or an NVML call failed (the
+                stream is synchronized first: no launch of the reading is left in flight).
         """
         hint = max(launch_s_hint, 1e-7)
         chunk = max(1, min(256, round(self.chunk_s / hint)))
@@ -146,34 +153,41 @@ class EnergyMeter:
 
         synchronize()
         start = clock()
-        last = counter()
-        while len(powers) < self.windows:
-            while pending and pending[0][1]():
-                done = pending.popleft()[0]
-            while launches - done < lead:  # top up: one poll of NVML can outlast many launches
-                for _ in range(chunk):
-                    launch()
-                launches += chunk
-                pending.append((launches, mark()))
-            value, now = counter(), clock()
-            if value != last:
-                last = value
-                steps.append(now)
-                if anchor is None:
-                    anchor = (now, value, len(steps))
-                elif now - anchor[0] >= self.window_s and len(steps) - anchor[2] >= 2:
-                    powers.append((value - anchor[1]) / 1000.0 / (now - anchor[0]))
-                    lengths.append(now - anchor[0])
-                    sm, mem = self._clocks()
-                    sm_clocks.append(sm)
-                    mem_clocks.append(mem)
-                    anchor = (now, value, len(steps))
-            if now - start > self.max_s:
-                break
+        try:
+            last = counter()
+            while len(powers) < self.windows:
+                while pending and pending[0][1]():
+                    done = pending.popleft()[0]
+                while launches - done < lead:  # top up: one poll of NVML can outlast many launches
+                    for _ in range(chunk):
+                        launch()
+                    launches += chunk
+                    pending.append((launches, mark()))
+                value, now = counter(), clock()
+                if value != last:
+                    last = value
+                    steps.append(now)
+                    if anchor is None:
+                        anchor = (now, value, len(steps))
+                    elif now - anchor[0] >= self.window_s and len(steps) - anchor[2] >= 2:
+                        powers.append((value - anchor[1]) / 1000.0 / (now - anchor[0]))
+                        lengths.append(now - anchor[0])
+                        sm, mem = self._clocks()
+                        sm_clocks.append(sm)
+                        mem_clocks.append(mem)
+                        anchor = (now, value, len(steps))
+                if now - start > self.max_s:
+                    break
+        except EnergyUnavailable:
+            synchronize()  # NVML failed mid-reading: leave no launch of it in flight
+            raise
         synchronize()
         elapsed = clock() - start
         if not powers or launches == 0:
-            raise EnergyUnavailable(f"no complete energy window in {elapsed:.2f} s ({len(steps)} counter steps)")
+            raise EnergyUnavailable(
+                f"the meter gave up: no complete energy window in {elapsed:.2f} s (the counter stepped "
+                f"{len(steps)} time(s))"
+            )
         power = statistics.median(powers)
         launch_s = elapsed / launches
         period = statistics.median(b - a for a, b in itertools.pairwise(steps))

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.worker.cuda.device import visible_nvml_index
@@ -156,11 +157,14 @@ class Session:
 
     def energy_metrics(self, message: Mapping[str, Any], run: Any, launch_s_hint: float) -> dict[str, Any]:
         """Energy metrics of ``run`` (see :mod:`.energy`) and ``energy_s``, the seconds the meter
-        took; none where the request did not ask (its job minimizes time: the meter would cost it
-        about a second of GPU time), the GPU has no counter, or the counter did not move within the
-        meter's time cap."""
-        if self.energy is None or not message.get("energy"):
+        took. None where the request did not ask (its job minimizes time: the meter would cost it
+        about a second of GPU time). Where it asked but no reading came, ``energy_missing`` says why
+        (the GPU has no counter, the meter gave up or NVML failed): the trial keeps its time, and
+        its job knows why it cannot rank it by energy."""
+        if not message.get("energy"):
             return {}
+        if self.energy is None:
+            return {ENERGY_MISSING: "no energy meter on this GPU (NVML or its total-energy counter is missing)"}
         started = time.perf_counter()
         stream = self.cp.cuda.get_current_stream()
 
@@ -171,8 +175,8 @@ class Session:
 
         try:
             reading = self.energy.measure(run, stream.synchronize, mark, launch_s_hint)
-        except EnergyUnavailable:
-            return {}
+        except EnergyUnavailable as unavailable:
+            return {ENERGY_MISSING: str(unavailable), "energy_s": time.perf_counter() - started}
         return {**reading.metrics(), "energy_s": time.perf_counter() - started}
 
     def _verify(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.worker.backends.base import KeepAlive, MeasureRequest
 from kernelfarm.worker.measuring.energy import ENERGY_METRICS
@@ -30,7 +31,7 @@ from kernelfarm.worker.measuring.supervisor import MeasuringChild
 _REPLY_METRICS = (
     "child_s", "child_started_at", "data_s", "rel_error", "element_error", "max_abs_error", "max_rel_error",
     "second_seed", "second_seed_rel_error", "second_seed_element_error", "second_seed_max_abs_error",
-    "second_seed_max_rel_error", *ENERGY_METRICS, "energy_s",
+    "second_seed_max_rel_error", *ENERGY_METRICS, ENERGY_MISSING, "energy_s",
 )  # fmt: skip
 
 
