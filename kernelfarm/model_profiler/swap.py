@@ -268,22 +268,23 @@ def swap_and_measure(mut: ModelUnderTest, entries: list[dict[str, Any]], *, base
             run()
         return latency(run, mut.device, iterations)
 
+    def wanted(entry: dict[str, Any]) -> bool:
+        faster = entry.get("speedup") is not None and entry["speedup"] > 1.0
+        return bool(entry.get("config")) and faster and entry.get("kernel") in SWAPPABLE | FUSED_SWAPPABLE
+
+    # fused entries first: a c_fc they take is not swapped again for its plain product
+    chosen = sorted(filter(wanted, entries), key=lambda e: e.get("kernel") not in FUSED_SWAPPABLE)
     reference = logits()
-    exact = reference if mut.dtype == "float32" else float32_logits(mut)  # before any swap
+    # the float32 copy only where there is something to check, and before any swap (a copy would carry it)
+    exact = float32_logits(mut) if chosen and mut.dtype != "float32" else reference
     swapped: dict[str, list[str]] = {}
     taken: set[str] = set()
-    # fused entries first: a c_fc they take is not swapped again for its plain product
-    for entry in sorted(entries, key=lambda e: e.get("kernel") not in FUSED_SWAPPABLE):
-        faster = entry.get("speedup") is not None and entry["speedup"] > 1.0
-        if not (entry.get("config") and faster):
-            continue
+    for entry in chosen:
         if entry.get("kernel") in FUSED_SWAPPABLE:
             names = swap_in_fused(mut.model, entry)
             taken |= set(names)
-        elif entry.get("kernel") in SWAPPABLE:
-            names = swap_in(mut.model, entry, frozenset(taken))
         else:
-            continue
+            names = swap_in(mut.model, entry, frozenset(taken))
         swapped[f"{entry['operator']} {entry['kernel_problem']}"] = names
     result: dict[str, Any] = {"swapped": swapped, "profile_latency_ms": baseline_ms}
     if not any(swapped.values()):
