@@ -44,12 +44,16 @@ def tune_hot_operators(client: Client, operators: list[OperatorReport], *, dtype
     baseline times its calls, against an operator's self time) and counts toward ``plan.top`` as an operator
     does: it is one more tuning job. The operator that is exactly a candidate's GEMM (same M, N, K, dtype,
     layout and as many calls: the MLPs' ``c_fc`` and nothing else) is then not tuned on its own (the fused
-    kernel replaces it where it wins): it is listed with the status ``FUSED_AWAY`` and not counted.
+    kernel replaces it where it wins): it is listed with the status ``FUSED_AWAY`` and not counted, unless
+    the farm offers no fused kernel for the problem (float32: the GEMM is tuned alone, as without fusion).
     """
     offered = client.kernels()
     entries: list[dict[str, Any]] = []
     pending: dict[str, dict[str, Any]] = {}
-    fused_gemms = {_gemm_key(candidate["problem"], candidate["calls"]) for candidate in fused}
+    # only where the farm has a fused kernel for the dtype (none for float32): else the GEMM is tuned alone
+    fused_gemms = {
+        _gemm_key(c["problem"], c["calls"]) for c in fused if choose_kernels(FAMILY, dtype, c["problem"], offered)
+    }
     ranked: list[tuple[float, OperatorReport | dict[str, Any]]] = [(op.self_ms, op) for op in operators]
     ranked += [(candidate["baseline_ms"] * candidate["calls"], candidate) for candidate in fused]
     for _, item in sorted(ranked, key=lambda pair: pair[0], reverse=True):  # stable: ties keep their order

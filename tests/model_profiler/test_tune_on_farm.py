@@ -46,7 +46,12 @@ def test_hot_gemms_become_jobs_and_their_best_comes_back(farm: Farm) -> None:
     # about the GEMMs' path (the mapping per family is checked in test_analysis.py).
     gemms = [op for op in report.operators if (m := family_problem(op, "float32")) is None or m.family == "matmul"]
     plan = TuningPlan(budget_trials=6, top=2, parallelism=3, timeout_s=120)
-    entries = tune_hot_operators(client, gemms, dtype="float32", gpu_model=FAKE_MODEL, plan=plan)
+    # the MLPs' fused candidate too: no fused kernel takes float32, so it is listed and the c_fc's GEMM is
+    # tuned alone, as without it
+    fused = fused_mlp_candidates(mut)
+    assert [c["problem"]["dtype"] for c in fused] == ["float32"]
+    entries = tune_hot_operators(client, gemms, dtype="float32", gpu_model=FAKE_MODEL, plan=plan, fused=fused)
+    assert all(e["status"] != FUSED_AWAY for e in entries), entries
 
     tuned = [e for e in entries if e["status"] == "tuned"]
     assert len(tuned) == 2, entries
