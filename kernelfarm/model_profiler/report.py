@@ -58,7 +58,7 @@ def print_table(report: ProfileReport, console: Console, top: int = TOP) -> None
         )
     for entry in report.tuning or []:
         console.print(
-            f"tuned {entry['operator']} {entry['problem']} with {entry['kernel']}: "
+            f"tuned {entry['operator']} {entry['problem']} with {entry['kernel'] or '-'}: "
             f"{entry.get('baseline_ms', 0):.3f} → {entry.get('tuned_ms') or float('nan'):.3f} ms ({entry['status']})"
         )
     if report.swap:
@@ -142,7 +142,7 @@ def write_markdown(report: ProfileReport, path: Path, top: int = TOP) -> None:
         for entry in report.tuning:
             tuned = entry.get("tuned_ms")
             lines.append(
-                f"| `{entry['operator']}` | {entry['problem']} | {entry['kernel']} | {entry['status']} | "
+                f"| `{entry['operator']}` | {entry['problem']} | {entry['kernel'] or '-'} | {entry['status']} | "
                 f"{entry.get('baseline_ms', 0):.3f} | {'-' if tuned is None else f'{tuned:.3f}'} |"
             )
         fused = [e for e in report.tuning if e.get("modules")]

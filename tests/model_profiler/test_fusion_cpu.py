@@ -27,6 +27,7 @@ from kernelfarm.model_profiler.fusion import find_mlps, fused_mlp_candidates, ge
 from kernelfarm.model_profiler.mapping import family_problem  # noqa: E402
 from kernelfarm.model_profiler.models import ModelUnderTest, build  # noqa: E402
 from kernelfarm.model_profiler.report import write_markdown  # noqa: E402
+from kernelfarm.model_profiler.tuning import FUSED_AWAY  # noqa: E402
 from kernelfarm.worker.measuring.roofline import Ceilings  # noqa: E402
 
 BATCH, SEQ = 2, 32
@@ -143,6 +144,10 @@ def test_the_markdown_report_says_how_a_fused_baseline_was_taken(tmp_path: Path)
         "kernel": "matmul_bias_gelu_triton", "kernel_problem": candidate["problem"], "tuned_ms": 0.01,
         "speedup": candidate["baseline_ms"] / 0.01, "status": "tuned",
     }]  # fmt: skip
+    gemm = {k: v for k, v in candidate["problem"].items() if k != "gelu"}
+    report.tuning.append({"operator": "aten::addmm", "input_shapes": [], "family": "matmul", "problem": gemm,
+                          "calls": 2, "baseline_ms": 0.5, "share": 0.1, "kernel": None, "tuned_ms": None,
+                          "speedup": None, "status": FUSED_AWAY})  # fmt: skip
     report.swap = {"swapped": {"c_fc + act {...}": ["transformer.h.0.mlp.c_fc", "transformer.h.0.mlp.act"]},
                    "baseline_ms": 2.0, "swapped_ms": 1.0, "speedup": 2.0, "max_abs_error": 0.02,
                    "rel_l2_error": 0.012, "outputs_match": True, "reference": "a float32 copy of the model",
@@ -153,6 +158,7 @@ def test_the_markdown_report_says_how_a_fused_baseline_was_taken(tmp_path: Path)
     text = (tmp_path / "report.md").read_text()
     assert "| `c_fc + act` |" in text and "'gelu': 'tanh'" in text and "matmul_bias_gelu_triton" in text
     assert f"(2 MLPs, 2 calls): baseline {candidate['baseline_how']}" in text
+    assert f"| `aten::addmm` | {gemm} | - | {FUSED_AWAY} | 0.500 | - |" in text  # its GEMM, not tuned alone
     assert (
         "against a float32 copy of the model: relative L2 error swapped 0.013, eager 0.011 (bound 0.0165); "
         "largest element error swapped 0.06, eager 0.05 (bound 0.4)"
