@@ -51,6 +51,10 @@ class ProblemParam:
     # The kernel has no tail handling along this dimension: a problem must be a multiple of this
     # (refused with that reason, rather than as "no config fits").
     multiple_of: int = 1
+    # A parameter added to a kernel after problems of it were stored: at this value it is left out of
+    # the problem key (and a stored problem without it reads as this value), so the keys of problems
+    # stored before it existed still name the same problems. None: always in the key.
+    key_default: Any = None
 
     def normalize(self, value: Any) -> Any:
         if self.kind == "int":
@@ -171,14 +175,18 @@ class KernelSpec:
         return out
 
     def problem_key(self, problem: Mapping[str, Any]) -> str:
-        return ",".join(f"{p.name}={problem[p.name]}" for p in self.problem_params)
+        return ",".join(
+            f"{p.name}={problem[p.name]}"
+            for p in self.problem_params
+            if p.key_default is None or problem[p.name] != p.key_default
+        )
 
     def problem_distance(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
         """Distance between two problems for the 'nearest problem' fallback: sum of |log2 ratio| of
         the integer dimensions; infinite when a non-integer dimension (dtype, layout) differs."""
         total = 0.0
         for p in self.problem_params:
-            x, y = a.get(p.name), b.get(p.name)
+            x, y = a.get(p.name, p.key_default), b.get(p.name, p.key_default)
             if p.kind == "int" and isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0:
                 total += abs(math.log2(x / y))
             elif x != y:

@@ -28,7 +28,7 @@ def profile_model(
     out: Path = typer.Option(Path("profile"), help="folder for profile.json, trace.json, report.html and report.md"),
     compare_compile: bool = typer.Option(False, "--compile", help="also time and profile torch.compile"),
     tune: bool = typer.Option(False, "--tune", help="submit the hot operators to the farm as tuning jobs"),
-    top: int = typer.Option(3, min=1, max=20, help="how many hot operators to tune"),
+    top: int = typer.Option(3, min=1, max=20, help="how many hot operators to tune (a fused MLP counts as one)"),
     budget: int = typer.Option(48, min=1, max=10000, help="trials per tuning job"),
     swap: bool = typer.Option(False, "--swap", help="swap tuned kernels into the model and re-measure"),
     ceilings_file: Path = typer.Option(None, "--ceilings", help="JSON of the device's ceilings (else measured)"),
@@ -69,12 +69,15 @@ def profile_model(
 
         report.compile_ab = compile_ab(mut, eager, iterations=iterations)
     if tune:
+        from kernelfarm.model_profiler.fusion import fused_mlp_candidates
         from kernelfarm.model_profiler.tuning import TuningPlan, estimated_end_to_end, tune_hot_operators
 
         gpu_model = model_slug(eager.device_name)
         client = cli_context().client()
+        # timed before any job runs: a farm on this host would load the device and the CPU meanwhile
+        fused = fused_mlp_candidates(mut)
         report.tuning = tune_hot_operators(client, report.operators, dtype=dtype, gpu_model=gpu_model,
-                                           plan=TuningPlan(budget_trials=budget, top=top))  # fmt: skip
+                                           plan=TuningPlan(budget_trials=budget, top=top), fused=fused)  # fmt: skip
         estimate = estimated_end_to_end(report.latency_ms, report.tuning)
         for entry in report.tuning:
             entry["estimated_end_to_end_ms"] = estimate

@@ -2,7 +2,8 @@
 
 An operator maps to a *family* (matmul, layernorm, softmax, attention) and a problem in the farm's
 parameter names; the farm kernels of a family are tried in order of preference, and the first one the
-farm offers whose problem signature accepts the problem is chosen.
+farm offers whose problem signature accepts the problem is chosen. A pair of modules the fused kernel runs
+(an MLP's up-projection and its GELU: model_profiler/fusion.py) is the family ``matmul_bias_gelu``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ CANDIDATES: dict[tuple[str, str], tuple[str, ...]] = {
     ("softmax", "float32"): ("softmax_triton", "softmax"),
     ("attention", "bfloat16"): ("flash_attention",),
     ("attention", "float16"): ("flash_attention",),
+    # an MLP's up-projection and its GELU in one kernel (model_profiler/fusion.py finds them)
+    ("matmul_bias_gelu", "bfloat16"): ("matmul_bias_gelu_triton",),
+    ("matmul_bias_gelu", "float16"): ("matmul_bias_gelu_triton",),
 }
 # What a kernel computes beyond its problem parameters: the CUDA bf16 products are A @ B^T (B stored
 # N x K, as a Linear's weight), the fp32 one A @ B (B stored K x N).

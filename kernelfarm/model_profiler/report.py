@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -57,7 +58,7 @@ def print_table(report: ProfileReport, console: Console, top: int = TOP) -> None
         )
     for entry in report.tuning or []:
         console.print(
-            f"tuned {entry['operator']} {entry['problem']} with {entry['kernel']}: "
+            f"tuned {entry['operator']} {entry['problem']} with {entry['kernel'] or '-'}: "
             f"{entry.get('baseline_ms', 0):.3f} → {entry.get('tuned_ms') or float('nan'):.3f} ms ({entry['status']})"
         )
     if report.swap:
@@ -66,6 +67,24 @@ def print_table(report: ProfileReport, console: Console, top: int = TOP) -> None
             f"({report.swap['speedup']:.2f}x), max error {report.swap['max_abs_error']:.3g} "
             f"({'match' if report.swap['outputs_match'] else 'MISMATCH'})"
         )
+        if (check := output_check_line(report.swap)) is not None:
+            console.print(f"outputs: {check}")
+
+
+def output_check_line(swap: dict[str, Any]) -> str | None:
+    """The swapped and the eager model's errors against the check's reference, and the bounds (None for
+    a report without them: no swap measured, or a report from before the float32 check)."""
+    names = ("eager_rel_l2_vs_float32", "swapped_rel_l2_vs_float32", "rel_l2_tolerance", "eager_max_abs_vs_float32",
+             "swapped_max_abs_vs_float32", "max_abs_tolerance")  # fmt: skip
+    values = [swap.get(name) for name in names]
+    if not all(isinstance(value, float | int) for value in values):
+        return None
+    eager_rel, swapped_rel, rel_bound, eager_max, swapped_max, max_bound = values
+    return (
+        f"against {swap.get('reference', 'the reference')}: relative L2 error swapped {swapped_rel:.3g}, eager "
+        f"{eager_rel:.3g} (bound {rel_bound:.3g}); largest element error swapped {swapped_max:.3g}, eager "
+        f"{eager_max:.3g} (bound {max_bound:.3g})"
+    )
 
 
 def timing_lines(report: ProfileReport) -> list[str]:
@@ -123,14 +142,21 @@ def write_markdown(report: ProfileReport, path: Path, top: int = TOP) -> None:
         for entry in report.tuning:
             tuned = entry.get("tuned_ms")
             lines.append(
-                f"| `{entry['operator']}` | {entry['problem']} | {entry['kernel']} | {entry['status']} | "
+                f"| `{entry['operator']}` | {entry['problem']} | {entry['kernel'] or '-'} | {entry['status']} | "
                 f"{entry.get('baseline_ms', 0):.3f} | {'-' if tuned is None else f'{tuned:.3f}'} |"
             )
+        fused = [e for e in report.tuning if e.get("modules")]
+        lines += [""] * bool(fused) + [
+            f"- `{e['operator']}` ({len(e['modules'])} MLPs, {e.get('calls')} calls): baseline {e.get('baseline_how')}"
+            for e in fused
+        ]
     if report.swap:
         swap = report.swap
         lines += ["", "## Swapped in", "", f"end to end {swap['baseline_ms']:.2f} → {swap['swapped_ms']:.2f} ms "
                   f"({swap['speedup']:.2f}x), max abs error {swap['max_abs_error']:.3g} "
                   f"({'match' if swap['outputs_match'] else 'MISMATCH'})"]  # fmt: skip
+        if (check := output_check_line(swap)) is not None:
+            lines += ["", f"Outputs {check}."]
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -1,11 +1,23 @@
-"""Profile → tune → verify: put the farm-tuned kernels into the model, check its outputs against eager,
-and measure the end-to-end latency again.
+"""Profile → tune → verify: put the farm-tuned kernels into the model, check its outputs, and measure the
+end-to-end latency again.
 
 A matrix product the farm tuned with ``matmul_triton`` replaces the forward of every module that
 computes it: a ``torch.nn.Linear`` (weight stored N x K: ``b_layout="nk"``) or a transformers
 ``Conv1D`` (weight stored K x N: ``"kn"``) with the tuned K and N. The kernel runs through a torch
 custom operator (``kernelfarm::tuned_matmul``), so the swapped model also traces under torch.compile,
 and it launches the very ``@triton.jit`` function the farm measured, with the farm's best config.
+
+An MLP's up-projection and GELU that the farm tuned as one ``matmul_bias_gelu_triton`` kernel (the
+``c_fc + act`` entries of model_profiler/fusion.py) replace, in each MLP the entry names, ``c_fc``'s forward
+by one call of ``kernelfarm::tuned_matmul_bias_gelu`` (product, bias and GELU in one launch) and ``act``'s by
+the identity, for those modules only. Where both a fused entry and a plain product cover a ``c_fc``, the
+fused one is swapped in.
+
+The outputs are checked against a float32 copy of the model (same weights and inputs; made for the check
+and freed after): the fused kernel rounds once where eager rounds after each of GELU's elementwise
+operators, so the swapped model may sit further from eager than eager sits from the exact result while
+being no less accurate. It passes when its error against float32 is at most the larger of the fixed
+tolerance and ``EAGER_ERROR_FACTOR`` times eager's own error, in relative L2 and in the largest element.
 """
 
 from __future__ import annotations
@@ -20,25 +32,30 @@ from kernelfarm.model_profiler.models import ModelUnderTest
 
 logger = logging.getLogger(__name__)
 SWAPPABLE = frozenset({"matmul_triton"})
-# The swapped model's outputs match eager when the relative L2 error of the logits stays under this
-# and no element is further off than MAX_ERROR_OF_SCALE times the largest logit: bf16 products
-# accumulated in fp32 in another order differ by about 1e-3 relative.
+FUSED_SWAPPABLE = frozenset({"matmul_bias_gelu_triton"})
+# The swapped model's outputs match when their error against the float32 model (relative L2 of the
+# logits) stays under the larger of this and EAGER_ERROR_FACTOR times eager's own error, and no element is
+# further off than the larger of MAX_ERROR_OF_SCALE times the largest logit and EAGER_ERROR_FACTOR times
+# eager's largest element error: bf16 products accumulated in fp32 in another order differ by about 1e-3
+# relative; a GELU rounded once instead of after each of its ops moves the logits by about eager's own error.
 REL_L2_TOLERANCE = 1e-2
+MAX_ERROR_OF_SCALE = 5e-2
+EAGER_ERROR_FACTOR = 1.5
 # Baseline and swapped model are timed by turns, this many blocks each.
 AB_ROUNDS = 3
-MAX_ERROR_OF_SCALE = 5e-2
 
 _registered = False
 
 
 def _register_op() -> None:
-    """Define ``kernelfarm::tuned_matmul`` once (torch refuses a second definition)."""
+    """Define ``kernelfarm::tuned_matmul`` and ``kernelfarm::tuned_matmul_bias_gelu`` once (torch refuses
+    a second definition)."""
     global _registered
     if _registered:
         return
     import torch
 
-    # The schema is spelled out: this module's annotations are strings (from __future__ import
+    # The schemas are spelled out: this module's annotations are strings (from __future__ import
     # annotations), which torch cannot infer a schema from.
     @torch.library.custom_op(
         "kernelfarm::tuned_matmul", mutates_args=(), schema="(Tensor a, Tensor b, bool b_nk, int[] config) -> Tensor"
@@ -51,21 +68,44 @@ def _register_op() -> None:
         n = b.shape[0] if b_nk else b.shape[1]
         return a.new_empty((a.shape[0], n))
 
+    @torch.library.custom_op(
+        "kernelfarm::tuned_matmul_bias_gelu", mutates_args=(),
+        schema="(Tensor a, Tensor b, Tensor bias, bool b_nk, str gelu, int[] config) -> Tensor",
+    )  # fmt: skip
+    def tuned_matmul_bias_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, b_nk: bool, gelu: str,
+                               config: list[int]) -> torch.Tensor:  # fmt: skip
+        return _launch_fused(a, b, bias, b_nk, gelu, config)
+
+    @tuned_matmul_bias_gelu.register_fake
+    def _fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, b_nk: bool, gelu: str,
+              config: list[int]) -> torch.Tensor:  # fmt: skip
+        return a.new_empty((a.shape[0], bias.shape[0]))
+
     _registered = True
 
 
-def _config_order() -> list[str]:
+def _config_order(kernel: str = "matmul_triton") -> list[str]:
     """The config's parameters in the kernel's space order: how the config travels through the custom
     operator (its schema takes a list of ints, not a dict)."""
     from kernelfarm.kernels.registry import get_kernel
 
-    return [p.name for p in get_kernel("matmul_triton").space.parameters]
+    return [p.name for p in get_kernel(kernel).space.parameters]
 
 
 def _launch(a: Any, b: Any, b_nk: bool, config: list[int]) -> Any:
-    """C = A @ B (B given N x K when ``b_nk``) with the farm's jit functions and one config, launched
-    exactly as the farm's triton backend launches it: the kernel spec gives the jit function, its
-    constexprs, compile options, grid and arguments (buffers and TMA descriptors by name)."""
+    """C = A @ B (B given N x K when ``b_nk``) with matmul_triton's jit functions and one config."""
+    return _run("matmul_triton", a, b, b_nk, config, {}, {})
+
+
+def _launch_fused(a: Any, b: Any, bias: Any, b_nk: bool, gelu: str, config: list[int]) -> Any:
+    """C = GELU(A @ B + bias), GELU in the given form, with matmul_bias_gelu_triton and one config."""
+    return _run("matmul_bias_gelu_triton", a, b, b_nk, config, {"gelu": gelu}, {"bias": bias})
+
+
+def _run(kernel: str, a: Any, b: Any, b_nk: bool, config: list[int], problem_extra: dict[str, Any],
+         buffers_extra: dict[str, Any]) -> Any:  # fmt: skip
+    """Launch one farm kernel exactly as the farm's triton backend launches it: the kernel spec gives the
+    jit function, its constexprs, compile options, grid and arguments (buffers and TMA descriptors by name)."""
     import importlib
 
     import torch
@@ -73,14 +113,14 @@ def _launch(a: Any, b: Any, b_nk: bool, config: list[int]) -> Any:
     from kernelfarm.kernels.registry import get_kernel
     from kernelfarm.kernels.triton_kernel import BufferArg, TensorDescriptorArg, TritonKernel
 
-    impl = get_kernel("matmul_triton").impl("triton", TritonKernel)
-    values = dict(zip(_config_order(), config, strict=True))
+    impl = get_kernel(kernel).impl("triton", TritonKernel)
+    values = dict(zip(_config_order(kernel), config, strict=True))
     m, k = a.shape
     n = b.shape[0] if b_nk else b.shape[1]
     dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[a.dtype]
-    problem = {"M": m, "N": n, "K": k, "dtype": dtype, "b_layout": "nk" if b_nk else "kn"}
+    problem = {"M": m, "N": n, "K": k, "dtype": dtype, "b_layout": "nk" if b_nk else "kn", **problem_extra}
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    buffers = {"A": a, "B": b, "C": c}
+    buffers = {"A": a, "B": b, "C": c, **buffers_extra}
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     arguments = {}
     for name, value in impl.arguments(values, problem, sms).items():
@@ -128,8 +168,9 @@ def _forward(module: Any, k: int, n: int, n_pad: int, rows: int, b_nk: bool, con
     return forward
 
 
-def swap_in(model: Any, entry: dict[str, Any]) -> list[str]:
-    """Replace the forward of every module computing the tuned product; returns their names."""
+def swap_in(model: Any, entry: dict[str, Any], taken: frozenset[str] = frozenset()) -> list[str]:
+    """Replace the forward of every module computing the tuned product (except those in ``taken``, already
+    swapped for a fused kernel); returns their names."""
     import torch
 
     _register_op()
@@ -141,7 +182,7 @@ def swap_in(model: Any, entry: dict[str, Any]) -> list[str]:
     swapped = []
     for name, module in model.named_modules():
         weight = getattr(module, "weight", None)
-        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        if name in taken or not isinstance(weight, torch.Tensor) or weight.dim() != 2:
             continue
         is_linear = isinstance(module, torch.nn.Linear)
         is_conv1d = type(module).__name__ == "Conv1D"  # transformers' GPT-2 projection: x @ W + b
@@ -150,6 +191,51 @@ def swap_in(model: Any, entry: dict[str, Any]) -> list[str]:
         ):
             module.forward = _forward(module, k, n, n_pad, rows, b_nk, values)
             swapped.append(name)
+    return swapped
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _fused_forward(c_fc: Any, act: Any, k: int, n: int, rows: int, b_nk: bool, gelu: str,
+                   config: list[int]) -> Callable[[Any], Any]:  # fmt: skip
+    import torch
+
+    original_fc, original_act = c_fc.forward, act.forward  # the modules' own (act's becomes the identity)
+    weight = c_fc.weight.detach().contiguous()
+    bias = c_fc.bias.detach() if getattr(c_fc, "bias", None) is not None else weight.new_zeros(n)
+
+    def forward(x: Any) -> Any:
+        x2d = x.reshape(-1, k)
+        if x2d.shape[0] != rows or not x2d.is_contiguous():
+            return original_act(original_fc(x))  # another shape than the one tuned: torch, GELU included
+        out = torch.ops.kernelfarm.tuned_matmul_bias_gelu(x2d, weight, bias, b_nk, gelu, config)
+        return out.reshape(*x.shape[:-1], n)
+
+    return forward
+
+
+def swap_in_fused(model: Any, entry: dict[str, Any]) -> list[str]:
+    """In each MLP the fused entry names (``modules``) that still has the tuned form, ``c_fc`` computes
+    GELU(x @ W + b) with the tuned kernel and ``act`` becomes the identity; returns the swapped modules'
+    names (``c_fc`` and ``act`` of each)."""
+    from kernelfarm.model_profiler.fusion import find_mlps
+
+    _register_op()
+    problem, config = entry["kernel_problem"], entry["config"]
+    k, n, rows = int(problem["K"]), int(problem["N"]), int(problem["M"])
+    values = [int(config[name]) for name in _config_order("matmul_bias_gelu_triton")]
+    wanted = set(entry.get("modules", ()))
+    swapped = []
+    for mlp in find_mlps(model):
+        same = (mlp.n, mlp.k, mlp.b_layout, mlp.gelu) == (n, k, problem["b_layout"], problem["gelu"])
+        if mlp.name not in wanted or not same:
+            continue
+        forward = _fused_forward(mlp.c_fc, mlp.act, k, n, rows, mlp.b_layout == "nk", mlp.gelu, values)
+        mlp.c_fc.forward, mlp.act.forward = forward, _identity
+        prefix = f"{mlp.name}." if mlp.name else ""
+        swapped += [f"{prefix}c_fc", f"{prefix}act"]
     return swapped
 
 
@@ -182,12 +268,24 @@ def swap_and_measure(mut: ModelUnderTest, entries: list[dict[str, Any]], *, base
             run()
         return latency(run, mut.device, iterations)
 
-    reference = logits()
-    swapped: dict[str, list[str]] = {}
-    for entry in entries:
+    def wanted(entry: dict[str, Any]) -> bool:
         faster = entry.get("speedup") is not None and entry["speedup"] > 1.0
-        if entry.get("kernel") in SWAPPABLE and entry.get("config") and faster:
-            swapped[f"{entry['operator']} {entry['kernel_problem']}"] = swap_in(mut.model, entry)
+        return bool(entry.get("config")) and faster and entry.get("kernel") in SWAPPABLE | FUSED_SWAPPABLE
+
+    # fused entries first: a c_fc they take is not swapped again for its plain product
+    chosen = sorted(filter(wanted, entries), key=lambda e: e.get("kernel") not in FUSED_SWAPPABLE)
+    reference = logits()
+    # the float32 copy only where there is something to check, and before any swap (a copy would carry it)
+    exact = float32_logits(mut) if chosen and mut.dtype != "float32" else reference
+    swapped: dict[str, list[str]] = {}
+    taken: set[str] = set()
+    for entry in chosen:
+        if entry.get("kernel") in FUSED_SWAPPABLE:
+            names = swap_in_fused(mut.model, entry)
+            taken |= set(names)
+        else:
+            names = swap_in(mut.model, entry, frozenset(taken))
+        swapped[f"{entry['operator']} {entry['kernel_problem']}"] = names
     result: dict[str, Any] = {"swapped": swapped, "profile_latency_ms": baseline_ms}
     if not any(swapped.values()):
         before_ms = statistics.median(block())
@@ -197,14 +295,14 @@ def swap_and_measure(mut: ModelUnderTest, entries: list[dict[str, Any]], *, base
         return result
     out = logits()
     error = out - reference
-    max_abs, scale = float(error.abs().max()), float(reference.abs().max())
-    rel_l2 = float(error.norm() / reference.norm())
+    result.update(max_abs_error=float(error.abs().max()), rel_l2_error=float(error.norm() / reference.norm()))
+    result.update(output_check(reference, out, exact, float32_copy=exact is not reference))
     # Baseline and swapped model are timed by turns (A B A B A B), in the conditions of this moment: the
     # profile's latency was taken before the tuning jobs ran, and a farm on the same host (its compile
     # pool, a measuring child) loads the CPU that launches eager kernels by spells; timed one after the
     # other, a spell on either side would count as the swap's gain or loss.
-    names = {name for swapped_names in swapped.values() for name in swapped_names}
-    forwards = {name: module.__dict__["forward"] for name, module in mut.model.named_modules() if name in names}
+    every = {name for swapped_names in swapped.values() for name in swapped_names}
+    forwards = {name: module.__dict__["forward"] for name, module in mut.model.named_modules() if name in every}
     before: list[float] = []
     after: list[float] = []
     for _ in range(AB_ROUNDS):
@@ -214,8 +312,49 @@ def swap_and_measure(mut: ModelUnderTest, entries: list[dict[str, Any]], *, base
         after += block()
     before_ms, swapped_ms = statistics.median(before), statistics.median(after)
     result.update(
-        baseline_ms=before_ms, swapped_ms=swapped_ms, speedup=before_ms / swapped_ms, max_abs_error=max_abs,
-        rel_l2_error=rel_l2, outputs_match=rel_l2 <= REL_L2_TOLERANCE and max_abs <= MAX_ERROR_OF_SCALE * scale,
-        rounds=AB_ROUNDS, baseline_runs_ms=before, swapped_runs_ms=after,
+        baseline_ms=before_ms, swapped_ms=swapped_ms, speedup=before_ms / swapped_ms, rounds=AB_ROUNDS,
+        baseline_runs_ms=before, swapped_runs_ms=after,
     )  # fmt: skip
     return result
+
+
+def output_check(eager: Any, swapped: Any, exact: Any, *, float32_copy: bool) -> dict[str, Any]:
+    """Whether the swapped logits match: their error against ``exact`` (the float32 model's logits, or
+    eager's own when the model is float32) within the larger of the fixed tolerance and
+    ``EAGER_ERROR_FACTOR`` times eager's error, in relative L2 and in the largest element; every figure."""
+    norm, scale = float(exact.norm()), float(exact.abs().max())
+    eager_rel, swapped_rel = float((eager - exact).norm()) / norm, float((swapped - exact).norm()) / norm
+    eager_max, swapped_max = float((eager - exact).abs().max()), float((swapped - exact).abs().max())
+    rel_tolerance = max(REL_L2_TOLERANCE, EAGER_ERROR_FACTOR * eager_rel)
+    max_tolerance = max(MAX_ERROR_OF_SCALE * scale, EAGER_ERROR_FACTOR * eager_max)
+    return {
+        "reference": "a float32 copy of the model" if float32_copy else "eager (the model is float32)",
+        "eager_rel_l2_vs_float32": eager_rel, "swapped_rel_l2_vs_float32": swapped_rel,
+        "eager_max_abs_vs_float32": eager_max, "swapped_max_abs_vs_float32": swapped_max,
+        "rel_l2_tolerance": rel_tolerance, "max_abs_tolerance": max_tolerance,
+        "outputs_match": swapped_rel <= rel_tolerance and swapped_max <= max_tolerance,
+    }  # fmt: skip
+
+
+def float32_logits(mut: ModelUnderTest) -> Any:
+    """The logits of a float32 copy of the model (same weights, the same inputs with floating ones made
+    float32), as float32; the copy is freed before this returns. Call it before anything is swapped in:
+    a copy would carry the swapped forwards."""
+    import copy
+
+    import torch
+
+    from kernelfarm.model_profiler.models import _Positional
+
+    clone = copy.deepcopy(mut.model)
+    (clone.model if isinstance(clone, _Positional) else clone).float()
+    inputs = {name: value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+              for name, value in mut.inputs.items()}  # fmt: skip
+    try:
+        with torch.inference_mode():
+            out = clone(**inputs)
+        return (out.logits if hasattr(out, "logits") else out).float()
+    finally:
+        del clone
+        if mut.device.startswith("cuda"):
+            torch.cuda.empty_cache()

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kernelfarm.client import ApiError, Client
 from kernelfarm.model_profiler.analysis import OperatorReport
+from kernelfarm.model_profiler.fusion import FAMILY
 from kernelfarm.model_profiler.mapping import choose_kernels, family_problem
 
 logger = logging.getLogger(__name__)
 FINISHED = frozenset({"complete", "failed", "cancelled"})
+FUSED_OPERATOR = "c_fc + act"  # a fused candidate's "operator": the two modules it runs as one kernel
+FUSED_AWAY = "fused: tuned with its GELU (the c_fc + act entry)"
 
 
 @dataclass(frozen=True)
@@ -29,47 +33,88 @@ class TuningPlan:
 
 
 def tune_hot_operators(client: Client, operators: list[OperatorReport], *, dtype: str, gpu_model: str,
-                       plan: TuningPlan) -> list[dict[str, Any]]:  # fmt: skip
+                       plan: TuningPlan, fused: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:  # fmt: skip
     """One entry per mapped hot operator: kernel, problem, baseline and tuned times, speedup, status.
 
     ``plan.top`` counts the operators the farm has a kernel for; hotter ones it has none for (e.g.
     attention in a dtype no farm kernel takes) are listed with the status "no farm kernel".
+
+    ``fused``: the candidates of :func:`kernelfarm.model_profiler.fusion.fused_mlp_candidates` (an MLP's
+    up-projection and GELU as one kernel). Each is ranked with the operators by its time per inference (its
+    baseline times its calls, against an operator's self time) and counts toward ``plan.top`` as an operator
+    does: it is one more tuning job. The operator that is exactly a candidate's GEMM (same M, N, K, dtype,
+    layout and as many calls: the MLPs' ``c_fc`` and nothing else) is then not tuned on its own (the fused
+    kernel replaces it where it wins): it is listed with the status ``FUSED_AWAY`` and not counted, unless
+    the farm offers no fused kernel for the problem (float32: the GEMM is tuned alone, as without fusion).
     """
     offered = client.kernels()
     entries: list[dict[str, Any]] = []
     pending: dict[str, dict[str, Any]] = {}
-    for op in operators:
+    # only where the farm has a fused kernel for the dtype (none for float32): else the GEMM is tuned alone
+    fused_gemms = {
+        _gemm_key(c["problem"], c["calls"]) for c in fused if choose_kernels(FAMILY, dtype, c["problem"], offered)
+    }
+    ranked: list[tuple[float, OperatorReport | dict[str, Any]]] = [(op.self_ms, op) for op in operators]
+    ranked += [(candidate["baseline_ms"] * candidate["calls"], candidate) for candidate in fused]
+    for _, item in sorted(ranked, key=lambda pair: pair[0], reverse=True):  # stable: ties keep their order
         if sum(1 for e in entries if e["kernel"]) >= plan.top:
             break
-        mapped = family_problem(op, dtype)
-        if mapped is None:
-            continue
-        entry: dict[str, Any] = {
-            "operator": op.name, "input_shapes": op.input_shapes, "family": mapped.family,
-            "problem": mapped.problem, "calls": op.calls, "baseline_ms": op.self_ms / op.calls,
-            "share": op.share, "kernel": None, "tuned_ms": None, "speedup": None, "status": "no farm kernel",
-        }  # fmt: skip
-        entries.append(entry)
-        for kernel, problem in choose_kernels(mapped.family, dtype, mapped.problem, offered):
-            entry["kernel"], entry["kernel_problem"] = kernel, problem
-            known = _exact_best(client, kernel, gpu_model, problem)
-            if known is not None:
-                _record(entry, known, "known")
-                break
-            try:
-                job = client.submit(_job_body(kernel, problem, gpu_model, plan))
-            except ApiError as exc:  # this kernel cannot run the problem here: try the next one
-                entry["status"] = f"refused by the farm: {exc.detail}"
+        if isinstance(item, dict):
+            entry = _fused_entry(item)
+        else:
+            mapped = family_problem(item, dtype)
+            if mapped is None:
                 continue
-            entry["job_id"], entry["status"] = job["id"], "submitted"
-            pending[job["id"]] = entry
-            break
+            entry = {
+                "operator": item.name, "input_shapes": item.input_shapes, "family": mapped.family,
+                "problem": mapped.problem, "calls": item.calls, "baseline_ms": item.self_ms / item.calls,
+                "share": item.share, "kernel": None, "tuned_ms": None, "speedup": None, "status": "no farm kernel",
+            }  # fmt: skip
+            if mapped.family == "matmul" and _gemm_key(mapped.problem, item.calls) in fused_gemms:
+                entries.append(entry | {"status": FUSED_AWAY})
+                continue
+        entries.append(entry)
+        _submit(client, entry, offered, dtype=dtype, gpu_model=gpu_model, plan=plan, pending=pending)
     _wait(client, pending, plan.timeout_s)
     for entry in pending.values():
         best = _exact_best(client, entry["kernel"], gpu_model, entry["kernel_problem"])
         if best is not None:
             _record(entry, best, "tuned")
     return entries
+
+
+def _fused_entry(candidate: dict[str, Any]) -> dict[str, Any]:
+    problem = candidate["problem"]
+    return {
+        "operator": FUSED_OPERATOR, "input_shapes": [[problem["M"], problem["K"]]], "family": FAMILY,
+        "problem": dict(problem), "calls": candidate["calls"], "baseline_ms": candidate["baseline_ms"],
+        "baseline_how": candidate["baseline_how"], "modules": list(candidate["modules"]),
+        # not a row of the profile (timed in isolation): no share of the profiled device time
+        "share": None, "kernel": None, "tuned_ms": None, "speedup": None, "status": "no farm kernel",
+    }  # fmt: skip
+
+
+def _gemm_key(problem: dict[str, Any], calls: int) -> tuple[Any, ...]:
+    return (*(problem[name] for name in ("M", "N", "K", "dtype", "b_layout")), calls)
+
+
+def _submit(client: Client, entry: dict[str, Any], offered: list[dict[str, Any]], *, dtype: str, gpu_model: str,
+            plan: TuningPlan, pending: dict[str, dict[str, Any]]) -> None:  # fmt: skip
+    """Find the entry's best on the farm, or submit a job for the first farm kernel that takes it."""
+    for kernel, problem in choose_kernels(entry["family"], dtype, entry["problem"], offered):
+        entry["kernel"], entry["kernel_problem"] = kernel, problem
+        known = _exact_best(client, kernel, gpu_model, problem)
+        if known is not None:
+            _record(entry, known, "known")
+            return
+        try:
+            job = client.submit(_job_body(kernel, problem, gpu_model, plan))
+        except ApiError as exc:  # this kernel cannot run the problem here: try the next one
+            entry["status"] = f"refused by the farm: {exc.detail}"
+            continue
+        entry["job_id"], entry["status"] = job["id"], "submitted"
+        pending[job["id"]] = entry
+        return
 
 
 def estimated_end_to_end(latency_ms: float, entries: list[dict[str, Any]]) -> float:

@@ -61,9 +61,14 @@ SPACE = SearchSpace(
 
 
 class TritonMatmul(TritonKernel):
-    """C = A @ B (``EPILOGUE`` 0), or GELU(A @ B + bias) (``EPILOGUE`` 1, the fused kernel's subclass)."""
+    """C = A @ B (``EPILOGUE`` 0), or GELU(A @ B + bias) (``EPILOGUE`` 1 erf, 2 tanh: the fused kernel's
+    subclass, which picks one per problem)."""
 
     EPILOGUE = 0
+
+    def epilogue(self, problem: Mapping[str, Any]) -> int:
+        """The jit functions' ``EPILOGUE`` constexpr for this problem."""
+        return self.EPILOGUE
 
     def entry(self, config: Mapping[str, Any]) -> str:
         return "kf_triton_matmul_tma" if int(config["TMA"]) else "kf_triton_matmul"
@@ -75,7 +80,7 @@ class TritonMatmul(TritonKernel):
         out: dict[str, int | float | bool] = {
             name: int(config[name]) for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
         }
-        out["EPILOGUE"] = self.EPILOGUE
+        out["EPILOGUE"] = self.epilogue(problem)
         if int(config["TMA"]):
             out["B_KN"] = int(problem["b_layout"] == "kn")
             out["SUBTILE"] = int(config.get("SUBTILE", 0))
@@ -137,7 +142,7 @@ class TritonMatmul(TritonKernel):
 
     def arguments(self, config: Mapping[str, Any], problem: Mapping[str, Any], sm_count: int) -> dict[str, Any]:
         sizes = {name: int(problem[name]) for name in ("M", "N", "K")}
-        bias = BufferArg("bias" if self.EPILOGUE else "C")  # read only by the fused epilogue
+        bias = BufferArg("bias" if self.epilogue(problem) else "C")  # read only by the fused epilogue
         if int(config["TMA"]):
             return {**self._descriptors(config, problem), "bias_ptr": bias, **sizes,
                     "NUM_SMS": min(sm_count, self._tiles(config, problem))}  # fmt: skip

@@ -13,7 +13,9 @@ Two kernels, one per schedule, both handling any M, N, K (masked tails):
   the tile in two halves (less shared memory for the epilogue, so one more pipeline stage fits).
 
 B is K x N (``B_KN``, as ``x @ W``) or N x K (as ``x @ W.T``, torch's Linear and an LM head).
-``EPILOGUE`` 1 adds a bias over N and applies the exact (erf) GELU, as ``F.gelu(x @ W + b)``.
+``EPILOGUE`` 1 adds a bias over N and applies the exact (erf) GELU, as ``F.gelu(x @ W + b)``; 2 adds
+the bias and applies GELU's tanh approximation (GPT-2's ``gelu_new``, ``F.gelu(..., approximate="tanh")``).
+0 (the plain product) compiles neither branch: a constexpr.
 """
 
 import triton
@@ -22,10 +24,16 @@ import triton.language as tl
 
 @triton.jit
 def _epilogue(acc, bias_ptr, offs_n, N, EPILOGUE: tl.constexpr):
-    if EPILOGUE == 1:
+    if EPILOGUE != 0:
         bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
         acc = acc + bias[None, :]
-        acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+        if EPILOGUE == 1:
+            acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+        else:
+            # 0.5 x (1 + tanh(u)) = x sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3):
+            # one exp, no tanh; exp overflows to inf for very negative x, which gives -0, not NaN.
+            inner = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+            acc = acc / (1.0 + tl.exp(-2.0 * inner))
     return acc
 
 

@@ -64,3 +64,84 @@ def test_tuned_products_are_swapped_in_and_match_eager() -> None:
     assert result["rel_l2_error"] < 1e-2
     assert "kernelfarm::tuned_matmul" in result["ops"]
     assert "aten::addmm" not in result["ops"] and "aten::mm" not in result["ops"]
+
+
+# The fused swap: GPT-2 small's MLPs (Conv1D, K x N weight, tanh GELU) and an MLP of Linear + nn.GELU
+# (N x K weight, erf), each with a tiled and a TMA config of matmul_triton's space (the fused kernel's own).
+FUSED_CHILD = r"""
+import json, sys, torch
+from kernelfarm.model_profiler.fusion import fused_mlp_candidates
+from kernelfarm.model_profiler.models import ModelUnderTest, build
+from kernelfarm.model_profiler.swap import _set_swapped, swap_and_measure
+
+which, schedule = sys.argv[1], sys.argv[2]
+config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+          "TMA": 0, "SUBTILE": 0}
+if schedule == "tma":
+    config |= {"TMA": 1, "SUBTILE": 1}
+if which == "gpt2":
+    mut = build("gpt2", dtype="bfloat16", batch=4, seq=128, device="cuda")
+else:
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc, self.act, self.c_proj = torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)
+        def forward(self, x):
+            return self.c_proj(self.act(self.c_fc(x)))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Mlp(), Mlp()).to("cuda", torch.bfloat16).eval()
+    mut = ModelUnderTest("mlp", model, {"input": torch.randn(3, 100, 256, device="cuda", dtype=torch.bfloat16)},
+                         "bfloat16", "cuda")
+(candidate,) = fused_mlp_candidates(mut)
+entry = {"operator": "c_fc + act", "kernel": "matmul_bias_gelu_triton", "config": config, "speedup": 2.0,
+         "problem": candidate["problem"], "kernel_problem": candidate["problem"], "modules": candidate["modules"],
+         "calls": candidate["calls"], "baseline_ms": candidate["baseline_ms"]}
+result = swap_and_measure(mut, [entry], baseline_ms=1.0, iterations=3)
+result["candidate"] = candidate
+
+def kernels():
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.inference_mode():
+        mut.model(**mut.inputs)
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+
+swapped_kernels = kernels()  # the A/B ends on the swapped model
+names = [n for names in result["swapped"].values() for n in names]
+_set_swapped(mut.model, dict.fromkeys(names), on=False)
+eager_kernels = kernels()
+result["kernels"] = {"swapped": len(swapped_kernels), "eager": len(eager_kernels),
+                     "fused_launches": sum(1 for k in swapped_kernels if k.startswith("kf_triton_matmul"))}
+print(json.dumps(result))
+"""
+
+
+@pytest.mark.skipif(gpu_missing() is not None, reason=str(gpu_missing()))
+@pytest.mark.parametrize("schedule", ["tiled", "tma"])
+@pytest.mark.parametrize(
+    ("which", "problem", "mlps"),
+    [
+        ("gpt2", {"M": 512, "N": 3072, "K": 768, "dtype": "bfloat16", "b_layout": "kn", "gelu": "tanh"}, 12),
+        ("linear", {"M": 300, "N": 1024, "K": 256, "dtype": "bfloat16", "b_layout": "nk", "gelu": "erf"}, 2),
+    ],
+)
+def test_fused_mlps_are_swapped_in_match_float32_and_launch_fewer_kernels(
+    which: str, problem: dict, mlps: int, schedule: str
+) -> None:
+    pytest.importorskip("transformers", reason="needs transformers (the `profile` extra)")
+    done = subprocess.run([sys.executable, "-c", FUSED_CHILD, which, schedule], capture_output=True, text=True,
+                          timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["candidate"]["problem"] == problem and result["candidate"]["calls"] == mlps, result["candidate"]
+    (names,) = result["swapped"].values()
+    assert len(names) == 2 * mlps  # c_fc and act of each MLP
+    # against a float32 copy of the model: within the larger of 1e-2 and 1.5 x eager's own error
+    assert result["reference"] == "a float32 copy of the model"
+    assert result["outputs_match"], result
+    assert result["swapped_rel_l2_vs_float32"] <= max(1e-2, 1.5 * result["eager_rel_l2_vs_float32"]), result
+    kernels = result["kernels"]
+    # one fused kernel per MLP, and per MLP at least the GEMM and GELU's launches less (GPT-2's gelu_new: 8)
+    assert kernels["fused_launches"] == mlps, kernels
+    fewer = 8 if which == "gpt2" else 1
+    assert kernels["eager"] - kernels["swapped"] >= fewer * mlps, kernels

@@ -338,9 +338,18 @@ def _stored_profile(dashboard: Dashboard, with_runs: bool) -> tuple[str, dict[st
             "speedup": 2.0, "status": "tuned", "job_id": dashboard.finished_job,
             "estimated_end_to_end_ms": report.latency_ms * 0.8,
         } for op, problem in zip(hot, problems, strict=True)]  # fmt: skip
+        fused = {"M": 8, "N": 256, "K": 64, "dtype": "bfloat16", "b_layout": "kn", "gelu": "tanh"}
+        body["tuning"].append({  # an MLP's c_fc + GELU as one kernel: no share (timed in isolation, not a row)
+            "operator": "c_fc + act", "input_shapes": [[8, 64]], "family": "matmul_bias_gelu", "problem": fused,
+            "kernel": "matmul_bias_gelu_triton", "kernel_problem": fused, "calls": 2, "share": None,
+            "baseline_ms": 0.2, "baseline_how": "c_fc + act timed in isolation", "modules": ["h.0.mlp", "h.1.mlp"],
+            "tuned_ms": 0.05, "speedup": 4.0, "status": "tuned", "estimated_end_to_end_ms": report.latency_ms * 0.8,
+        })  # fmt: skip
         body["swap"] = {"swapped": {f"{hot[0].name} M=8": ["h.0.mlp"]}, "profile_latency_ms": report.latency_ms,
                         "baseline_ms": report.latency_ms, "swapped_ms": report.latency_ms / 1.1, "speedup": 1.1,
-                        "max_abs_error": 1e-5, "rel_l2_error": 1e-6, "outputs_match": True}  # fmt: skip
+                        "max_abs_error": 1e-5, "rel_l2_error": 1e-6, "outputs_match": True,
+                        "reference": "a float32 copy of the model", "eager_rel_l2_vs_float32": 0.0123,
+                        "swapped_rel_l2_vs_float32": 0.0111, "rel_l2_tolerance": 0.01845}  # fmt: skip
     with dashboard.client() as client:
         stored = client.post("/v1/profiles", json={"model": "gpt2-tiny", "device_name": report.device_name,
                                                    "dtype": "float32", "batch": 1, "seq": 8,
@@ -378,10 +387,18 @@ def test_model_profile_pages(dashboard: Dashboard, logged_in: Any) -> None:
     assert "1.25x" in page.inner_text("#compile-summary") and "12.5 s" in page.inner_text("#compile-summary")
     assert page.locator("#compile-ops tbody tr").count() == 1
     tuned = page.locator("#tuning-ops tbody tr")
-    assert tuned.count() == 2 and "2.00x" in tuned.first.inner_text() and "tuned" in tuned.first.inner_text()
+    assert tuned.count() == 3 and "2.00x" in tuned.first.inner_text() and "tuned" in tuned.first.inner_text()
     assert tuned.first.locator(f"a[href='/ui/jobs/{dashboard.finished_job}']").count() == 1
+    fused_cells = [tuned.nth(2).locator("td").nth(i).inner_text() for i in range(10)]
+    assert [fused_cells[i] for i in (0, 2, 3)] == ["c_fc + act", "matmul_bias_gelu_triton", "tuned"]
+    # the stored JSON's key order is the database's
+    assert sorted(fused_cells[1].split(", ")) == ["K=64", "M=8", "N=256", "b_layout=kn", "dtype=bfloat16", "gelu=tanh"]
+    assert fused_cells[5] == "" and "4.00x" in fused_cells[8]  # no share: not a row of the profile
     end_to_end = page.inner_text("#end-to-end")
     assert "(1.25x)" in end_to_end and "(1.10x)" in end_to_end and "match" in end_to_end
+    assert "against a float32 copy of the model: relative L2 error swapped 0.0111, eager 0.0123 (bound 0.0185)" in (
+        end_to_end
+    )
     assert page.watch.problems == []
     page.close()
 

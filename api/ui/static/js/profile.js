@@ -118,7 +118,11 @@ function tuning(r) {
     ["swapped in, measured", swap ? `${ms(swap.baseline_ms)} → ${ms(swap.swapped_ms)} ms (${num(swap.speedup, 2)}x)` :
       "not measured (profile-model --swap)"],
     ["outputs", swap ? `${swap.outputs_match === true ? "match" : "MISMATCH"}` +
-      (isNum(swap.max_abs_error) ? ` (max abs error ${swap.max_abs_error.toPrecision(3)})` : "") : undefined],
+      (isNum(swap.max_abs_error) ? ` (max abs error ${swap.max_abs_error.toPrecision(3)})` : "") +
+      (isNum(swap.swapped_rel_l2_vs_float32) && isNum(swap.eager_rel_l2_vs_float32) && isNum(swap.rel_l2_tolerance)
+        ? `; against ${text(swap.reference) || "the reference"}: relative L2 error swapped ` +
+          `${swap.swapped_rel_l2_vs_float32.toPrecision(3)}, eager ${swap.eager_rel_l2_vs_float32.toPrecision(3)} ` +
+          `(bound ${swap.rel_l2_tolerance.toPrecision(3)})` : "") : undefined],
     ["swapped", swap && swap.swapped ? swapped.join("; ") || text(swap.note) || "nothing" : undefined],
   ]);
 }
