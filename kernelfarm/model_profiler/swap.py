@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kernelfarm.model_profiler.capture import latency
@@ -94,48 +95,87 @@ def _config_order(kernel: str = "matmul_triton") -> list[str]:
 
 def _launch(a: Any, b: Any, b_nk: bool, config: list[int]) -> Any:
     """C = A @ B (B given N x K when ``b_nk``) with matmul_triton's jit functions and one config."""
-    return _run("matmul_triton", a, b, b_nk, config, {}, {})
+    return _run("matmul_triton", a, b, b_nk, config, (), {})
 
 
 def _launch_fused(a: Any, b: Any, bias: Any, b_nk: bool, gelu: str, config: list[int]) -> Any:
     """C = GELU(A @ B + bias), GELU in the given form, with matmul_bias_gelu_triton and one config."""
-    return _run("matmul_bias_gelu_triton", a, b, b_nk, config, {"gelu": gelu}, {"bias": bias})
+    return _run("matmul_bias_gelu_triton", a, b, b_nk, config, (("gelu", gelu),), {"bias": bias})
 
 
-def _run(kernel: str, a: Any, b: Any, b_nk: bool, config: list[int], problem_extra: dict[str, Any],
-         buffers_extra: dict[str, Any]) -> Any:  # fmt: skip
-    """Launch one farm kernel exactly as the farm's triton backend launches it: the kernel spec gives the
-    jit function, its constexprs, compile options, grid and arguments (buffers and TMA descriptors by name)."""
+@dataclass(frozen=True)
+class _Launcher:
+    """Everything about one launch that depends only on the kernel, the problem and the config, worked
+    out once: an eager model calls the swapped kernel on every inference, and the spec's own calls
+    (registry, argument map, grid, constexprs) cost more host time than the launches they replace."""
+
+    function: Any  # the @triton.jit function
+    grid: tuple[int, ...]
+    fixed: dict[str, Any]  # sizes, strides, constexprs and compile options
+    buffers: tuple[tuple[str, str], ...]  # (argument, buffer): passed by pointer
+    descriptors: tuple[tuple[str, str, list[int], list[int], list[int]], ...]  # (argument, buffer, TMA)
+
+
+_launchers: dict[tuple[Any, ...], _Launcher] = {}
+
+
+def _launcher(kernel: str, problem: dict[str, Any], config: tuple[int, ...], sms: int) -> _Launcher:
     import importlib
-
-    import torch
 
     from kernelfarm.kernels.registry import get_kernel
     from kernelfarm.kernels.triton_kernel import BufferArg, TensorDescriptorArg, TritonKernel
 
     impl = get_kernel(kernel).impl("triton", TritonKernel)
     values = dict(zip(_config_order(kernel), config, strict=True))
-    m, k = a.shape
-    n = b.shape[0] if b_nk else b.shape[1]
-    dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[a.dtype]
-    problem = {"M": m, "N": n, "K": k, "dtype": dtype, "b_layout": "nk" if b_nk else "kn", **problem_extra}
-    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    buffers = {"A": a, "B": b, "C": c, **buffers_extra}
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    arguments = {}
+    fixed: dict[str, Any] = {}
+    buffers, descriptors = [], []
     for name, value in impl.arguments(values, problem, sms).items():
         if isinstance(value, BufferArg):
-            value = buffers[value.buffer]
+            buffers.append((name, value.buffer))
         elif isinstance(value, TensorDescriptorArg):
-            from triton.tools.tensor_descriptor import TensorDescriptor
-
-            value = TensorDescriptor(buffers[value.buffer], list(value.shape), list(value.strides),
-                                     list(value.block_shape))  # fmt: skip
-        arguments[name] = value
+            descriptors.append((name, value.buffer, list(value.shape), list(value.strides), list(value.block_shape)))
+        else:
+            fixed[name] = value
+    fixed |= impl.constexprs(values, problem) | impl.options(values)
     function = getattr(importlib.import_module(impl.module), impl.entry(values))
-    grid = impl.grid(values, problem, sms).dims
-    function[grid](**arguments, **impl.constexprs(values, problem), **impl.options(values))
+    return _Launcher(function, impl.grid(values, problem, sms).dims, fixed, tuple(buffers), tuple(descriptors))
+
+
+def _run(kernel: str, a: Any, b: Any, b_nk: bool, config: list[int], problem_extra: tuple[tuple[str, str], ...],
+         buffers_extra: dict[str, Any]) -> Any:  # fmt: skip
+    """Launch one farm kernel exactly as the farm's triton backend launches it: the kernel spec gives the
+    jit function, its constexprs, compile options, grid and arguments (buffers and TMA descriptors by name)."""
+    import torch
+
+    m, k = a.shape
+    n = b.shape[0] if b_nk else b.shape[1]
+    key = (kernel, m, n, k, a.dtype, b_nk, problem_extra, tuple(config), a.device)
+    launcher = _launchers.get(key)
+    if launcher is None:
+        dtype = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[a.dtype]
+        problem = {"M": m, "N": n, "K": k, "dtype": dtype, "b_layout": "nk" if b_nk else "kn", **dict(problem_extra)}
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+        launcher = _launchers[key] = _launcher(kernel, problem, tuple(config), sms)
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    tensors = {"A": a, "B": b, "C": c, **buffers_extra}
+    arguments = {name: tensors[buffer] for name, buffer in launcher.buffers}
+    if launcher.descriptors:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        for name, buffer, shape, strides, block in launcher.descriptors:
+            arguments[name] = TensorDescriptor(tensors[buffer], shape, strides, block)
+    launcher.function[launcher.grid](**arguments, **launcher.fixed)
     return c
+
+
+def _call(op: str, launch: Callable[..., Any], *args: Any) -> Any:
+    """The custom operator while torch.compile traces (it needs the operator), the launch itself in eager
+    mode: the same kernel and config, without the dispatcher's own host time on every call."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        return getattr(torch.ops.kernelfarm, op)(*args)
+    return launch(*args)
 
 
 def padded_weight(weight: Any, n: int, n_pad: int, b_nk: bool) -> Any:
@@ -151,7 +191,6 @@ def padded_weight(weight: Any, n: int, n_pad: int, b_nk: bool) -> Any:
 
 
 def _forward(module: Any, k: int, n: int, n_pad: int, rows: int, b_nk: bool, config: list[int]) -> Callable[[Any], Any]:
-    import torch
 
     original = module.forward
     weight = padded_weight(module.weight.detach(), n, n_pad, b_nk)  # once, not per call
@@ -160,7 +199,7 @@ def _forward(module: Any, k: int, n: int, n_pad: int, rows: int, b_nk: bool, con
         x2d = x.reshape(-1, k)
         if x2d.shape[0] != rows or not x2d.is_contiguous():
             return original(x)  # another shape than the one tuned: leave it to torch
-        out = torch.ops.kernelfarm.tuned_matmul(x2d, weight, b_nk, config)[:, :n]
+        out = _call("tuned_matmul", _launch, x2d, weight, b_nk, config)[:, :n]
         if getattr(module, "bias", None) is not None:
             out = out + module.bias
         return out.reshape(*x.shape[:-1], n)
@@ -200,7 +239,6 @@ def _identity(x: Any) -> Any:
 
 def _fused_forward(c_fc: Any, act: Any, k: int, n: int, rows: int, b_nk: bool, gelu: str,
                    config: list[int]) -> Callable[[Any], Any]:  # fmt: skip
-    import torch
 
     original_fc, original_act = c_fc.forward, act.forward  # the modules' own (act's becomes the identity)
     weight = c_fc.weight.detach().contiguous()
@@ -210,7 +248,7 @@ def _fused_forward(c_fc: Any, act: Any, k: int, n: int, rows: int, b_nk: bool, g
         x2d = x.reshape(-1, k)
         if x2d.shape[0] != rows or not x2d.is_contiguous():
             return original_act(original_fc(x))  # another shape than the one tuned: torch, GELU included
-        out = torch.ops.kernelfarm.tuned_matmul_bias_gelu(x2d, weight, bias, b_nk, gelu, config)
+        out = _call("tuned_matmul_bias_gelu", _launch_fused, x2d, weight, bias, b_nk, gelu, config)
         return out.reshape(*x.shape[:-1], n)
 
     return forward
