@@ -63,7 +63,13 @@ def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -
     app.send_task(PROFILE_TASK, args=[str(job_id), trial_ids], queue=queue_for(gpu_model))
 
 
-@app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)
+# Acknowledged on receipt, as housekeeping is: a step lost with its coordinator costs nothing, since
+# housekeeping steps every unfinished job every tick. Held unacknowledged for the whole step, a step
+# in progress when the broker went away crashed the coordinator: closing the lost connection restores
+# unacknowledged messages through it, and kombu fails there (AttributeError on the connection's
+# hostname, the class of celery/kombu#582): 2 of 4 CI-scale fault runs lost their coordinator for
+# 6-8 s at the Redis restart (docs/RELIABILITY.md).
+@app.task(name=ADVANCE_TASK, acks_late=False, max_retries=None)
 def advance(job_id: str) -> dict[str, object]:
     step_begins(app, job_id)  # before the step reads the job: requests from now on are sent
     started = time.perf_counter()
