@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import signal
 import statistics
 import tempfile
@@ -194,7 +195,10 @@ def main() -> None:
     chaos.ChaosFarm = farm_factory  # type: ignore[assignment,misc]  # run() builds its farm by this name
     directory = Path(tempfile.mkdtemp(prefix="kf-chaos-timeline-"))
     started = time.time()
-    report, verdict = chaos.run(plan, directory, args.seed)
+    try:
+        report, verdict = chaos.run(plan, directory, args.seed)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)  # servers' data and logs: the JSON keeps what counts
     farm = farms[0]
     # the job starts with the harness's clock (report.events are relative to it); its end from job_seconds
     first = next((s["t"] for s in farm.samples if s.get("db") and (s["running"] or s["queued"])), started)
