@@ -1,7 +1,7 @@
-"""The coordinator survives losing Redis while it steps a job (fault run of issue 18). A step held
-unacknowledged while the broker went away made Celery restore the message through the lost connection,
-and kombu failed there (AttributeError on the connection's hostname): the coordinator exited, and no
-job was stepped until something restarted it."""
+"""The coordinator survives losing Redis while it steps a job (fault run of issue 18). A message held
+unacknowledged while the broker went away (a step in progress, or one waiting for a free pool process)
+made Celery restore it through the lost connection, and kombu failed there (AttributeError on the
+connection's hostname): the coordinator exited, and no job was stepped until something restarted it."""
 
 from __future__ import annotations
 
@@ -48,10 +48,13 @@ def test_a_step_in_progress_when_redis_restarts_does_not_end_the_coordinator(far
     try:
         assert locked.wait(30)
         app = make_celery(Settings(database_url=farm.database_url, redis_url=farm.redis_url))
-        step = app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE)
+        # Two steps occupy both pool processes (waiting on the job's row); the third waits for one of
+        # them, received and not acknowledged: what a busy coordinator holds when Redis goes away.
+        steps = [app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE) for _ in range(3)]
         app.close()
-        wait_for(lambda: f"{ADVANCE_TASK}[{step.id}] received" in farm.log("coordinator"), 30, "the step to arrive")
-        time.sleep(0.5)  # taken by a pool process, waiting on the job's row
+        for step in steps:
+            wait_for(lambda: f"{ADVANCE_TASK}[{step.id}] received" in farm.log("coordinator"), 30, "the steps")  # noqa: B023
+        time.sleep(0.5)
         farm.flush_and_restart_redis()
         time.sleep(6)  # the consumer notices the lost connection and reconnects
         log = farm.log("coordinator")
