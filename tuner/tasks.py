@@ -68,7 +68,7 @@ def _no_restore_through_a_lost_connection(**_: Any) -> None:
     """The coordinator does not push its unacknowledged messages back when its broker connection
     closes. When the broker had gone away, closing the lost connection restored them through it and
     kombu failed there (AttributeError on the connection's hostname, the class of celery/kombu#582):
-    Celery called that unrecoverable, and the coordinator exited (4 of 9 CI-scale fault runs at
+    Celery called that unrecoverable, and the coordinator exited (7 of 14 CI-scale fault runs at
     1f39b20 lost it for 6-8 s at the Redis restart; docs/RELIABILITY.md). Nothing of the coordinator's
     needs the restore: housekeeping steps every unfinished job every tick, and a message left
     unacknowledged in Redis comes back after the visibility timeout anyway (a duplicate step is

@@ -19,6 +19,7 @@ from kernelfarm.core.models import GpuWorker, Job, Trial
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store import workers as worker_store
+from kernelfarm.services import wait_for
 from kernelfarm.worker.presence import Presence
 from tests.conftest import store_job
 
@@ -60,8 +61,9 @@ def backend_pid(presence: Presence) -> int:
 
 
 def terminate(database_url: str, pid: int) -> None:
+    """End that session, and wait until its backend (and every lock it held) is gone."""
     with session_scope(database_url) as session:
-        assert session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar_one()
+        assert session.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid}).scalar_one()
 
 
 def stopped_at(database_url: str, name: str) -> object:
@@ -98,7 +100,7 @@ def test_a_lock_taken_since_the_epoch_that_vanished_is_a_death_at_once(database_
         assert stopped_at(database_url, name) is not None
         with pytest.raises(Exception):  # noqa: B017 - the driver's error for the terminated connection
             presence.beat()
-        assert presence.beat()  # alive after all: a new connection takes the lock again, clears the mark
+        wait_for(presence.beat, 10, "the lock")  # alive after all: a new connection takes it again, clears the mark
         assert stopped_at(database_url, name) is None
         assert name not in absent(database_url)
     finally:
@@ -127,7 +129,7 @@ def test_a_lock_from_before_the_epoch_is_judged_only_after_silence(database_url:
         assert name in absent(database_url)  # silent for a minute since the epoch: gone
         with pytest.raises(Exception):  # noqa: B017 - the driver's error for the terminated connection
             presence.beat()
-        assert presence.beat()
+        wait_for(presence.beat, 10, "the lock")  # once the ended session has let it go
         assert name not in absent(database_url)
         terminate(database_url, backend_pid(presence))  # a lock taken after the epoch again: at once
         assert name in absent(database_url)
@@ -213,8 +215,8 @@ def test_a_restarted_worker_frees_its_predecessors_trials_once_it_holds_the_lock
         # The predecessor's backend still holds the lock when the new process starts.
         assert not new.start(tries=1)
         assert not lease_ended(database_url, trial_id)
-        old.close()  # the predecessor's backend goes
-        assert new.beat()  # taken on a later beat: the leftovers are freed then, not a lease later
+        old.close()  # the predecessor's backend goes (the server lets the lock go a moment after)
+        wait_for(new.beat, 10, "the lock")  # taken on a later beat: the leftovers are freed then, not a lease later
         assert lease_ended(database_url, trial_id)
     finally:
         old.close()
@@ -232,7 +234,7 @@ def test_a_worker_that_claimed_before_it_held_the_lock_keeps_its_own_trials(
         new.claiming()  # the new process claims before it holds the lock: trials under its name may be its own
         trial_id = running_trial(database_url, name)
         old.close()
-        assert new.beat()
+        wait_for(new.beat, 10, "the lock")  # the server lets the closed session's lock go a moment after
         assert not lease_ended(database_url, trial_id)  # left to the lease, not cut short
     finally:
         old.close()
