@@ -138,6 +138,9 @@ class Trial(Base):
     worker_name: Mapped[str | None] = mapped_column(String(255))
     gpu_uuid: Mapped[str | None] = mapped_column(String(128))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Set when the attempt's lease was ended early because its worker process is gone (its heartbeat
+    # stays the last one it wrote); the reaper then treats the lease as run out. A claim clears it.
+    lease_ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Timing statistics in milliseconds; every repetition is kept in `times_ms`.
     time_ms: Mapped[float | None] = mapped_column(Float)

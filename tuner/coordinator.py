@@ -280,8 +280,8 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
     unclaimed_after = 0.0 if broker_emptied else settings.redispatch_after_seconds
     with session_scope() as session:
         # A worker process that died (its presence lock went with its connection) frees its trials
-        # now; the lease stays the rule for one that is stuck but alive (it keeps its lock).
-        # Silent for 3 heartbeats as well: the server can drop every lock without a restart (see there).
+        # now; the lease stays the rule for one that is stuck but alive (it keeps its lock). A lock
+        # taken before the server last reinitialised also needs 3 silent heartbeats (see there).
         gone = absent_workers(session, 3 * settings.heartbeat_seconds)
         ended = trial_store.expire_leases_of(session, gone)
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)

@@ -78,7 +78,24 @@ def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -
     app.send_task(PROFILE_TASK, args=[str(job_id), trial_ids], queue=queue_for(gpu_model))
 
 
-@app.task(name=ADVANCE_TASK, acks_late=True, max_retries=None)
+@worker_init.connect
+def _no_restore_through_a_lost_connection(**_: Any) -> None:
+    """The coordinator does not push its unacknowledged messages back when its broker connection
+    closes. When the broker had gone away, closing the lost connection restored them through it and
+    kombu failed there (AttributeError on the connection's hostname, the class of celery/kombu#582):
+    Celery called that unrecoverable, and the coordinator exited (7 of 14 CI-scale fault runs at
+    1f39b20 lost it for 6-8 s at the Redis restart; docs/RELIABILITY.md). Nothing of the coordinator's
+    needs the restore: housekeeping steps every unfinished job every tick, and a message left
+    unacknowledged in Redis comes back after the visibility timeout anyway (a duplicate step is
+    harmless). The GPU workers, whose trial messages matter more, keep the default."""
+    from kombu.transport import redis as kombu_redis
+
+    kombu_redis.QoS.restore_at_shutdown = False
+
+
+# Acknowledged on receipt, as housekeeping is: a step lost with its coordinator costs nothing (see
+# above), and a message acknowledged is one fewer to hold when the broker goes away.
+@app.task(name=ADVANCE_TASK, acks_late=False, max_retries=None)
 def advance(job_id: str) -> dict[str, object]:
     step_begins(app, job_id)  # before the step reads the job: requests from now on are sent
     started = time.perf_counter()

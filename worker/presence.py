@@ -9,6 +9,7 @@ a PostgreSQL restart the lock is taken again before the worker counts as live ag
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from sqlalchemy import Connection, Engine, create_engine
@@ -37,6 +38,12 @@ class Presence:
         # actually holds the lock, whenever that is: start() may fail (database down), or the lock
         # may still be held for a moment by the dead process's server backend.
         self._orphans_pending = True
+        # One beat or stop at a time: a beat that was still writing when the worker shut down could
+        # otherwise commit its heartbeat (which clears stopped_at) after the stop mark.
+        self._writing = threading.Lock()
+        self._stopped = False
+        # The longest a beat can take: a connect, then statements bounded by the server's timeout.
+        self._beat_bound_s = settings.database_connect_timeout_seconds + settings.database_statement_timeout_seconds
 
     def start(self, tries: int = 5, pause_s: float = 0.5) -> bool:
         """The first :meth:`beat`, at start-up, before this process claims anything: trials still
@@ -70,6 +77,12 @@ class Presence:
         Raises:
             SQLAlchemyError: the database cannot be reached (the caller retries on its next beat).
         """
+        with self._writing:
+            if self._stopped:
+                return False
+            return self._guarded_beat()
+
+    def _guarded_beat(self) -> bool:
         try:
             return self._beat()
         except DBAPIError as exc:
@@ -106,9 +119,37 @@ class Presence:
             except SQLAlchemyError:
                 logger.debug("closing the lost presence connection failed", exc_info=True)
 
+    def stop(self) -> None:
+        """The worker shuts down: mark it stopped, then release the lock (closing the connection does),
+        in that order, so a stopped worker is never judged absent. A beat in progress finishes first
+        (it is bounded by the connect and statement timeouts) and no beat writes after the mark.
+        """
+        acquired = self._writing.acquire(timeout=self._beat_bound_s + 5)
+        if not acquired:
+            logger.warning("a heartbeat of %s is still running after %.0f s; marking it stopped anyway",
+                           self.name, self._beat_bound_s + 5)  # fmt: skip
+        try:
+            self._stopped = True
+            try:
+                connection = self._connection or self._engine.connect()
+                with Session(bind=connection) as session:
+                    worker_store.stop_worker(session, self.name)
+                    session.commit()
+                if connection is not self._connection:
+                    connection.close()
+            except SQLAlchemyError:
+                logger.warning("could not mark worker %s stopped", self.name, exc_info=True)
+        finally:
+            if acquired:
+                self._writing.release()
+        self.close()
+
     def close(self) -> None:
-        """Release the lock (closing the connection does) after the worker said it stopped."""
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        """Release the lock (closing the connection does)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except SQLAlchemyError:  # the connection was already lost, and the lock with it
+                logger.debug("closing the presence connection failed", exc_info=True)
         self._engine.dispose()

@@ -120,15 +120,18 @@ def _heartbeat_loop() -> None:
 @worker_shutdown.connect
 def _unregister(**_: Any) -> None:
     _WorkerState.stop.set()
-    try:
-        with session_scope() as session:
-            worker_store.stop_worker(session, _WorkerState.name)
-    except Exception:
-        logger.warning("could not mark worker stopped", exc_info=True)
-    if _WorkerState.heartbeat is not None:
-        _WorkerState.heartbeat.join(timeout=10)  # it uses the presence connection
     if _WorkerState.presence is not None:
-        _WorkerState.presence.close()  # after the stop mark: a stopped worker is not judged absent
+        # The stop mark goes through the presence, after any beat in progress and before the lock
+        # is let go: a beat cannot clear it, and a stopped worker is not judged absent.
+        _WorkerState.presence.stop()
+    else:
+        try:
+            with session_scope() as session:
+                worker_store.stop_worker(session, _WorkerState.name)
+        except Exception:
+            logger.warning("could not mark worker stopped", exc_info=True)
+    if _WorkerState.heartbeat is not None:
+        _WorkerState.heartbeat.join(timeout=5)  # its beats write nothing any more
     if _WorkerState.backend is not None:
         _WorkerState.backend.close()
 

@@ -117,6 +117,7 @@ def claim(session: Session, trial_id: int, worker_name: str, gpu_uuid: str | Non
             worker_name=worker_name,
             gpu_uuid=gpu_uuid,
             heartbeat_at=func.now(),
+            lease_ended_at=None,
             started_at=func.now(),
         )
         .returning(Trial.id, Trial.attempt, Trial.job_id, Trial.config)
@@ -187,14 +188,16 @@ class Reaped:
 
 
 def reap_expired_leases(session: Session, lease_seconds: float, max_attempts: int) -> Reaped:
-    """Running trials whose heartbeat is older than the lease: back to queued, or failed with kind
-    "crash" once they have used ``max_attempts`` attempts (a trial that keeps killing its worker)."""
+    """Running trials whose heartbeat is older than the lease, or whose lease was ended because their
+    worker is gone (:func:`expire_leases_of`): back to queued, or failed with kind "crash" once they
+    have used ``max_attempts`` attempts (a trial that keeps killing its worker). Their heartbeat stays
+    the last one their worker wrote, and ``lease_ended_at`` says when an early end was decided."""
     expired = (
         session.execute(
             select(Trial)
             .where(
                 Trial.state == TrialState.RUNNING.value,
-                Trial.heartbeat_at < func.now() - timedelta(seconds=lease_seconds),
+                (Trial.heartbeat_at < func.now() - timedelta(seconds=lease_seconds)) | Trial.lease_ended_at.isnot(None),
             )
             .with_for_update(skip_locked=True)
         )
@@ -225,13 +228,17 @@ def reap_expired_leases(session: Session, lease_seconds: float, max_attempts: in
 def expire_leases_of(session: Session, worker_names: Sequence[str]) -> int:
     """End the leases of every trial running under ``worker_names`` now (processes known to be gone):
     :func:`reap_expired_leases` then requeues them, or fails them at the retry cap, as if the lease
-    had run out. Returns how many leases ended."""
+    had run out. Their heartbeat is left as the worker last wrote it. Returns how many leases ended."""
     if not worker_names:
         return 0
     result = session.execute(
         update(Trial)
-        .where(Trial.state == TrialState.RUNNING.value, Trial.worker_name.in_(list(worker_names)))
-        .values(heartbeat_at=literal("-infinity").cast(Trial.heartbeat_at.type))
+        .where(
+            Trial.state == TrialState.RUNNING.value,
+            Trial.worker_name.in_(list(worker_names)),
+            Trial.lease_ended_at.is_(None),
+        )
+        .values(lease_ended_at=func.now())
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
 

@@ -3,8 +3,8 @@
 Presence: each worker process holds a session-level advisory lock, keyed by its name, on a database
 connection of its own for as long as it lives (worker/presence.py). The operating system closes that
 connection the moment the process dies, kill -9 included, and PostgreSQL drops the lock with it, so
-housekeeping sees a dead worker a few heartbeats after its death (lock gone and silent, see
-:func:`absent_workers`) instead of after a lease. A worker that is alive but stuck (SIGSTOP) keeps its
+housekeeping sees a dead worker at its next tick (lock gone, see :func:`absent_workers`) instead of
+after a lease. A worker that is alive but stuck (SIGSTOP) keeps its
 connection and its lock: its trials wait for the lease, as before.
 """
 
@@ -79,58 +79,88 @@ def known_architectures(session: Session) -> dict[str, str | None]:
     return out
 
 
-# Advisory locks of two int4 keys: (PRESENCE_LOCK_CLASS, a hash of the worker's name). The hash is the
-# server's own, so the worker that takes the lock and the housekeeping that looks for it agree.
-PRESENCE_LOCK_CLASS = 0x6B66  # "kf"
-_PRESENCE_KEY = "hashtext({name}) & 2147483647"
+# Presence locks: one bigint advisory key per worker name, the server's own 64-bit hash of it, so the
+# worker that takes the lock and the housekeeping that looks for it agree, and two names share a key
+# with a chance of about n**2 / 2**65 (the earlier 31-bit hash made that likely at a few thousand
+# workers, and a collision hides a dead worker behind a live one's lock). The seed keeps the keys apart
+# from other applications' bigint locks on the same database.
+PRESENCE_LOCK_SEED = 0x6B66  # "kf"
+_PRESENCE_KEY = "hashtextextended({name}, {seed})"
+# The form a worker of the previous version holds (two int4 keys: this class, a 31-bit hash): such a
+# worker is still recognised as present while a farm is upgraded one process at a time.
+_LEGACY_LOCK_CLASS = 0x6B66
+
+
+def _key(name: str) -> str:
+    return _PRESENCE_KEY.format(name=name, seed=PRESENCE_LOCK_SEED)
+
+
+def mark_epoch(session: Session) -> bool:
+    """Write this server's presence epoch if it is missing; True when it was (the server reinitialised
+    since it was last written: see :func:`absent_workers`)."""
+    written = session.execute(
+        text("INSERT INTO presence_epoch (id) VALUES (1) ON CONFLICT (id) DO NOTHING RETURNING id")
+    ).first()
+    return written is not None
 
 
 def take_presence(session: Session, name: str) -> bool:
     """Take worker ``name``'s presence lock on ``session``'s connection (which must stay open for the
     process's lifetime) and stamp ``presence_since`` through that same connection, so a stamp never
     outlives the lock it stands for (a PostgreSQL restart drops both: see :func:`absent_workers`).
+    The server's epoch is written first if missing, so the stamp comes after it.
 
     Returns:
         False when another live session holds the lock: a second process under the same name.
     """
-    taken = session.execute(
-        text(f"SELECT pg_try_advisory_lock(:cls, {_PRESENCE_KEY.format(name=':name')})"),
-        {"cls": PRESENCE_LOCK_CLASS, "name": name},
-    ).scalar_one()
+    mark_epoch(session)
+    taken = session.execute(text(f"SELECT pg_try_advisory_lock({_key(':name')})"), {"name": name}).scalar_one()
     if taken:
         session.execute(
-            update(GpuWorker).where(GpuWorker.name == name).values(presence_since=func.now(), stopped_at=None)
+            update(GpuWorker)
+            .where(GpuWorker.name == name)
+            .values(presence_since=func.clock_timestamp(), stopped_at=None)  # after the epoch's now()
         )
     return bool(taken)
 
 
 def absent_workers(session: Session, silent_seconds: float) -> list[str]:
-    """Workers whose process is gone: it took its presence lock while this database server has been
-    up, has not said it stopped, no session holds its lock any more, and it has not heartbeaten for
-    ``silent_seconds``. Marked stopped here (its next heartbeat, if it is somehow alive, undoes that
-    and takes the lock again).
+    """Workers whose process is gone: it took its presence lock, has not said it stopped, and no
+    session holds its lock any more. Marked stopped here (its next heartbeat, if it is somehow alive,
+    undoes that and takes the lock again).
 
-    The server can drop every lock without a restart (crash recovery after one backend died ends all
-    sessions but keeps ``pg_postmaster_start_time()``; a failover to a standby brings an older start
-    time), so a missing lock alone does not prove a process dead: a live worker takes its lock again
-    and heartbeats through the same connection on its next beat, hence the silence as well
-    (``silent_seconds``: a few heartbeat periods, far below the lease). A full restart is covered by
-    both rules: a lock dating from before it is not judged until it is taken again.
+    A missing lock proves the process dead at once when the lock was taken after the server last
+    (re)initialised. Reinitialising drops every lock while the workers live on: a restart
+    (``pg_postmaster_start_time()``), crash recovery after one backend died (which keeps that start
+    time) and a failover to a standby (which brings an older one). The last two empty the unlogged
+    ``presence_epoch`` table, which is written again (here or by the next lock taken) after them: its
+    row's time, or the restart's if later, is the epoch. Any role that owns the schema reads it; the
+    start times of the server's auxiliary processes, which crash recovery resets too, are hidden from a
+    role without ``pg_read_all_stats``. A worker whose lock predates the epoch and has not taken it
+    again is judged as before: gone once silent for ``silent_seconds`` (a few heartbeat periods) since
+    its last heartbeat or the epoch, whichever is later; a live one heartbeats and takes its lock again
+    within a beat of the server's return. While the epoch is missing nothing is judged.
     """
+    if mark_epoch(session):
+        return []  # the server reinitialised at an unknown moment before now: judge nobody this time
     names = list(
         session.execute(
             text(
-                "SELECT w.name FROM gpu_workers w "
+                "WITH epoch AS (SELECT greatest(pg_postmaster_start_time(), started_at) AS at "
+                "               FROM presence_epoch WHERE id = 1) "
+                "SELECT w.name FROM gpu_workers w, epoch e "
                 "WHERE w.presence_since IS NOT NULL AND w.stopped_at IS NULL "
-                "AND w.presence_since > pg_postmaster_start_time() "
-                "AND w.last_heartbeat < now() - make_interval(secs => :silent) "
+                "AND (w.presence_since > e.at "
+                "     OR greatest(w.last_heartbeat, e.at) < now() - make_interval(secs => :silent)) "
                 "AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
                 "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                f"AND l.classid = CAST(:cls AS oid) AND l.objsubid = 2 "
-                f"AND l.objid = CAST({_PRESENCE_KEY.format(name='w.name')} AS oid)) "
+                f"AND ((l.objsubid = 1 AND l.classid = CAST(({_key('w.name')} >> 32) & 4294967295 AS oid) "
+                f"      AND l.objid = CAST({_key('w.name')} & 4294967295 AS oid)) "
+                "  OR (l.objsubid = 2 AND l.classid = CAST(:legacy AS oid) "
+                "      AND l.objid = CAST(hashtext(w.name) & 2147483647 AS oid)))) "
                 "FOR UPDATE OF w SKIP LOCKED"
             ),
-            {"cls": PRESENCE_LOCK_CLASS, "silent": float(silent_seconds)},
+            {"legacy": _LEGACY_LOCK_CLASS, "silent": float(silent_seconds)},
         ).scalars()
     )
     if names:

@@ -1,9 +1,13 @@
-"""Presence locks on the real schema (core/store/workers.py, worker/presence.py): a lock that vanished
-while its worker still heartbeats is not a dead worker; a restarted worker frees what its predecessor
-left once it holds the lock, but never the trials it claimed itself."""
+"""Presence locks on the real schema (core/store/workers.py, worker/presence.py): a lock taken since the
+server's epoch that vanished is a dead worker at once; one from before the epoch needs silence too; a
+restarted worker frees what its predecessor left once it holds the lock, but never the trials it
+claimed itself; a stopped worker stays stopped; names that share a 31-bit hash have locks of their own.
+(A real crash recovery: tests/reliability/test_presence_crash_recovery.py.)"""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -15,6 +19,7 @@ from kernelfarm.core.models import GpuWorker, Job, Trial
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store import workers as worker_store
+from kernelfarm.services import wait_for
 from kernelfarm.worker.presence import Presence
 from tests.conftest import store_job
 
@@ -24,8 +29,8 @@ GPU_MODEL = "presence-test-gpu"
 SILENT_S = 6.0
 
 
-def register(database_url: str) -> str:
-    name = f"presence-{uuid.uuid4().hex[:8]}@test"
+def register(database_url: str, name: str | None = None) -> str:
+    name = name or f"presence-{uuid.uuid4().hex[:8]}@test"
     identity = worker_store.WorkerIdentity(name=name, hostname="test", backend="replay", gpu_model=GPU_MODEL,
                                            gpu_name="test GPU", queue="gpu.test")  # fmt: skip
     with session_scope(database_url) as session:
@@ -46,9 +51,24 @@ def running_trial(database_url: str, worker_name: str) -> int:
 
 def lease_ended(database_url: str, trial_id: int) -> bool:
     with session_scope(database_url) as session:
-        heartbeat = session.execute(text("SELECT heartbeat_at = '-infinity' FROM trials WHERE id = :id"),
-                                    {"id": trial_id}).scalar_one()  # fmt: skip
-    return bool(heartbeat)
+        ended = session.execute(select(Trial.lease_ended_at).where(Trial.id == trial_id)).scalar_one()
+    return ended is not None
+
+
+def backend_pid(presence: Presence) -> int:
+    assert presence._connection is not None
+    return int(presence._connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+
+def terminate(database_url: str, pid: int) -> None:
+    """End that session, and wait until its backend (and every lock it held) is gone."""
+    with session_scope(database_url) as session:
+        assert session.execute(text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid}).scalar_one()
+
+
+def stopped_at(database_url: str, name: str) -> object:
+    with session_scope(database_url) as session:
+        return session.execute(select(GpuWorker.stopped_at).where(GpuWorker.name == name)).scalar_one()
 
 
 def absent(database_url: str) -> list[str]:
@@ -66,32 +86,122 @@ def settings(database_url: str) -> Iterator[Settings]:
         session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == GPU_MODEL))
 
 
-def test_a_lost_lock_of_a_worker_that_still_heartbeats_is_not_a_death(database_url: str, settings: Settings) -> None:
-    # The server can drop every session without a restart (crash recovery after one backend died, a
-    # failover): the worker's lock is gone, but the worker lives and takes it again on its next beat.
+def test_a_lock_taken_since_the_epoch_that_vanished_is_a_death_at_once(database_url: str, settings: Settings) -> None:
+    # Nothing reinitialised the server since the lock was taken, so only the end of its session
+    # (the process died, or an operator ended it) lets it go: no silence to wait for. (Before, the
+    # worker had to be silent for 3 heartbeats as well: 6 s at the defaults.)
     name = register(database_url)
     presence = Presence(settings, name)
     try:
         assert presence.start()
         assert name not in absent(database_url)
-        assert presence._connection is not None
-        pid = presence._connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
-        with session_scope(database_url) as session:
-            assert session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar_one()
-        assert name not in absent(database_url)  # lock gone, but it heartbeat within SILENT_S
-        with session_scope(database_url) as session:  # silent since: now it counts as gone
-            session.execute(update(GpuWorker).where(GpuWorker.name == name)
-                            .values(last_heartbeat=func.now() - text("interval '10 seconds'")))  # fmt: skip
-        assert name in absent(database_url)
+        terminate(database_url, backend_pid(presence))
+        assert name in absent(database_url)  # it heartbeat a moment ago, and still counts as gone
+        assert stopped_at(database_url, name) is not None
         with pytest.raises(Exception):  # noqa: B017 - the driver's error for the terminated connection
             presence.beat()
-        assert presence.beat()  # a new connection takes the lock again and clears the stop mark
-        with session_scope(database_url) as session:
-            stopped = session.execute(select(GpuWorker.stopped_at).where(GpuWorker.name == name)).scalar_one()
-            assert stopped is None
+        wait_for(presence.beat, 10, "the lock")  # alive after all: a new connection takes it again, clears the mark
+        assert stopped_at(database_url, name) is None
         assert name not in absent(database_url)
     finally:
         presence.close()
+
+
+def test_a_lock_from_before_the_epoch_is_judged_only_after_silence(database_url: str, settings: Settings) -> None:
+    # Crash recovery ends every session, so every lock vanishes while the workers live on, and it
+    # empties the unlogged presence_epoch table (shown on a real server in tests/reliability): here the
+    # row is deleted and the session ended by hand.
+    name = register(database_url)
+    presence = Presence(settings, name)
+    try:
+        assert presence.start()
+        with session_scope(database_url) as session:
+            session.execute(text("DELETE FROM presence_epoch"))
+        terminate(database_url, backend_pid(presence))
+        assert absent(database_url) == []  # the epoch is unknown: nobody is judged, the epoch is written
+        assert name not in absent(database_url)  # its lock predates the epoch, and it heartbeat lately
+        with session_scope(database_url) as session:  # silent since well before the epoch
+            session.execute(update(GpuWorker).where(GpuWorker.name == name)
+                            .values(last_heartbeat=func.now() - text("interval '1 hour'")))  # fmt: skip
+        assert name not in absent(database_url)  # the silence counts from the epoch, only just written
+        with session_scope(database_url) as session:
+            session.execute(text("UPDATE presence_epoch SET started_at = now() - interval '1 minute'"))
+        assert name in absent(database_url)  # silent for a minute since the epoch: gone
+        with pytest.raises(Exception):  # noqa: B017 - the driver's error for the terminated connection
+            presence.beat()
+        wait_for(presence.beat, 10, "the lock")  # once the ended session has let it go
+        assert name not in absent(database_url)
+        terminate(database_url, backend_pid(presence))  # a lock taken after the epoch again: at once
+        assert name in absent(database_url)
+    finally:
+        presence.close()
+
+
+def test_names_that_share_a_31_bit_hash_hold_locks_of_their_own(database_url: str, settings: Settings) -> None:
+    # The lock key was hashtext(name) & 2**31-1: two names with one key could not both be present, and
+    # a dead one hid behind the live one's lock. Two such names, found among 2**17 candidates.
+    with session_scope(database_url) as session:
+        first, second = session.execute(text(
+            "SELECT min(n), max(n) FROM (SELECT 'presence-' || i || '@test' AS n FROM generate_series(1, 131072) i) s "
+            "GROUP BY hashtext(n) & 2147483647 HAVING count(*) > 1 LIMIT 1"
+        )).one()  # fmt: skip
+    one, other = Presence(settings, register(database_url, first)), Presence(settings, register(database_url, second))
+    try:
+        assert one.start(tries=1) and other.start(tries=1)
+        terminate(database_url, backend_pid(one))
+        assert absent(database_url) == [first]
+    finally:
+        one.close()
+        other.close()
+
+
+def test_no_heartbeat_clears_the_stop_mark_of_a_worker_shutting_down(database_url: str, settings: Settings) -> None:
+    # A beat still writing when the worker shut down used to commit its heartbeat, which clears
+    # stopped_at, after the shutdown's stop mark (the shutdown waited 10 s for it; a beat may take the
+    # 30 s statement timeout): the stopped worker then looked live.
+    name = register(database_url)
+    presence = Presence(settings, name)
+    try:
+        assert presence.start()
+        with session_scope(database_url) as blocker:  # holds the worker's row: the next beat waits on it
+            blocker.execute(select(GpuWorker).where(GpuWorker.name == name).with_for_update())
+            beat = threading.Thread(target=presence.beat)
+            beat.start()
+            time.sleep(0.5)
+            stop = threading.Thread(target=presence.stop)
+            stop.start()
+            time.sleep(0.5)
+            assert stop.is_alive()  # the stop waits for the beat in progress
+        beat.join(30)
+        stop.join(30)
+        assert not stop.is_alive()
+        assert stopped_at(database_url, name) is not None
+        assert not presence.beat()  # a beat after the stop (a heartbeat thread not joined in time)
+        assert stopped_at(database_url, name) is not None
+        assert name not in absent(database_url)  # a stopped worker is not judged absent
+    finally:
+        presence.close()
+
+
+def test_an_ended_lease_keeps_the_workers_last_heartbeat(database_url: str, settings: Settings) -> None:
+    # The lease of a gone worker's trial used to be ended by writing '-infinity' as its heartbeat,
+    # and the reaper left that on the rows it requeued or failed.
+    name = register(database_url)
+    trial_id = running_trial(database_url, name)
+    with session_scope(database_url) as session:
+        heartbeat = session.execute(select(Trial.heartbeat_at).where(Trial.id == trial_id)).scalar_one()
+        assert trial_store.expire_leases_of(session, [name]) == 1
+    with session_scope(database_url) as session:
+        reaped = trial_store.reap_expired_leases(session, lease_seconds=3600, max_attempts=3)
+        assert [trial for trial, _ in reaped.requeued] == [trial_id]
+    with session_scope(database_url) as session:
+        row = session.execute(select(Trial).where(Trial.id == trial_id)).scalar_one()
+        assert row.state == "queued" and row.heartbeat_at == heartbeat and row.lease_ended_at is not None
+    with session_scope(database_url) as session:  # the next attempt's lease is a fresh one
+        assert trial_store.claim(session, trial_id, name, None) is not None
+    with session_scope(database_url) as session:
+        assert session.execute(select(Trial.lease_ended_at).where(Trial.id == trial_id)).scalar_one() is None
+        assert trial_store.reap_expired_leases(session, lease_seconds=3600, max_attempts=3).requeued == []
 
 
 def test_a_restarted_worker_frees_its_predecessors_trials_once_it_holds_the_lock(
@@ -105,8 +215,8 @@ def test_a_restarted_worker_frees_its_predecessors_trials_once_it_holds_the_lock
         # The predecessor's backend still holds the lock when the new process starts.
         assert not new.start(tries=1)
         assert not lease_ended(database_url, trial_id)
-        old.close()  # the predecessor's backend goes
-        assert new.beat()  # taken on a later beat: the leftovers are freed then, not a lease later
+        old.close()  # the predecessor's backend goes (the server lets the lock go a moment after)
+        wait_for(new.beat, 10, "the lock")  # taken on a later beat: the leftovers are freed then, not a lease later
         assert lease_ended(database_url, trial_id)
     finally:
         old.close()
@@ -124,7 +234,7 @@ def test_a_worker_that_claimed_before_it_held_the_lock_keeps_its_own_trials(
         new.claiming()  # the new process claims before it holds the lock: trials under its name may be its own
         trial_id = running_trial(database_url, name)
         old.close()
-        assert new.beat()
+        wait_for(new.beat, 10, "the lock")  # the server lets the closed session's lock go a moment after
         assert not lease_ended(database_url, trial_id)  # left to the lease, not cut short
     finally:
         old.close()

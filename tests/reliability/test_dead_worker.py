@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.store.jobs import cancel_job
@@ -62,6 +63,39 @@ def test_a_killed_worker_frees_its_trial_long_before_its_lease(farm: ChaosFarm) 
         assert terminal_transitions(farm.database_url, trial_id) == 1
         assert "gone (presence lock released)" in farm.log("coordinator")
     finally:
+        farm.kill("coordinator")
+        farm.kill(idle)
+
+
+def requeued_at(database_url: str, trial_id: int) -> float | None:
+    """When (epoch seconds, database clock) the trial's first attempt went back to the queue."""
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        at = connection.execute(
+            text("SELECT extract(epoch FROM at) FROM chaos_trial_transitions WHERE trial_id = :t AND attempt = 1 "
+                 "AND old_state = 'running' AND new_state = 'queued'"), {"t": trial_id}
+        ).scalar()  # fmt: skip
+    engine.dispose()
+    return None if at is None else float(at)
+
+
+def test_a_killed_workers_trial_is_requeued_within_a_housekeeping_tick(farm: ChaosFarm) -> None:
+    # The default heartbeat (2 s): before, a worker whose lock was gone also had to be silent for
+    # 3 heartbeats, so its trial waited 6 s and up to a tick more. Its lock was taken after the
+    # server's epoch, so now the next tick (every 1 s here) requeues it.
+    farm.extra_env["KERNELFARM_HEARTBEAT_SECONDS"] = "2"
+    ready_coordinator(farm)
+    job_id, trial_id, busy, idle = busy_with_a_trial(farm, offset=12)
+    try:
+        time.sleep(2.5)  # a heartbeat after the claim: the silence rule alone would need 6 s from here
+        killed = time.time()
+        farm.kill(busy, signal.SIGKILL)
+        at = wait_for(lambda: requeued_at(farm.database_url, trial_id), 30, "the trial to be requeued")
+        assert at - killed < 3.0, f"requeued {at - killed:.1f} s after the kill"  # 1 s ticks; was >= 6 s
+        wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+    finally:
+        farm.extra_env.pop("KERNELFARM_HEARTBEAT_SECONDS")
         farm.kill("coordinator")
         farm.kill(idle)
 

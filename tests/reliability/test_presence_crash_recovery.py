@@ -1,0 +1,101 @@
+"""PostgreSQL crash recovery on a server of this module's own: it ends every session (so every presence
+lock vanishes) while the workers live on, and keeps pg_postmaster_start_time(). The live worker must
+not be judged dead; the unlogged presence_epoch table is what tells (core/store/workers.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from kernelfarm.core.db import dispose_engines, session_scope
+from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.settings import Settings
+from kernelfarm.core.store import workers as worker_store
+from kernelfarm.services import EmbeddedPostgres, wait_for
+from kernelfarm.worker.presence import Presence
+
+SILENT_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    postgres = EmbeddedPostgres(Path(tmp_path_factory.mktemp("crash-recovery")) / "postgres")
+    postgres.start()
+    try:
+        engine = create_engine(postgres.url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as connection:
+            connection.execute(text("CREATE DATABASE kernelfarm"))
+        engine.dispose()
+        url = postgres.url.rsplit("/", 1)[0] + "/kernelfarm"
+        upgrade(url)
+        yield url
+    finally:
+        dispose_engines()
+        postgres.stop("immediate")
+
+
+def scalar(url: str, sql: str) -> object:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(text(sql)).scalar()
+    finally:
+        engine.dispose()
+
+
+def absent(url: str) -> list[str]:
+    with session_scope(url) as session:
+        return worker_store.absent_workers(session, SILENT_S)
+
+
+def crash_one_backend(url: str) -> None:
+    """kill -9 one client backend: the postmaster ends every other session and runs crash recovery."""
+    engine = create_engine(url)
+    connection = engine.connect()
+    pid = int(connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+    os.kill(pid, signal.SIGKILL)
+    connection.invalidate()
+    engine.dispose()
+    dispose_engines()  # the pooled connections died with the rest
+
+    def serving() -> bool:
+        try:
+            return scalar(url, "SELECT 1") == 1
+        except Exception:
+            return False
+
+    wait_for(serving, 60, "PostgreSQL to finish crash recovery")
+
+
+def test_a_live_worker_is_not_judged_dead_after_crash_recovery(database_url: str) -> None:
+    name = f"crash-{uuid.uuid4().hex[:8]}@test"
+    identity = worker_store.WorkerIdentity(name=name, hostname="test", backend="replay", gpu_model="crash-test-gpu",
+                                           gpu_name="test GPU", queue="gpu.test")  # fmt: skip
+    with session_scope(database_url) as session:
+        worker_store.register_worker(session, identity)
+    presence = Presence(Settings(database_url=database_url), name)
+    try:
+        assert presence.start()
+        assert absent(database_url) == []
+        postmaster_started = scalar(database_url, "SELECT pg_postmaster_start_time()")
+        crash_one_backend(database_url)
+        # What the rule stands on: the restart time stayed, and the unlogged epoch was emptied.
+        assert scalar(database_url, "SELECT pg_postmaster_start_time()") == postmaster_started
+        assert scalar(database_url, "SELECT count(*) FROM presence_epoch") == 0
+        assert absent(database_url) == []  # the epoch is unknown: nobody is judged, it is written
+        assert absent(database_url) == []  # the lock is gone, but it was taken before the epoch
+        with pytest.raises(Exception):  # noqa: B017 - the driver's error for the connection recovery ended
+            presence.beat()
+        assert presence.beat()  # its next beat takes the lock again
+        assert absent(database_url) == []
+        with session_scope(database_url) as session:
+            session.execute(text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"))
+        assert absent(database_url) == [name]  # taken since the epoch: a vanished lock is a death at once
+    finally:
+        presence.close()
