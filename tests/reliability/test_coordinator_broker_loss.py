@@ -60,7 +60,7 @@ def test_a_step_in_progress_when_redis_restarts_does_not_end_the_coordinator(far
         log = farm.log("coordinator")
         assert "Unrecoverable error" not in log, log[log.find("Unrecoverable") - 200 :][:1500]
         assert alive(coordinator.pid)
-        assert log.count("Connected to redis") >= 2  # it consumes again
+        assert log.count("Connected to ") >= 2  # it consumes again (the broker is named by its transport)
     finally:
         release.set()
         holder.join(30)
