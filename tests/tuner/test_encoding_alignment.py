@@ -9,6 +9,7 @@ from scipy.stats import spearmanr
 
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.space import Parameter, SearchSpace
+from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.encoding import alignment_columns
@@ -70,6 +71,41 @@ def test_a_power_of_two_effect_is_learned_with_alignment_columns_and_not_without
 def test_bayes_flags_take_booleans_and_numbers_do_not() -> None:
     for good in ({"transfer": False}, {"alignment": False, "design_alignment": True}):
         assert BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, good).ask(1)
-    for bad in ({"alignment": 1}, {"n_init": True}, {"gate_nulls": -1}):
+    for bad in ({"alignment": 1}, {"n_init": True}, {"gate_nulls": -1}, {"alignment_length": -1.0}):
         with pytest.raises(InvalidInput):
             BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, bad)
+
+
+def test_a_long_length_prior_keeps_an_irrelevant_column_out_of_a_small_fit() -> None:
+    """``alignment_length``: ten points, one relevant feature and one that carries nothing. With
+    the prior mean moved to a long length scale the irrelevant feature's fitted length grows."""
+    rng = np.random.default_rng(1)
+    x = rng.random((10, 2))
+    y = np.sin(3 * x[:, 0])
+    y = (y - y.mean()) / y.std()
+    plain = fit_hyperparameters(x, y)
+    long = fit_hyperparameters(x, y, length_prior=np.log(np.array([0.5, 4.0])))
+    assert long.lengths[1] > plain.lengths[1]
+    assert long.lengths[1] > 1.0
+
+
+def test_bayes_passes_the_alignment_length_prior_only_to_alignment_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelfarm.tuner.strategies import bayes
+
+    seen: list[np.ndarray | None] = []
+    real = bayes.fit_hyperparameters
+
+    def spy(x: np.ndarray, y: np.ndarray, maxiter: int = 60, length_prior: np.ndarray | None = None) -> object:
+        seen.append(length_prior)
+        return real(x, y, maxiter, length_prior)
+
+    monkeypatch.setattr(bayes, "fit_hyperparameters", spy)
+    history = [Observation(c, float(c["tile"]) + c["bx"]) for c in SPACE.valid_configs(CONTEXT)[:12]]
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment_length": 2.0}).ask(1)
+    table = candidate_table(SPACE, CONTEXT)
+    prior = seen[-1]
+    assert prior is not None and len(prior) == table.features.shape[1]
+    assert np.allclose(prior[table.plain_columns :], np.log(2.0))
+    assert np.allclose(prior[: table.plain_columns], np.log(0.5))
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}).ask(1)
+    assert seen[-1] is None  # the default: one prior for every feature

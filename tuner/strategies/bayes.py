@@ -39,6 +39,7 @@ What makes it fit for a farm rather than a notebook:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -52,7 +53,7 @@ from kernelfarm.tuner.strategies.acquisition import ACQUISITIONS, acquisition
 from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
-from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.strategies.gp import LENGTH_PRIOR, GaussianProcess, fit_hyperparameters
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -120,6 +121,8 @@ class BayesSettings:
         alignment: the encoding's alignment columns (encoding.py: "is a power of two" and the
             power of two dividing the value, for integer parameters that are not all powers of
             two) are model features; False (an ablation): the plain columns only.
+        alignment_length: prior mean length scale of the alignment columns (0: the same prior as
+            every other feature, log-normal around 0.5).
         design_alignment: the space-filling design spreads over the alignment columns too (by
             default it spreads over the plain columns: the parameters themselves).
     """
@@ -143,6 +146,7 @@ class BayesSettings:
     gate_nulls: int = 8
     gate_first: bool = True
     alignment: bool = True
+    alignment_length: float = 0.0
     design_alignment: bool = False
 
     @classmethod
@@ -169,12 +173,12 @@ class BayesSettings:
         sizes = (settings.pool, settings.train_max, settings.fit_max)
         warm = (
             settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm,
-            settings.gate_nulls,
+            settings.gate_nulls, settings.alignment_length,
         )  # fmt: skip
         if min(sizes) < 2 or settings.n_init < 1 or min(warm) < 0:
             raise InvalidInput(
                 "n_init, pool, train_max, fit_max must be positive; "
-                "prior_*, transfer_strength, n_init_warm, gate_nulls not negative"
+                "prior_*, transfer_strength, n_init_warm, gate_nulls, alignment_length not negative"
             )
         return settings
 
@@ -207,6 +211,7 @@ class BayesianOptimizer(Optimizer):
             return []
         rng = self.rng()
         self._x = table.model_features(self.settings.alignment)
+        self._table_plain = table.plain_columns if table.plain_columns >= 0 else self._x.shape[1]
         # the space-filling design spreads over the parameters themselves (see encoding.py)
         self._design_x = table.model_features(self.settings.alignment and self.settings.design_alignment)
         with threadpool_limits(1):  # small matrices: BLAS threads only add overhead and contention
@@ -336,7 +341,7 @@ class BayesianOptimizer(Optimizer):
             offset = a + b * prior_scored
         # Hyperparameters from measured times only: imputed penalties are not smooth data.
         fit_rows = np.flatnonzero(measured)[subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
-        hp = fit_hyperparameters(x[fit_rows], standardize(y[fit_rows]))
+        hp = fit_hyperparameters(x[fit_rows], standardize(y[fit_rows]), length_prior=self._length_prior())
         prior_rows, prior_y = self._prior_targets(table, observed, rng)
         extra = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
         x = np.vstack([x, self._x[prior_rows]])
@@ -375,6 +380,17 @@ class BayesianOptimizer(Optimizer):
         return chosen
 
     # ------------------------------------------------------------------------------ pieces
+    def _length_prior(self) -> np.ndarray | None:
+        """Prior means of the log length scales: the alignment columns' at ``alignment_length``
+        (long: a column that matters on few kernels should not cost the others, whose early fits
+        on ten points in more dimensions would otherwise find spurious structure in it)."""
+        plain = self._table_plain
+        if self._x.shape[1] <= plain or self.settings.alignment_length <= 0:
+            return None
+        prior = np.full(self._x.shape[1], LENGTH_PRIOR[0])
+        prior[plain:] = math.log(self.settings.alignment_length)
+        return prior
+
     def _targets(
         self, observed: Observed, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
@@ -458,7 +474,7 @@ class BayesianOptimizer(Optimizer):
         target = label - rate
         fit_rows = subset(len(labelled), self.settings.fit_max, -label, rng)
         x = self._x[labelled]
-        hp = fit_hyperparameters(x[fit_rows], target[fit_rows])
+        hp = fit_hyperparameters(x[fit_rows], target[fit_rows], length_prior=self._length_prior())
         mean = GaussianProcess(x, target, hp).mean(self._x[rows])
         p_ok = np.clip(1.0 - (rate + mean), 0.01, 1.0)
         return p_ok**self.settings.feasibility_power
