@@ -174,3 +174,36 @@ def test_agreement_no_better_than_smooth_unrelated_functions_is_not_enough() -> 
     nulls = np.vstack([target if i % 2 else -target for i in range(8)])
     assert rank_agreement(target, target) > 2.5  # the analytic gate would keep this prior
     assert calibrated_agreement(target, nulls, target, 4)[-1] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("agreement", "verdict"),
+    [
+        ([0.5, 0.7, 1.5], "wait"),  # positive but not yet convincing: held back, at no cost
+        ([0.5, 2.5, 1.2], "keep"),  # admitted at the second prefix, then still above transfer_gate
+        ([2.5, 0.5], "drop"),  # admitted, then a prefix below transfer_gate: dropped for good
+        ([-0.1, 3.0], "drop"),  # no better than the null models once: dropped for good
+    ],
+)
+def test_the_gate_holds_a_prior_back_until_the_evidence_decides(
+    monkeypatch: pytest.MonkeyPatch, agreement: list[float], verdict: str
+) -> None:
+    history, related, _ = _history_and_priors()
+    monkeypatch.setattr(bayes, "calibrated_agreement", lambda *args: np.array(agreement))
+    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
+    proposed = warm.ask(2)
+    assert warm.prior_dropped == (verdict == "drop")
+    assert warm.prior_used == (verdict == "keep")
+    assert (proposed == cold.ask(2)) == (verdict != "keep")  # waiting or dropped: the cold job's picks
+
+
+def test_the_status_says_when_the_prior_is_held_back() -> None:
+    history, related, _ = _history_and_priors()
+    waiting = BayesianOptimizer.from_history(SPACE, CONTEXT, history[:2], 0, {}, prior=related)
+    waiting.ask(1)
+    assert not waiting.prior_used and not waiting.prior_dropped
+    assert describe_prior(related, waiting.prior_dropped, waiting=not waiting.prior_used).endswith(
+        "show they rank its configs alike)"
+    )
+    assert describe_prior(related).endswith(("RTX 3090", "other"))  # admitted or no gate: no remark

@@ -114,6 +114,8 @@ class BayesSettings:
             and then on *every* prefix of the first ``STICKY_MAX`` measurements; 0: against
             tau's analytic standard error, with only the sign checked on the prefixes (the gate
             before issue 17's third session).
+        gate_admit: with null models, the agreement (in their standard deviations) at which the
+            gate admits a prior it has been holding back; below 0 it drops it (_prior_verdict).
         gate_first: with a gate, the prior waits for its verdict: the job's first ``GATE_MIN``
             measured configs are the cold job's space-filling design, and the prior's seeds and
             model come after them only if it passes (False: the seeds are proposed first, and
@@ -144,6 +146,7 @@ class BayesSettings:
     n_init_warm: int = 2
     transfer_gate: float = 1.0
     gate_nulls: int = 8
+    gate_admit: float = 2.0
     gate_first: bool = True
     alignment: bool = True
     alignment_length: float = 0.0
@@ -173,12 +176,12 @@ class BayesSettings:
         sizes = (settings.pool, settings.train_max, settings.fit_max)
         warm = (
             settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm,
-            settings.gate_nulls, settings.alignment_length,
+            settings.gate_nulls, settings.alignment_length, settings.gate_admit,
         )  # fmt: skip
         if min(sizes) < 2 or settings.n_init < 1 or min(warm) < 0:
             raise InvalidInput(
                 "n_init, pool, train_max, fit_max must be positive; "
-                "prior_*, transfer_strength, n_init_warm, gate_nulls, alignment_length not negative"
+                "prior_*, transfer_strength, n_init_warm, gate_*, alignment_length not negative"
             )
         return settings
 
@@ -198,6 +201,8 @@ class BayesianOptimizer(Optimizer):
         self.accepted: list[int] = []
         # set by ask: the gate dropped the prior (its ranking disagrees with the job's own trials)
         self.prior_dropped = False
+        # set by ask: the prior shapes this ask's proposals (not dropped, not waiting for the gate)
+        self.prior_used = False
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
@@ -225,11 +230,14 @@ class BayesianOptimizer(Optimizer):
         summary = self._prior_summary(table)
         # fitted (or found in the per-process cache) once per ask: the gate and the model share it
         models = self._prior_models(table, summary) if summary is not None else None
-        self.prior_dropped = models is not None and not self._prior_agrees(observed, models)
-        if self.prior_dropped or (models is not None and self._gate_pending(observed)):
+        verdict = self._prior_verdict(observed, models) if models is not None else ("keep" if self.prior else "drop")
+        self.prior_dropped = models is not None and verdict == "drop"
+        self.prior_used = verdict == "keep"
+        if not self.prior_used:
             # dropped: the job's own trials disagree with the prior, a cold job from here on;
-            # pending: the gate judges the prior on the cold job's own first design points, so
-            # a prior it drops has cost nothing (the job's history is the cold job's)
+            # waiting: the gate judges the prior on the cold job's own measurements first, so
+            # until it admits the prior the job's history is the cold job's, and a prior it
+            # never admits has cost nothing
             summary = models = None
         seeds = summary.best(self.settings.prior_init) if summary is not None else []
         n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
@@ -275,37 +283,52 @@ class BayesianOptimizer(Optimizer):
         nulls = self.settings.gate_nulls if self.settings.transfer_gate >= 0 else 0
         return prior_models(table, self._x, summary, nulls, self.settings.train_max, self.settings.fit_max)
 
-    def _gate_pending(self, observed: Observed) -> bool:
-        """The gate has not judged the prior yet and the prior must wait for it (``gate_first``)."""
-        gated = self.settings.gate_first and self.settings.transfer_gate >= 0
-        return gated and len(observed.success_rows) < GATE_MIN
+    def _prior_verdict(self, observed: Observed, models: PriorModels) -> str:
+        """The gate (transfer.py): "keep", "wait" (not judged yet: the job goes on as the cold one
+        without being told the prior exists) or "drop" (for good).
 
-    def _prior_agrees(self, observed: Observed, models: PriorModels) -> bool:
-        """The gate (transfer.py): True until the job has ``GATE_MIN`` measured configs, then
-        while the prior ranks them as the job's own times do. With null models: clearly better
-        than they do on every prefix of the job's first ``STICKY_MAX`` measurements (one prefix
-        that fails drops the prior for good) and, past those, on all of them; without: tau's
-        analytic standard error, and only its sign on the prefixes."""
+        With null models, a sequential test over the prefixes of the job's first ``STICKY_MAX``
+        measured configs (``GATE_MIN`` on), each prefix's agreement z measured against the null
+        models: below 0 (no better than an unrelated prior) drops the prior; at least
+        ``gate_admit`` admits it; in between it waits, at no cost. Once admitted, a prefix below
+        ``transfer_gate`` drops it, and past ``STICKY_MAX`` all measured configs are checked at
+        every ask. Never admitted within ``STICKY_MAX``: dropped. Why wait instead of deciding at
+        ``GATE_MIN``: four configs give Kendall's tau seven possible values, and a shuffled prior
+        reached z >= 1 there in 3 of 10 runs on pnpoly_RTX_3060_laptop, each costing the job
+        (docs/benchmarks/STRATEGIES.md). Without null models (``gate_nulls`` 0): the gate before,
+        tau's analytic standard error and only its sign on the prefixes.
+
+        ``gate_first`` off: "wait" means "keep" (the prior is trusted until judged)."""
+        settings = self.settings
+        if settings.transfer_gate < 0:
+            return "keep"
         rows = observed.success_rows
-        if len(rows) < GATE_MIN or self.settings.transfer_gate < 0:
-            return True
-        gate = self.settings.transfer_gate
         early, early_log = first_successes(self.history, self._history_rows, STICKY_MAX)
-        if models.nulls:
-            x = self._x[early]
-            nulls = np.vstack([m.mean(x) for m in models.nulls])
-            if np.any(calibrated_agreement(models.prior.mean(x), nulls, early_log, GATE_MIN) < gate):
-                return False
-            if len(rows) <= len(early):
-                return True
-            x = self._x[rows]
-            nulls = np.vstack([m.mean(x) for m in models.nulls])
-            return calibrated_agreement_all(models.prior.mean(x), nulls, observed.log_time) >= gate
-        early_mean = models.prior.mean(self._x[early])
-        if np.any(prefix_agreement(early_mean, early_log, GATE_MIN) <= 0):
-            return False
-        z = rank_agreement(models.prior.mean(self._x[rows]), observed.log_time)
-        return z >= gate
+        undecided = "wait" if settings.gate_first else "keep"
+        if not models.nulls:
+            if len(rows) < GATE_MIN:
+                return undecided
+            if np.any(prefix_agreement(models.prior.mean(self._x[early]), early_log, GATE_MIN) <= 0):
+                return "drop"
+            z = rank_agreement(models.prior.mean(self._x[rows]), observed.log_time)
+            return "keep" if z >= settings.transfer_gate else "drop"
+        x = self._x[early]
+        nulls = np.vstack([m.mean(x) for m in models.nulls])
+        admitted = False
+        for z in calibrated_agreement(models.prior.mean(x), nulls, early_log, GATE_MIN).tolist():
+            if not admitted and z < 0:
+                return "drop"
+            if admitted and z < settings.transfer_gate:
+                return "drop"
+            admitted = admitted or z >= settings.gate_admit
+        if not admitted:
+            return "drop" if len(early) >= STICKY_MAX else undecided
+        if len(rows) <= len(early):
+            return "keep"
+        x = self._x[rows]
+        nulls = np.vstack([m.mean(x) for m in models.nulls])
+        z_all = calibrated_agreement_all(models.prior.mean(x), nulls, observed.log_time)
+        return "keep" if z_all >= settings.transfer_gate else "drop"
 
     def _prior_summary(self, table: CandidateTable) -> PriorSummary | None:
         """The prior's successes scored per source (None: no prior, or too little of it)."""
@@ -412,7 +435,7 @@ class BayesianOptimizer(Optimizer):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Prior successes this job has not observed, warped on their own scale (another problem
         size or GPU has other times; only their ranking is assumed to carry over)."""
-        if not self.prior or self.prior_dropped or self.settings.prior_noise <= 0:
+        if not self.prior_used or self.settings.prior_noise <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         prior = observe_rows(self.prior, self._prior_rows(table))
         fresh = ~np.isin(prior.success_rows, observed.seen_rows)
@@ -458,7 +481,7 @@ class BayesianOptimizer(Optimizer):
         if self.settings.failures not in ("feasibility", "both"):
             return np.ones(len(rows))
         ok, bad = observed.success_rows, observed.failed_rows
-        if self.prior and not self.prior_dropped:  # prior outcomes count where the job has no observation
+        if self.prior_used:  # prior outcomes count where the job has no observation
             prior = observe_rows(self.prior, self._prior_rows(table))
             own = set(observed.seen_rows.tolist())
             ok = np.union1d(ok, [r for r in prior.success_rows.tolist() if r not in own])

@@ -13,21 +13,22 @@ at 0, and the model is the cold one again.
 The scale alone was not enough (issue 17: a shuffled prior cost up to 9 evaluations, real priors
 from other vendors' GPUs up to 25): before it has fallen, the prior steers the first model-based
 proposals, and the job's space-filling design was cut to make room for it. So the prior is also
-*gated*: once the job has ``GATE_MIN`` measured configs, the prior stays only while its ranking of
-them agrees with the job's own. How "agrees" is measured (:func:`calibrated_agreement`): Kendall's
-tau between the prior's prediction and the job's times, against the taus of *null models* (the
-prior's GP refitted to its own scores shuffled among its configs), at least ``gate`` of their
-standard deviations above their mean, on every prefix of the job's first ``STICKY_MAX``
-measurements (one prefix that fails drops the prior for good) and, after those, on all of them.
+*gated*, and judged on the job's own measurements before it may shape anything. How agreement is
+measured (:func:`calibrated_agreement`): Kendall's tau between the prior's prediction and the
+job's times over the job's first k measured configs, against the taus of *null models* (the
+prior's GP refitted to its own scores shuffled among its configs), in their standard deviations.
 The analytic standard error of tau that the first gate used assumes independent pairs; a GP's
 prediction and a kernel's times are both smooth, so an unrelated prior "agreed" by chance far
 more often than it said, and was let back in after being dropped (docs/benchmarks/STRATEGIES.md).
-And the gate judges the prior *before* it spends anything (``gate_first`` in bayes.py): the job's
-first ``GATE_MIN`` measurements are the cold job's own space-filling design, so a prior that fails
-leaves the job's history exactly the cold job's, at no cost; one that passes then has its best
-configs proposed and becomes the model's mean. A prior that fails later is dropped from every part
-of the model (mean, seeds, feasibility) and the job continues as a cold job whose design is topped
-up to the cold size.
+The verdict (bayes.py ``_prior_verdict``) is a sequential test over the prefixes k = ``GATE_MIN``..
+``STICKY_MAX``: below 0 drops the prior for good, at least ``gate_admit`` admits it, in between
+it *waits*; once admitted, a prefix below ``gate`` drops it, and past ``STICKY_MAX`` all the job's
+measurements are checked at every ask. While the prior waits the job is the cold job (its
+space-filling design, its model, its feasibility model: the prior is not used at all), so a prior
+that is never admitted costs nothing; one that is admitted has its best configs proposed next and
+becomes the model's mean. A prior dropped after admission is removed from every part of the model
+(mean, seeds, feasibility) and the job continues as a cold job whose design is topped up to the
+cold size.
 """
 
 from __future__ import annotations
