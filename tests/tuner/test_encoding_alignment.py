@@ -101,11 +101,13 @@ def test_bayes_passes_the_alignment_length_prior_only_to_alignment_columns(monke
 
     monkeypatch.setattr(bayes, "fit_hyperparameters", spy)
     history = [Observation(c, float(c["tile"]) + c["bx"]) for c in SPACE.valid_configs(CONTEXT)[:12]]
-    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment_length": 2.0}).ask(1)
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment": True, "alignment_length": 2.0}).ask(1)
     table = candidate_table(SPACE, CONTEXT)
     prior = seen[-1]
     assert prior is not None and len(prior) == table.features.shape[1]
     assert np.allclose(prior[table.plain_columns :], np.log(2.0))
     assert np.allclose(prior[: table.plain_columns], np.log(0.5))
-    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}).ask(1)
-    assert seen[-1] is None  # the default: one prior for every feature
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment": True}).ask(1)
+    assert seen[-1] is None  # alignment_length 0: one prior for every feature
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment_length": 2.0}).ask(1)
+    assert seen[-1] is None  # the default encoding has no alignment columns

@@ -31,9 +31,11 @@ What makes it fit for a farm rather than a notebook:
   a prior whose ranking of them does not agree with the job's (judged against null models: the
   prior refitted to its own scores shuffled) is dropped entirely, and the job is the cold one
   (transfer.py, the gate).
-- **Alignment-aware encoding.** Integer parameters that are not all powers of two (block sizes
-  16..256 in steps of 16) also get "is a power of two" columns (encoding.py): on GPUs their effect
-  is mostly alignment, which a rank column alone shows to the GP as noise.
+- **Alignment-aware encoding, an option.** ``alignment`` gives the model "is a power of two"
+  columns for integer parameters that are not all powers of two (encoding.py): on GPUs their
+  effect is often alignment, which a rank column alone shows to the GP as noise. It finds the
+  convolution_milo needles, but its standardized score over the first 100 evaluations is not
+  higher, so leave-one-family-out keeps it off (docs/benchmarks/STRATEGIES.md).
 - **Deterministic.** Everything random draws from ``self.rng()`` (seed and history length).
 """
 
@@ -122,7 +124,8 @@ class BayesSettings:
             the gate judges the prior on configs it chose itself).
         alignment: the encoding's alignment columns (encoding.py: "is a power of two" and the
             power of two dividing the value, for integer parameters that are not all powers of
-            two) are model features; False (an ablation): the plain columns only.
+            two) are model features. Off by default: the leave-one-family-out choice (issue 17,
+            docs/benchmarks/STRATEGIES.md; on, frac@100 rises, the standardized score does not).
         alignment_length: prior mean length scale of the alignment columns (0: the same prior as
             every other feature, log-normal around 0.5).
         design_alignment: the space-filling design spreads over the alignment columns too (by
@@ -148,7 +151,7 @@ class BayesSettings:
     gate_nulls: int = 8
     gate_admit: float = 2.0
     gate_first: bool = True
-    alignment: bool = True
+    alignment: bool = False
     alignment_length: float = 0.0
     design_alignment: bool = False
 
