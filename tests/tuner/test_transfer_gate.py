@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from kernelfarm.core.states import FailureKind
+from kernelfarm.tuner.coordinator import _prior_status
 from kernelfarm.tuner.history import describe_prior
 from kernelfarm.tuner.strategies import bayes
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.registry import get_strategy
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
     calibrated_agreement,
@@ -207,3 +209,10 @@ def test_the_status_says_when_the_prior_is_held_back() -> None:
         "show they rank its configs alike)"
     )
     assert describe_prior(related).endswith(("RTX 3090", "other"))  # admitted or no gate: no remark
+    # what the coordinator writes into the job's status
+    assert _prior_status(related, waiting).endswith("show they rank its configs alike)")
+    admitted = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    admitted.ask(1)
+    assert admitted.prior_used and _prior_status(related, admitted) == describe_prior(related)
+    genetic = get_strategy("genetic").from_history(SPACE, CONTEXT, history[:2], 0, {}, prior=related)
+    assert _prior_status(related, genetic) == describe_prior(related)  # no gate: every prior is used
