@@ -36,6 +36,7 @@ from kernelfarm.core.store.workers import absent_workers, live_workers
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner.history import describe_prior, observations, prior_observations
 from kernelfarm.tuner.profiling import plan_profiles
+from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.registry import get_strategy
 
 logger = logging.getLogger(__name__)
@@ -158,13 +159,20 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     job_store.set_job_status(
         session, job, state=JobState.RUNNING,
         message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight"
-        + (f"; {describe_prior(prior, getattr(optimizer, 'prior_dropped', False))}" if job.warm_start else ""),
+        + (f"; {_prior_status(prior, optimizer)}" if job.warm_start else ""),
     )  # fmt: skip
     logger.info("job %s: dispatched %d trials (ask %.0f ms)", job.id, len(new), ask_seconds * 1e3)
     ids = [t.id for t in new]
     profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=False)
     result = StepResult(ids, job.state, job.status_message, ask_seconds, _tuples(profiles.batches))
     return result, ids, route
+
+
+def _prior_status(prior: Sequence[Observation], optimizer: object) -> str:
+    """The job status's warm-start part; strategies without a gate use every prior they get."""
+    dropped = bool(getattr(optimizer, "prior_dropped", False))
+    waiting = bool(prior) and not dropped and not getattr(optimizer, "prior_used", True)
+    return describe_prior(prior, dropped, waiting)
 
 
 def _no_capable_worker(job: Job, requires: frozenset[str], live: Sequence[GpuWorker]) -> str:

@@ -87,11 +87,16 @@ def prior_observations(session: Session, job: Job, space: SearchSpace) -> list[O
     ]
 
 
-def describe_prior(prior: Sequence[Observation], dropped: bool = False) -> str:
+def describe_prior(prior: Sequence[Observation], dropped: bool = False, waiting: bool = False) -> str:
     """What a job's status says about its warm start, e.g. "warm start: 180 trials from A100, RTX 3090";
-    ``dropped``: the strategy's gate set the prior aside (it ranks the job's own measurements otherwise)."""
+    ``dropped``: the strategy's gate set the prior aside (it ranks the job's own measurements otherwise);
+    ``waiting``: the gate has not admitted it yet (the job runs as a cold one meanwhile)."""
     if not prior:
         return "cold start: no other GPU has tuned this kernel and problem"
     sources = sorted({o.source or "?" for o in prior})
     text = f"warm start: {len(prior)} trials from {', '.join(sources)}"
-    return text + (" (dropped: they rank this job's measured configs unlike its own times)" if dropped else "")
+    if dropped:
+        return text + " (dropped: they rank this job's measured configs unlike its own times)"
+    if waiting:
+        return text + " (held back until this job's own measurements show they rank its configs alike)"
+    return text

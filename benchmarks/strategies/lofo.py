@@ -18,6 +18,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -44,7 +45,10 @@ def main() -> None:
     parser.add_argument("landscapes", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    traces = json.loads((args.grid / "all_traces.json").read_text())
+    path = args.grid / "all_traces.json"
+    if not path.exists():  # kept gzipped in the repository
+        path = path.with_name(path.name + ".gz")
+    traces = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     score = scores(args.grid / "all_traces.json", args.landscapes)["keep"]
     names = sorted(score)
     families = by_family(names)

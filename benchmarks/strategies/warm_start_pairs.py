@@ -10,6 +10,8 @@ applied to each source), which keeps every config valid but breaks any relation 
 Failed configs are kept (each costs an evaluation). Also reported: the target fraction of the
 best config of the prior (what copying the other GPUs' winner would give, no tuning).
 
+``--strategy`` takes options as compare_all.py's ``--farm`` does (``'bayes:gate_nulls=0'``).
+
 Usage:
     python benchmarks/strategies/warm_start_pairs.py --landscapes LANDSCAPES [--budget 100] \
         [--prior-trials 100] [--prior-strategy bayes] [--repeats 10] [--jobs 1] [--json out.json]
@@ -24,6 +26,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from compare_all import farm_options
 
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.tuner.strategies.base import Observation
@@ -64,7 +68,8 @@ def _task(
                  if landscape.space.key(o.config) in landscape.entries]  # fmt: skip
         times = [t for t in times if t is not None]
         best_of_prior = min(times) if times else None
-    run = replay(landscape, get_strategy(args.strategy), args.budget, seed, prior=prior)
+    name, options = farm_options(args.strategy)
+    run = replay(landscape, get_strategy(name), args.budget, seed, options=options, prior=prior)
     return run.values, best_of_prior
 
 
@@ -72,7 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--landscapes", type=Path, required=True)
     parser.add_argument("--only", action="append", help="target landscape names (default: all)")
-    parser.add_argument("--strategy", default="bayes")
+    parser.add_argument("--strategy", default="bayes", help="a farm strategy, with options as in compare_all.py --farm")
     parser.add_argument("--prior-strategy", default="bayes")
     parser.add_argument("--prior-trials", type=int, default=100)
     parser.add_argument("--budget", type=int, default=100)

@@ -6,12 +6,23 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from kernelfarm.core.states import FailureKind
+from kernelfarm.tuner.coordinator import _prior_status
 from kernelfarm.tuner.history import describe_prior
+from kernelfarm.tuner.strategies import bayes
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
-from kernelfarm.tuner.strategies.transfer import first_successes, prefix_agreement, rank_agreement
+from kernelfarm.tuner.strategies.registry import get_strategy
+from kernelfarm.tuner.strategies.transfer import (
+    GATE_MIN,
+    calibrated_agreement,
+    first_successes,
+    prefix_agreement,
+    prior_models,
+    rank_agreement,
+)
 from tests.tuner.conftest import CONTEXT, SPACE, objective
 
 
@@ -99,8 +110,109 @@ def test_a_misleading_prior_is_dropped_and_the_job_continues_cold() -> None:
     assert not kept.prior_dropped
 
 
-def test_before_the_gate_the_prior_is_trusted() -> None:
-    history, _, reversed_ = _history_and_priors()
-    optimizer = BayesianOptimizer.from_history(SPACE, CONTEXT, history[:3], 0, {}, prior=reversed_)
-    optimizer.ask(1)
-    assert not optimizer.prior_dropped
+def test_before_the_gate_the_prior_waits_and_the_job_is_the_cold_one() -> None:
+    """Until the gate has judged the prior (``GATE_MIN`` measured configs), the job proposes what
+    the cold job would: a prior the gate then drops has cost nothing. With ``gate_first`` off,
+    the prior's best configs come first (the gate then judges it on configs it chose itself)."""
+    history, related, _ = _history_and_priors()
+    for n in range(GATE_MIN):
+        warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history[:n], 0, {}, prior=related)
+        cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history[:n], 0, {})
+        assert warm.ask(2) == cold.ask(2)
+        assert not warm.prior_dropped
+    seeds_first = BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, {"gate_first": False}, prior=related)
+    best_prior = min(related, key=lambda o: o.value or 0.0).config
+    assert seeds_first.ask(1) == [best_prior]
+    # once the gate has passed the prior, its best configs are proposed before anything else
+    kept = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    assert kept.ask(1) == [best_prior] and not kept.prior_dropped
+
+
+def test_a_prior_the_gate_drops_leaves_the_job_exactly_the_cold_one() -> None:
+    """A job driven step by step with a misleading prior makes the cold job's every proposal."""
+    _, _, reversed_ = _history_and_priors()
+    runs = []
+    for prior in (reversed_, []):
+        done: list[Observation] = []
+        for _ in range(12):
+            (config,) = BayesianOptimizer.from_history(SPACE, CONTEXT, done, 0, {}, prior=prior).ask(1)
+            value = objective(config)
+            done.append(Observation(config, value, None if value is not None else FailureKind.LAUNCH))
+        runs.append([o.config for o in done])
+    assert runs[0] == runs[1]
+
+
+def test_calibrated_agreement_measures_tau_against_the_null_models_spread() -> None:
+    rng = np.random.default_rng(5)
+    target = rng.standard_normal(12)
+    nulls = np.vstack([rng.permutation(target) for _ in range(8)])
+    related = calibrated_agreement(target + 0.1 * rng.standard_normal(12), nulls, target, 4)
+    assert len(related) == 9 and related[-1] > 3  # far outside what the null models reach
+    unrelated = calibrated_agreement(rng.permutation(target), nulls, target, 4)
+    assert abs(unrelated[-1]) < 3
+    assert calibrated_agreement(target, nulls[:0], target, 4).size == 0  # no null models: nothing to say
+
+
+def test_the_prior_is_modelled_once_per_ask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate and the model share one fitted (or cached) prior: each lookup hashes the space."""
+    history, related, _ = _history_and_priors()
+    calls = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return prior_models(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bayes, "prior_models", counted)
+    optimizer = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    assert optimizer.ask(2) and not optimizer.prior_dropped
+    assert len(calls) == 1
+
+
+def test_agreement_no_better_than_smooth_unrelated_functions_is_not_enough() -> None:
+    """Over a few nearby configs two smooth functions are often monotone together by chance: tau 1
+    on 6 points is 2.8 analytic standard errors, but null models that are as often increasing as
+    decreasing there put it at less than one of their own (the gate's verdict: drop)."""
+    target = np.arange(6.0)
+    nulls = np.vstack([target if i % 2 else -target for i in range(8)])
+    assert rank_agreement(target, target) > 2.5  # the analytic gate would keep this prior
+    assert calibrated_agreement(target, nulls, target, 4)[-1] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("agreement", "verdict"),
+    [
+        ([0.5, 0.7, 1.5], "wait"),  # positive but not yet convincing: held back, at no cost
+        ([0.5, 2.5, 1.2], "keep"),  # admitted at the second prefix, then still above transfer_gate
+        ([2.5, 0.5], "drop"),  # admitted, then a prefix below transfer_gate: dropped for good
+        ([-0.1, 3.0], "drop"),  # no better than the null models once: dropped for good
+    ],
+)
+def test_the_gate_holds_a_prior_back_until_the_evidence_decides(
+    monkeypatch: pytest.MonkeyPatch, agreement: list[float], verdict: str
+) -> None:
+    history, related, _ = _history_and_priors()
+    monkeypatch.setattr(bayes, "calibrated_agreement", lambda *args: np.array(agreement))
+    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
+    proposed = warm.ask(2)
+    assert warm.prior_dropped == (verdict == "drop")
+    assert warm.prior_used == (verdict == "keep")
+    assert (proposed == cold.ask(2)) == (verdict != "keep")  # waiting or dropped: the cold job's picks
+
+
+def test_the_status_says_when_the_prior_is_held_back() -> None:
+    history, related, _ = _history_and_priors()
+    waiting = BayesianOptimizer.from_history(SPACE, CONTEXT, history[:2], 0, {}, prior=related)
+    waiting.ask(1)
+    assert not waiting.prior_used and not waiting.prior_dropped
+    assert describe_prior(related, waiting.prior_dropped, waiting=not waiting.prior_used).endswith(
+        "show they rank its configs alike)"
+    )
+    assert describe_prior(related).endswith(("RTX 3090", "other"))  # admitted or no gate: no remark
+    # what the coordinator writes into the job's status
+    assert _prior_status(related, waiting).endswith("show they rank its configs alike)")
+    admitted = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    admitted.ask(1)
+    assert admitted.prior_used and _prior_status(related, admitted) == describe_prior(related)
+    genetic = get_strategy("genetic").from_history(SPACE, CONTEXT, history[:2], 0, {}, prior=related)
+    assert _prior_status(related, genetic) == describe_prior(related)  # no gate: every prior is used

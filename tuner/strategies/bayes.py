@@ -27,13 +27,21 @@ What makes it fit for a farm rather than a notebook:
 - **Warm start.** A model of the prior (the same kernel and problem on other GPUs) is the mean of
   the job's model, scaled by what the job's own trials say (transfer.py); its best configs are
   proposed first and prior outcomes teach the feasibility model where the job has no observation
-  of its own. Once the job has a few measurements, a prior whose ranking of them does not agree
-  with the job's is dropped entirely and the job goes on as a cold one (transfer.py, the gate).
+  of its own. The prior waits until the job has measured a few configs of its own cold design;
+  a prior whose ranking of them does not agree with the job's (judged against null models: the
+  prior refitted to its own scores shuffled) is dropped entirely, and the job is the cold one
+  (transfer.py, the gate).
+- **Alignment-aware encoding, an option.** ``alignment`` gives the model "is a power of two"
+  columns for integer parameters that are not all powers of two (encoding.py): on GPUs their
+  effect is often alignment, which a rank column alone shows to the GP as noise. It finds the
+  convolution_milo needles, but its standardized score over the first 100 evaluations is not
+  higher, so leave-one-family-out keeps it off (docs/benchmarks/STRATEGIES.md).
 - **Deterministic.** Everything random draws from ``self.rng()`` (seed and history length).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -47,16 +55,19 @@ from kernelfarm.tuner.strategies.acquisition import ACQUISITIONS, acquisition
 from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
-from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.strategies.gp import LENGTH_PRIOR, GaussianProcess, fit_hyperparameters
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
     STICKY_MAX,
+    PriorModels,
     PriorSummary,
+    calibrated_agreement,
+    calibrated_agreement_all,
     first_successes,
     learned_scale,
     prefix_agreement,
-    prior_model,
+    prior_models,
     rank_agreement,
     summarize_prior,
 )
@@ -100,6 +111,25 @@ class BayesSettings:
             job's own measured times is at least this many standard errors above 0 (checked from
             ``transfer.GATE_MIN`` measurements on) and its ranking was positive on every prefix of
             the first ``transfer.STICKY_MAX``; negative: no gate, every prior is kept.
+        gate_nulls: how the gate measures "above 0": against this many null models (the prior's
+            GP refitted to its scores shuffled among its configs: transfer.calibrated_agreement),
+            and then on *every* prefix of the first ``STICKY_MAX`` measurements; 0: against
+            tau's analytic standard error, with only the sign checked on the prefixes (the gate
+            before issue 17's third session).
+        gate_admit: with null models, the agreement (in their standard deviations) at which the
+            gate admits a prior it has been holding back; below 0 it drops it (_prior_verdict).
+        gate_first: with a gate, the prior waits for its verdict: the job's first ``GATE_MIN``
+            measured configs are the cold job's space-filling design, and the prior's seeds and
+            model come after them only if it passes (False: the seeds are proposed first, and
+            the gate judges the prior on configs it chose itself).
+        alignment: the encoding's alignment columns (encoding.py: "is a power of two" and the
+            power of two dividing the value, for integer parameters that are not all powers of
+            two) are model features. Off by default: the leave-one-family-out choice (issue 17,
+            docs/benchmarks/STRATEGIES.md; on, frac@100 rises, the standardized score does not).
+        alignment_length: prior mean length scale of the alignment columns (0: the same prior as
+            every other feature, log-normal around 0.5).
+        design_alignment: the space-filling design spreads over the alignment columns too (by
+            default it spreads over the plain columns: the parameters themselves).
     """
 
     n_init: int = 10
@@ -118,6 +148,12 @@ class BayesSettings:
     transfer_strength: float = 2.0
     n_init_warm: int = 2
     transfer_gate: float = 1.0
+    gate_nulls: int = 8
+    gate_admit: float = 2.0
+    gate_first: bool = True
+    alignment: bool = False
+    alignment_length: float = 0.0
+    design_alignment: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -130,7 +166,9 @@ class BayesSettings:
         values: dict[str, Any] = {}
         for key, value in options.items():
             kind = type(getattr(cls(), key))
-            if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else kind):
+            # bool is an int to Python: a flag takes only a bool, a number never takes one
+            wrong = not isinstance(value, bool) if kind is bool else isinstance(value, bool)
+            if wrong or not isinstance(value, (int, float) if kind is float else kind):
                 raise InvalidInput(f"strategy option {key!r} must be {kind.__name__}, not {value!r}")
             values[key] = kind(value)
         settings = cls(**values)
@@ -139,11 +177,14 @@ class BayesSettings:
             if getattr(settings, key) not in allowed:
                 raise InvalidInput(f"strategy option {key!r} must be one of {allowed}")
         sizes = (settings.pool, settings.train_max, settings.fit_max)
-        warm = (settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm)
+        warm = (
+            settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm,
+            settings.gate_nulls, settings.alignment_length, settings.gate_admit,
+        )  # fmt: skip
         if min(sizes) < 2 or settings.n_init < 1 or min(warm) < 0:
             raise InvalidInput(
                 "n_init, pool, train_max, fit_max must be positive; "
-                "prior_*, transfer_strength, n_init_warm not negative"
+                "prior_*, transfer_strength, n_init_warm, gate_*, alignment_length not negative"
             )
         return settings
 
@@ -163,6 +204,8 @@ class BayesianOptimizer(Optimizer):
         self.accepted: list[int] = []
         # set by ask: the gate dropped the prior (its ranking disagrees with the job's own trials)
         self.prior_dropped = False
+        # set by ask: the prior shapes this ask's proposals (not dropped, not waiting for the gate)
+        self.prior_used = False
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
@@ -175,6 +218,10 @@ class BayesianOptimizer(Optimizer):
         if n <= 0:
             return []
         rng = self.rng()
+        self._x = table.model_features(self.settings.alignment)
+        self._table_plain = table.plain_columns if table.plain_columns >= 0 else self._x.shape[1]
+        # the space-filling design spreads over the parameters themselves (see encoding.py)
+        self._design_x = table.model_features(self.settings.alignment and self.settings.design_alignment)
         with threadpool_limits(1):  # small matrices: BLAS threads only add overhead and contention
             rows = self._propose(table, observed, free_rows, n, rng)
         return configs_at(self.space, table, rows)
@@ -184,23 +231,33 @@ class BayesianOptimizer(Optimizer):
         self, table: CandidateTable, observed: Observed, free_rows: np.ndarray, n: int, rng: np.random.Generator
     ) -> list[int]:
         summary = self._prior_summary(table)
-        self.prior_dropped = summary is not None and not self._prior_agrees(table, observed, summary)
-        if self.prior_dropped:  # the job's own trials disagree with the prior: a cold job from here
-            summary = None
+        # fitted (or found in the per-process cache) once per ask: the gate and the model share it
+        models = self._prior_models(table, summary) if summary is not None else None
+        verdict = self._prior_verdict(observed, models) if models is not None else ("keep" if self.prior else "drop")
+        self.prior_dropped = models is not None and verdict == "drop"
+        self.prior_used = verdict == "keep"
+        if not self.prior_used:
+            # dropped: the job's own trials disagree with the prior, a cold job from here on;
+            # waiting: the gate judges the prior on the cold job's own measurements first, so
+            # until it admits the prior the job's history is the cold job's, and a prior it
+            # never admits has cost nothing
+            summary = models = None
         seeds = summary.best(self.settings.prior_init) if summary is not None else []
         n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
-        placed = len(observed.seen_rows)
+        seen = set(observed.seen_rows.tolist())
+        seeds_left = [r for r in seeds if r not in seen]
+        placed = len(seen) - (len(seeds) - len(seeds_left))  # design (and model) points, not seeds
         chosen: list[int] = []
-        init_slots = max(0, n_init + len(seeds) - placed)
+        init_slots = len(seeds_left) + max(0, n_init - placed)
         if init_slots:
             chosen = self._initial(table, observed, free_rows, min(n, init_slots), seeds, rng)
         if len(chosen) < n:
             remaining = np.setdiff1d(free_rows, chosen, assume_unique=True)
             if len(observed.success_rows) >= 2:
-                chosen += self._model_based(table, observed, remaining, n - len(chosen), chosen, rng, summary)
+                chosen += self._model_based(table, observed, remaining, n - len(chosen), chosen, rng, models)
             else:  # nothing to model yet (everything failed so far): keep spreading out
                 placed_rows = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
-                chosen += maximin(table.features, remaining, placed_rows, n - len(chosen), rng)
+                chosen += maximin(self._design_x, remaining, placed_rows, n - len(chosen), rng)
         return chosen
 
     def _initial(
@@ -216,7 +273,7 @@ class BayesianOptimizer(Optimizer):
         chosen = [r for r in seeds if r in free][:n]
         remaining = np.setdiff1d(free_rows, chosen, assume_unique=True)
         placed = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
-        return chosen + maximin(table.features, remaining, placed, n - len(chosen), rng)
+        return chosen + maximin(self._design_x, remaining, placed, n - len(chosen), rng)
 
     def _prior_rows(self, table: CandidateTable) -> np.ndarray:
         """Table rows of the prior's configs, looked up once per ask (the lookup is per config)."""
@@ -225,20 +282,56 @@ class BayesianOptimizer(Optimizer):
             cached = self.__dict__["_prior_rows_cache"] = table_rows(table, self.space, self.prior)
         return cached
 
-    def _prior_agrees(self, table: CandidateTable, observed: Observed, summary: PriorSummary) -> bool:
-        """The gate (transfer.py): True until the job has ``GATE_MIN`` measured configs, then
-        while the prior ranks them as the job's own times do, and only if it never ranked a prefix
-        of the first ``STICKY_MAX`` of them against the job's times (tau <= 0)."""
+    def _prior_models(self, table: CandidateTable, summary: PriorSummary) -> PriorModels:
+        nulls = self.settings.gate_nulls if self.settings.transfer_gate >= 0 else 0
+        return prior_models(table, self._x, summary, nulls, self.settings.train_max, self.settings.fit_max)
+
+    def _prior_verdict(self, observed: Observed, models: PriorModels) -> str:
+        """The gate (transfer.py): "keep", "wait" (not judged yet: the job goes on as the cold one
+        without being told the prior exists) or "drop" (for good).
+
+        With null models, a sequential test over the prefixes of the job's first ``STICKY_MAX``
+        measured configs (``GATE_MIN`` on), each prefix's agreement z measured against the null
+        models: below 0 (no better than an unrelated prior) drops the prior; at least
+        ``gate_admit`` admits it; in between it waits, at no cost. Once admitted, a prefix below
+        ``transfer_gate`` drops it, and past ``STICKY_MAX`` all measured configs are checked at
+        every ask. Never admitted within ``STICKY_MAX``: dropped. Why wait instead of deciding at
+        ``GATE_MIN``: four configs give Kendall's tau seven possible values, and a shuffled prior
+        reached z >= 1 there in 3 of 10 runs on pnpoly_RTX_3060_laptop, each costing the job
+        (docs/benchmarks/STRATEGIES.md). Without null models (``gate_nulls`` 0): the gate before,
+        tau's analytic standard error and only its sign on the prefixes.
+
+        ``gate_first`` off: "wait" means "keep" (the prior is trusted until judged)."""
+        settings = self.settings
+        if settings.transfer_gate < 0:
+            return "keep"
         rows = observed.success_rows
-        if len(rows) < GATE_MIN or self.settings.transfer_gate < 0:
-            return True
-        prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max)
         early, early_log = first_successes(self.history, self._history_rows, STICKY_MAX)
-        early_mean = prior_gp.mean(table.features[early])
-        if np.any(prefix_agreement(early_mean, early_log, GATE_MIN) <= 0):
-            return False
-        z = rank_agreement(prior_gp.mean(table.features[rows]), observed.log_time)
-        return z >= self.settings.transfer_gate
+        undecided = "wait" if settings.gate_first else "keep"
+        if not models.nulls:
+            if len(rows) < GATE_MIN:
+                return undecided
+            if np.any(prefix_agreement(models.prior.mean(self._x[early]), early_log, GATE_MIN) <= 0):
+                return "drop"
+            z = rank_agreement(models.prior.mean(self._x[rows]), observed.log_time)
+            return "keep" if z >= settings.transfer_gate else "drop"
+        x = self._x[early]
+        nulls = np.vstack([m.mean(x) for m in models.nulls])
+        admitted = False
+        for z in calibrated_agreement(models.prior.mean(x), nulls, early_log, GATE_MIN).tolist():
+            if not admitted and z < 0:
+                return "drop"
+            if admitted and z < settings.transfer_gate:
+                return "drop"
+            admitted = admitted or z >= settings.gate_admit
+        if not admitted:
+            return "drop" if len(early) >= STICKY_MAX else undecided
+        if len(rows) <= len(early):
+            return "keep"
+        x = self._x[rows]
+        nulls = np.vstack([m.mean(x) for m in models.nulls])
+        z_all = calibrated_agreement_all(models.prior.mean(x), nulls, observed.log_time)
+        return "keep" if z_all >= settings.transfer_gate else "drop"
 
     def _prior_summary(self, table: CandidateTable) -> PriorSummary | None:
         """The prior's successes scored per source (None: no prior, or too little of it)."""
@@ -254,10 +347,10 @@ class BayesianOptimizer(Optimizer):
         n: int,
         already: list[int],
         rng: np.random.Generator,
-        summary: PriorSummary | None = None,
+        models: PriorModels | None = None,
     ) -> list[int]:
         train_rows, y, best, measured = self._targets(observed, rng)
-        x = table.features[train_rows]
+        x = self._x[train_rows]
         pool = self._pool(table, observed, free_rows, rng, len(train_rows))
         suggested = np.array([r for r in self.suggestions if r not in set(already)], dtype=np.int64)
         suggested = suggested[np.isin(suggested, free_rows)]
@@ -265,22 +358,22 @@ class BayesianOptimizer(Optimizer):
         fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
         scored = np.concatenate([pool, fantasies])
         offset = np.zeros(len(scored))
-        if summary is not None and self.settings.transfer:
+        if models is not None and self.settings.transfer:
             # The prior's model as the mean, scaled by what this job's own measured times say.
-            prior_gp = prior_model(table, summary, self.settings.train_max, self.settings.fit_max)
-            prior_train, prior_scored = prior_gp.mean(x), prior_gp.mean(table.features[scored])
+            prior_gp = models.prior
+            prior_train, prior_scored = prior_gp.mean(x), prior_gp.mean(self._x[scored])
             a, b = learned_scale(prior_train[measured], y[measured], self.settings.transfer_strength)
             y = y - (a + b * prior_train)
             offset = a + b * prior_scored
         # Hyperparameters from measured times only: imputed penalties are not smooth data.
         fit_rows = np.flatnonzero(measured)[subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
-        hp = fit_hyperparameters(x[fit_rows], standardize(y[fit_rows]))
+        hp = fit_hyperparameters(x[fit_rows], standardize(y[fit_rows]), length_prior=self._length_prior())
         prior_rows, prior_y = self._prior_targets(table, observed, rng)
         extra = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
-        x = np.vstack([x, table.features[prior_rows]])
+        x = np.vstack([x, self._x[prior_rows]])
         gp = GaussianProcess(x, np.concatenate([y, prior_y]), hp, extra_noise=extra)
 
-        posterior = gp.pool(table.features[scored])
+        posterior = gp.pool(self._x[scored])
         for i in range(len(pool), len(pool) + len(fantasies)):
             posterior.condition(i)
         feasible = self._feasibility(table, observed, np.concatenate([pool, fantasies]), rng)
@@ -313,6 +406,17 @@ class BayesianOptimizer(Optimizer):
         return chosen
 
     # ------------------------------------------------------------------------------ pieces
+    def _length_prior(self) -> np.ndarray | None:
+        """Prior means of the log length scales: the alignment columns' at ``alignment_length``
+        (long: a column that matters on few kernels should not cost the others, whose early fits
+        on ten points in more dimensions would otherwise find spurious structure in it)."""
+        plain = self._table_plain
+        if self._x.shape[1] <= plain or self.settings.alignment_length <= 0:
+            return None
+        prior = np.full(self._x.shape[1], LENGTH_PRIOR[0])
+        prior[plain:] = math.log(self.settings.alignment_length)
+        return prior
+
     def _targets(
         self, observed: Observed, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
@@ -334,7 +438,7 @@ class BayesianOptimizer(Optimizer):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Prior successes this job has not observed, warped on their own scale (another problem
         size or GPU has other times; only their ranking is assumed to carry over)."""
-        if not self.prior or self.prior_dropped or self.settings.prior_noise <= 0:
+        if not self.prior_used or self.settings.prior_noise <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         prior = observe_rows(self.prior, self._prior_rows(table))
         fresh = ~np.isin(prior.success_rows, observed.seen_rows)
@@ -380,7 +484,7 @@ class BayesianOptimizer(Optimizer):
         if self.settings.failures not in ("feasibility", "both"):
             return np.ones(len(rows))
         ok, bad = observed.success_rows, observed.failed_rows
-        if self.prior and not self.prior_dropped:  # prior outcomes count where the job has no observation
+        if self.prior_used:  # prior outcomes count where the job has no observation
             prior = observe_rows(self.prior, self._prior_rows(table))
             own = set(observed.seen_rows.tolist())
             ok = np.union1d(ok, [r for r in prior.success_rows.tolist() if r not in own])
@@ -395,8 +499,8 @@ class BayesianOptimizer(Optimizer):
         rate = float(label.mean())
         target = label - rate
         fit_rows = subset(len(labelled), self.settings.fit_max, -label, rng)
-        x = table.features[labelled]
-        hp = fit_hyperparameters(x[fit_rows], target[fit_rows])
-        mean = GaussianProcess(x, target, hp).mean(table.features[rows])
+        x = self._x[labelled]
+        hp = fit_hyperparameters(x[fit_rows], target[fit_rows], length_prior=self._length_prior())
+        mean = GaussianProcess(x, target, hp).mean(self._x[rows])
         p_ok = np.clip(1.0 - (rate + mean), 0.01, 1.0)
         return p_ok**self.settings.feasibility_power

@@ -30,6 +30,14 @@ class CandidateTable:
     sizes: np.ndarray  # (P,) int64 number of values of each parameter
     features: np.ndarray  # (N, D) float64 in [0, 1] (see encoding.py)
     lookup: tuple[dict[Any, int], ...]  # per parameter: value -> index
+    plain_columns: int = -1  # features[:, :plain_columns]: without the alignment columns (-1: all)
+
+    def model_features(self, alignment: bool) -> np.ndarray:
+        """The features a model uses: all of them, or (``alignment`` False, an ablation) the
+        plain columns only, as a view."""
+        if alignment or self.plain_columns < 0:
+            return self.features
+        return self.features[:, : self.plain_columns]
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -104,7 +112,8 @@ def _build(space: SearchSpace, context: dict[str, Any]) -> CandidateTable:
     if not np.all(order == np.arange(len(order))):  # valid_indices is documented sorted; stay safe
         indices, codes = indices[order], codes[order]
     lookup = tuple({v: i for i, v in enumerate(p.values)} for p in space.parameters)
-    return CandidateTable(indices, codes, radix, sizes, encode(space, indices), lookup)
+    features, plain = encode(space, indices)
+    return CandidateTable(indices, codes, radix, sizes, features, lookup, plain)
 
 
 def configs_at(space: SearchSpace, table: CandidateTable, rows: Iterable[int]) -> list[Config]:

@@ -98,13 +98,16 @@ def covariance(a: np.ndarray, b: np.ndarray, hp: Hyperparameters, fast: bool = F
 
 
 # ---------------------------------------------------------------------------------- fitting
-def negative_log_posterior(theta: np.ndarray, components: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+def negative_log_posterior(
+    theta: np.ndarray, components: np.ndarray, y: np.ndarray, length_prior: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     """Negative log marginal likelihood plus hyperprior, and its gradient in ``theta``.
 
     Args:
         theta: log amplitude, log length scales, log noise.
         components: (n*n, D) squared per-feature differences of the training inputs.
         y: standardized targets (n,).
+        length_prior: per feature, the prior mean of its log length scale (default ``LENGTH_PRIOR``).
     """
     n = len(y)
     amplitude, noise = math.exp(theta[0]), math.exp(theta[-1])
@@ -128,18 +131,21 @@ def negative_log_posterior(theta: np.ndarray, components: np.ndarray, y: np.ndar
     a = (5.0 / 3.0) * amplitude * (1.0 + s) * e
     grad[1:-1] = -0.5 * ((w * a).reshape(-1) @ components) * inv_l2
     grad[-1] = -0.5 * noise * float(np.trace(w))
-    prior, prior_grad = _log_prior(theta)
+    prior, prior_grad = _log_prior(theta, length_prior)
     return nll - prior, grad - prior_grad
 
 
-def _log_prior(theta: np.ndarray) -> tuple[float, np.ndarray]:
-    means = np.concatenate([[AMPLITUDE_PRIOR[0]], np.full(len(theta) - 2, LENGTH_PRIOR[0]), [NOISE_PRIOR[0]]])
+def _log_prior(theta: np.ndarray, length_prior: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    lengths = np.full(len(theta) - 2, LENGTH_PRIOR[0]) if length_prior is None else length_prior
+    means = np.concatenate([[AMPLITUDE_PRIOR[0]], lengths, [NOISE_PRIOR[0]]])
     sds = np.concatenate([[AMPLITUDE_PRIOR[1]], np.full(len(theta) - 2, LENGTH_PRIOR[1]), [NOISE_PRIOR[1]]])
     z = (theta - means) / sds
     return float(-0.5 * (z * z).sum()), -z / sds
 
 
-def fit_hyperparameters(x: np.ndarray, y: np.ndarray, maxiter: int = 60) -> Hyperparameters:
+def fit_hyperparameters(
+    x: np.ndarray, y: np.ndarray, maxiter: int = 60, length_prior: np.ndarray | None = None
+) -> Hyperparameters:
     """MAP hyperparameters for standardized targets ``y`` at inputs ``x`` (deterministic).
 
     The posterior is often bimodal with few points ("everything matters locally" vs "a few
@@ -150,13 +156,17 @@ def fit_hyperparameters(x: np.ndarray, y: np.ndarray, maxiter: int = 60) -> Hype
     diff = x[:, None, :] - x[None, :, :]
     components = (diff * diff).reshape(-1, dims)
     bounds = [AMPLITUDE_BOUNDS, *([LENGTH_BOUNDS] * dims), NOISE_BOUNDS]
-    starts = [Hyperparameters(1.0, np.full(dims, 0.3), 1e-2).to_theta(),
-              Hyperparameters(1.0, np.full(dims, 1.5), 1e-2).to_theta()]  # fmt: skip
-    start = min(starts, key=lambda theta: negative_log_posterior(theta, components, y)[0])
+    starts = []
+    for length in (0.3, 1.5):
+        lengths = np.full(dims, length)
+        if length_prior is not None:  # features expected to matter less start where their prior is
+            lengths = np.maximum(lengths, np.exp(length_prior))
+        starts.append(Hyperparameters(1.0, lengths, 1e-2).to_theta())
+    start = min(starts, key=lambda theta: negative_log_posterior(theta, components, y, length_prior)[0])
     result = scipy.optimize.minimize(
         negative_log_posterior,
         start,
-        args=(components, y),
+        args=(components, y, length_prior),
         jac=True,
         method="L-BFGS-B",
         bounds=bounds,

@@ -13,16 +13,22 @@ at 0, and the model is the cold one again.
 The scale alone was not enough (issue 17: a shuffled prior cost up to 9 evaluations, real priors
 from other vendors' GPUs up to 25): before it has fallen, the prior steers the first model-based
 proposals, and the job's space-filling design was cut to make room for it. So the prior is also
-*gated* (:func:`rank_agreement`): once the job has ``GATE_MIN`` measured configs, the prior stays
-only while its ranking of them agrees with the job's own (Kendall's tau at least ``gate``
-standard errors above 0, i.e. evidence of positive agreement, not merely its absence), and only
-if its ranking was positive on every prefix of the job's first ``STICKY_MAX`` measurements: a
-check repeated at every step can let an unrelated prior pass now and then by chance and steer
-those steps (docs/benchmarks/STRATEGIES.md, warm start: on the real pairs this lowered the cost of
-the priors that hurt, not measurably that of a shuffled one). A prior
-that fails the gate is dropped from every part of the model (mean, seeds, feasibility) and the
-job continues as a cold job whose design is topped up to the cold size, so what an unrelated prior
-can cost is bounded by its seeds having been spent instead of space-filling points.
+*gated*, and judged on the job's own measurements before it may shape anything. How agreement is
+measured (:func:`calibrated_agreement`): Kendall's tau between the prior's prediction and the
+job's times over the job's first k measured configs, against the taus of *null models* (the
+prior's GP refitted to its own scores shuffled among its configs), in their standard deviations.
+The analytic standard error of tau that the first gate used assumes independent pairs; a GP's
+prediction and a kernel's times are both smooth, so an unrelated prior "agreed" by chance far
+more often than it said, and was let back in after being dropped (docs/benchmarks/STRATEGIES.md).
+The verdict (bayes.py ``_prior_verdict``) is a sequential test over the prefixes k = ``GATE_MIN``..
+``STICKY_MAX``: below 0 drops the prior for good, at least ``gate_admit`` admits it, in between
+it *waits*; once admitted, a prefix below ``gate`` drops it, and past ``STICKY_MAX`` all the job's
+measurements are checked at every ask. While the prior waits the job is the cold job (its
+space-filling design, its model, its feasibility model: the prior is not used at all), so a prior
+that is never admitted costs nothing; one that is admitted has its best configs proposed next and
+becomes the model's mean. A prior dropped after admission is removed from every part of the model
+(mean, seeds, feasibility) and the job continues as a cold job whose design is topped up to the
+cold size.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 MIN_PRIOR = 5  # fewer successful prior trials than this carry no usable shape
 GATE_MIN = 4  # measured configs of the job's own before the prior's ranking is checked
 STICKY_MAX = 20  # the first this many measured configs: a prefix that disagrees drops the prior for good
+NULL_SD_MIN = 0.05  # floor of the null models' tau spread (all nulls can tie on a few configs)
 
 
 @dataclass(frozen=True)
@@ -82,33 +89,55 @@ def summarize_prior(prior: Sequence[Observation], rows: np.ndarray, transform: s
     return PriorSummary(rows, np.array([total[r] / count[r] for r in rows.tolist()]))
 
 
-_MODELS: OrderedDict[tuple[bytes, bytes, bytes, int, int], GaussianProcess] = OrderedDict()
+@dataclass(frozen=True)
+class PriorModels:
+    """The prior's GP and ``nulls``: GPs fitted the same way to the prior's scores shuffled among
+    its configs (what an unrelated prior of the same size and shape would give: the gate's
+    reference, :func:`calibrated_agreement`)."""
+
+    prior: GaussianProcess
+    nulls: tuple[GaussianProcess, ...]
+
+
+_MODELS: OrderedDict[tuple[bytes, bytes, bytes, int, int, int, int], PriorModels] = OrderedDict()
 _MODELS_KEPT = 8
 
 
-def prior_model(table: CandidateTable, summary: PriorSummary, train_max: int, fit_max: int) -> GaussianProcess:
-    """A GP on the prior's scores (at most ``train_max`` points; the best quarter always in).
+def prior_models(
+    table: CandidateTable, features: np.ndarray, summary: PriorSummary, nulls: int, train_max: int, fit_max: int
+) -> PriorModels:
+    """A GP on the prior's scores (at most ``train_max`` points; the best quarter always in), and
+    ``nulls`` GPs on the same scores shuffled among the prior's configs (seeded by the prior).
 
     The prior does not change while a job runs, and the coordinator rebuilds the strategy on
-    every step, so the fitted model is kept per process (keyed by the prior itself; its random
-    subset is seeded by the prior, not the step, so a cached and a fresh model are the same)."""
+    every step, so the fitted models are kept per process (keyed by the prior itself; their random
+    subsets are seeded by the prior, not the step, so cached and fresh models are the same).
+    ``features``: the table's model features (all columns, or the plain ones, see candidates.py)."""
     space = hashlib.blake2b(table.codes.tobytes(), digest_size=16).digest()
-    key = (space, summary.rows.tobytes(), summary.score.tobytes(), train_max, fit_max)
+    key = (space, summary.rows.tobytes(), summary.score.tobytes(), features.shape[1], nulls, train_max, fit_max)
     if key in _MODELS:
         _MODELS.move_to_end(key)
         return _MODELS[key]
-    model = _fit_prior(table, summary, train_max, fit_max)
-    _MODELS[key] = model
+    seed = int(hashlib.blake2b(summary.rows.tobytes(), digest_size=8).hexdigest(), 16)
+    shuffle = np.random.default_rng(seed + 1)
+    shuffled = [summary.score[shuffle.permutation(len(summary.score))] for _ in range(nulls)]
+    models = PriorModels(
+        _fit_prior(features, summary.rows, summary.score, seed, train_max, fit_max),
+        tuple(_fit_prior(features, summary.rows, score, seed, train_max, fit_max) for score in shuffled),
+    )
+    _MODELS[key] = models
     while len(_MODELS) > _MODELS_KEPT:
         _MODELS.popitem(last=False)
-    return model
+    return models
 
 
-def _fit_prior(table: CandidateTable, summary: PriorSummary, train_max: int, fit_max: int) -> GaussianProcess:
-    rng = np.random.default_rng(int(hashlib.blake2b(summary.rows.tobytes(), digest_size=8).hexdigest(), 16))
-    keep = subset(len(summary.rows), train_max, summary.score, rng)
-    rows, score = summary.rows[keep], standardize(summary.score[keep])
-    x = table.features[rows]
+def _fit_prior(
+    features: np.ndarray, rows: np.ndarray, score: np.ndarray, seed: int, train_max: int, fit_max: int
+) -> GaussianProcess:
+    rng = np.random.default_rng(seed)
+    keep = subset(len(rows), train_max, score, rng)
+    rows, score = rows[keep], standardize(score[keep])
+    x = features[rows]
     fit = subset(len(rows), fit_max, score, rng)
     return GaussianProcess(x, score, fit_hyperparameters(x[fit], score[fit]))
 
@@ -163,15 +192,51 @@ def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int
 
 
 def prefix_agreement(prior_mean: np.ndarray, target: np.ndarray, start: int) -> np.ndarray:
-    """Kendall's tau-a of the first k points for k = start..n (sign only matters to the caller:
-    tau-a and tau-b share it). O(n^2) in numpy: n is at most ``STICKY_MAX``, and a library call per
-    prefix cost more than the rest of the gate (an ask re-checks every prefix)."""
+    """Kendall's tau-a of the first k points for k = start..n (sign only matters to the gate's
+    prefix check: tau-a and tau-b share it). O(n^2) in numpy: n is at most ``STICKY_MAX``, and a
+    library call per prefix cost more than the rest of the gate (an ask re-checks every prefix).
+    ``prior_mean`` may be (m, n), several predictions at once: the result is then (m, prefixes)."""
     n = len(target)
     if n < max(start, 2):
-        return np.zeros(0)
-    signs = np.sign(prior_mean[:, None] - prior_mean[None, :]) * np.sign(target[:, None] - target[None, :])
+        return np.zeros((*prior_mean.shape[:-1], 0))
+    target_signs = np.sign(target[:, None] - target[None, :])
+    signs = np.sign(prior_mean[..., :, None] - prior_mean[..., None, :]) * target_signs
     upper = np.triu(signs, 1)  # pair (i, j), i < j, counted when j joins the prefix
-    concordant = np.cumsum(upper.sum(axis=0))  # after the first k points: entry k - 1
+    concordant = np.cumsum(upper.sum(axis=-2), axis=-1)  # after the first k points: entry k - 1
     k = np.arange(1, n + 1)
     pairs = np.maximum(k * (k - 1) / 2, 1)
-    return (concordant / pairs)[start - 1 :]
+    return (concordant / pairs)[..., start - 1 :]
+
+
+def calibrated_agreement(prior_mean: np.ndarray, null_means: np.ndarray, target: np.ndarray, start: int) -> np.ndarray:
+    """The gate's statistic for each prefix k = start..n: Kendall's tau-a between the prior's
+    prediction and the job's log times over the first k measured configs, minus the mean tau of
+    the null models (``null_means``: (nulls, n) their predictions at the same configs), in
+    standard deviations of those null taus.
+
+    Why not :func:`rank_agreement`'s analytic standard error: it holds for independent pairs, but
+    a GP's prediction is smooth and so are the job's times, and two unrelated smooth functions
+    agree or disagree by chance far more often over a handful of nearby configs. Measured (issue
+    17, gemm_RTX_3090, a shuffled prior, 10 runs): the analytic gate kept such a prior for all of
+    the first 30 evaluations in one run and let it back in for 5-10 evaluations in two others; the
+    priors that cost evaluations were exactly those. Null models fitted to the prior's own scores
+    shuffled carry the same smoothness, so their spread is the right yardstick."""
+    n = len(target)
+    if n < max(start, 2) or len(null_means) == 0:
+        return np.zeros(0)
+    taus = prefix_agreement(np.vstack([prior_mean[None, :], null_means]), target, start)  # (1 + nulls, n - start + 1)
+    spread = np.maximum(taus[1:].std(axis=0, ddof=1) if len(null_means) > 1 else 0.0, NULL_SD_MIN)
+    return (taus[0] - taus[1:].mean(axis=0)) / spread
+
+
+def calibrated_agreement_all(prior_mean: np.ndarray, null_means: np.ndarray, target: np.ndarray) -> float:
+    """:func:`calibrated_agreement` over all n measured configs at once (Kendall's tau-b by
+    scipy: O(n log n) per model where the prefix form is O(n^2)); 0 with fewer than 3 points."""
+    if len(target) < 3 or len(null_means) < 2:
+        return 0.0
+    taus = []
+    for mean in [prior_mean, *null_means]:
+        tau = float(kendalltau(mean, target).statistic) if np.ptp(mean) > 0 and np.ptp(target) > 0 else 0.0
+        taus.append(tau if np.isfinite(tau) else 0.0)
+    nulls = np.array(taus[1:])
+    return (taus[0] - float(nulls.mean())) / max(float(nulls.std(ddof=1)), NULL_SD_MIN)

@@ -24,7 +24,7 @@ def distorted(landscape: Landscape, smooth: float, noise: float, seed: int) -> L
     table = candidate_table(landscape.space)
     keys = list(landscape.entries)
     rows = table.rows_of([landscape.space.config_from_key(k) for k in keys], landscape.space.names)
-    features = table.features[rows]
+    features = table.model_features(False)[rows]  # the plain columns: the priors as before alignment columns existed
     direction = rng.standard_normal(features.shape[1])
     shift = features @ direction
     shift = (shift - shift.mean()) / (shift.std() or 1.0)
