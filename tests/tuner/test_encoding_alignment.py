@@ -71,7 +71,8 @@ def test_a_power_of_two_effect_is_learned_with_alignment_columns_and_not_without
 def test_bayes_flags_take_booleans_and_numbers_do_not() -> None:
     for good in ({"transfer": False}, {"alignment": False, "design_alignment": True}):
         assert BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, good).ask(1)
-    for bad in ({"alignment": 1}, {"n_init": True}, {"gate_nulls": -1}, {"alignment_length": -1.0}):
+    for bad in ({"alignment": 1}, {"n_init": True}, {"gate_nulls": -1}, {"gate_nulls": 1}, {"gate_nulls": 65},
+                {"alignment_length": -1.0}):  # fmt: skip
         with pytest.raises(InvalidInput):
             BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, bad)
 

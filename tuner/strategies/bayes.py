@@ -78,6 +78,10 @@ SUGGESTION_QUANTILE = 0.95
 TRANSFORMS = ("copula", "log", "clip")
 
 
+# Most null models the transfer gate may fit per ask (option gate_nulls).
+MAX_GATE_NULLS = 64
+
+
 @dataclass(frozen=True)
 class BayesSettings:
     """The strategy's options (``job.strategy_options``), validated; defaults are the measured best.
@@ -186,6 +190,11 @@ class BayesSettings:
                 "n_init, pool, train_max, fit_max must be positive; "
                 "prior_*, transfer_strength, n_init_warm, gate_*, alignment_length not negative"
             )
+        # One null model has no spread to measure the prior against (transfer.calibrated_agreement_all
+        # needs two), and every null model is a GP fit per ask: bounded so an option cannot stall the
+        # coordinator.
+        if settings.gate_nulls == 1 or settings.gate_nulls > MAX_GATE_NULLS:
+            raise InvalidInput(f"strategy option 'gate_nulls' must be 0 or 2 to {MAX_GATE_NULLS}")
         return settings
 
 
@@ -288,7 +297,8 @@ class BayesianOptimizer(Optimizer):
 
     def _prior_verdict(self, observed: Observed, models: PriorModels) -> str:
         """The gate (transfer.py): "keep", "wait" (not judged yet: the job goes on as the cold one
-        without being told the prior exists) or "drop" (for good).
+        without being told the prior exists) or "drop" (for this ask: past ``STICKY_MAX`` every ask
+        judges all measured configs again, so a dropped prior can come back).
 
         With null models, a sequential test over the prefixes of the job's first ``STICKY_MAX``
         measured configs (``GATE_MIN`` on), each prefix's agreement z measured against the null
