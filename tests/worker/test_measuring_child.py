@@ -91,6 +91,9 @@ def test_a_child_found_dead_when_the_next_request_is_sent_still_answers_what_was
 ) -> None:
     # The parent compiles the next request while the child crashes on this one: the crash is found
     # only when the next one is sent. The request it died on still gets its failure.
+    # The child is held for a second first, so that all three are queued before it dies: on a loaded
+    # machine it once died of the fatal one before `lost` was sent, and `lost` went to its replacement.
+    held = child.send({"op": "python", "code": "import time\ntime.sleep(1.0)"})
     answered = child.send({"op": "echo"})
     fatal = child.send({"op": op})
     lost = child.send({"op": "echo"})
@@ -98,6 +101,8 @@ def test_a_child_found_dead_when_the_next_request_is_sent_still_answers_what_was
     after = child.send({"op": "echo"})  # replaces the dead child
     assert child.restarts == 1
     assert child.in_flight(answered) and child.in_flight(fatal) and not child.in_flight(lost)
+    waited = child.receive(held, 30)
+    assert waited is not None and waited["status"] == "ok"
     first = child.receive(answered, 30)
     assert first is not None and first["status"] == "ok"
     crash = child.receive(fatal, 30)
