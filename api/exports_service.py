@@ -29,21 +29,25 @@ def best_export(
     unknown = sorted(set(problem_filter) - set(names))
     if unknown:
         raise InvalidInput(f"{spec.name} has no problem dimension {unknown}; its problems have {names}")
-    rows = export_store.best_per_target(session, spec, gpu_models or None)
-    rows = [(t, j) for t, j in rows if all(str(j.problem.get(k)) == str(v) for k, v in problem_filter.items())]
+    # Jobs stored before a problem dimension was added lack it: the spec says what they mean.
+    rows = [
+        (t, j, spec.stored_problem(j.problem))
+        for t, j in export_store.best_per_target(session, spec, gpu_models or None)
+    ]
+    rows = [r for r in rows if all(str(r[2].get(k)) == str(v) for k, v in problem_filter.items())]
     if not rows:
         raise NotFound(f"no verified measurement of {spec.name} matches: GPU models {gpu_models or 'any'}, "
                        f"problem {problem_filter or 'any'}")  # fmt: skip
-    devices = export_store.device_of_models(session, {t.gpu_model for t, _ in rows})
+    devices = export_store.device_of_models(session, {t.gpu_model for t, _, _ in rows})
     entries = []
-    for trial, job in rows:
+    for trial, job, problem in rows:
         device = devices.get(trial.gpu_model)
         prov = trial.provenance or {}
         entries.append(BestEntry(
             gpu_model=trial.gpu_model,
             gpu_name=prov.get("gpu_name") or (device.gpu_name if device else None),
             compute_capability=prov.get("compute_capability") or (device.compute_capability if device else None),
-            problem=dict(job.problem), problem_key=trial.problem_key,
+            problem=problem, problem_key=trial.problem_key,
             config=dict(trial.config), config_key=trial.config_key,
             time_ms=float(trial.time_ms or 0.0), time_p20_ms=trial.time_p20_ms, time_p80_ms=trial.time_p80_ms,
             toolchain=Toolchain.from_provenance(prov), trial_id=trial.id, job_id=str(job.id),
@@ -52,7 +56,8 @@ def best_export(
     return BestExport(
         kernel=spec.name, kernel_version=spec.version, source_hash=spec.source_hash,
         parameters=[p.name for p in spec.space.parameters], problem_params=names,
-        default_problem=dict(spec.default_problem), generated_at=datetime.now(UTC), entries=entries,
+        default_problem=dict(spec.default_problem), default_problem_key=spec.problem_key(spec.default_problem),
+        problem_key_defaults=spec.problem_key_defaults(), generated_at=datetime.now(UTC), entries=entries,
     )  # fmt: skip
 
 

@@ -174,6 +174,16 @@ class KernelSpec:
             raise InvalidInput(f"kernel {self.name!r} is replay-only; recorded problems: {list(recordings.problems)}")
         return out
 
+    def stored_problem(self, problem: Mapping[str, Any]) -> dict[str, Any]:
+        """A problem as stored, with each parameter added after it was stored (one with a
+        ``key_default``) filled in as that value: the problem its key names. Exports and filters
+        compare these, so a problem stored before the parameter existed matches one that names it."""
+        return {**self.problem_key_defaults(), **problem}
+
+    def problem_key_defaults(self) -> dict[str, Any]:
+        """Each parameter that reads as its ``key_default`` where a stored problem leaves it out."""
+        return {p.name: p.key_default for p in self.problem_params if p.key_default is not None}
+
     def problem_key(self, problem: Mapping[str, Any]) -> str:
         return ",".join(
             f"{p.name}={problem[p.name]}"

@@ -259,7 +259,10 @@ def _finish_or_drain(
     if missing:
         summary += f", {missing} without an energy reading (latest: {why})"
     if best is None:  # nothing usable came out of it: the job failed, whatever its budget says
-        lack = "no config succeeded" if not complete or not measures_energy(job.objective) else "no energy measured"
+        # Energy is what is missing only when a config succeeded (complete and verified) and still
+        # cannot win: completed trials that all failed verification are no config succeeding.
+        succeeded = measures_energy(job.objective) and job_store.best_trial_of_job(session, job.id) is not None
+        lack = "no energy measured" if succeeded else "no config succeeded"
         message = f"failed ({reason}): {summary}; {lack}"
         job_store.set_job_status(session, job, state=JobState.FAILED, message=message)
         return StepResult([], job.state, message)

@@ -102,7 +102,9 @@ def _ordered(export: BestExport, config: dict[str, Any]) -> list[tuple[str, Any]
 
 
 def _default_problem_key(export: BestExport, problems: list[str]) -> str | None:
-    wanted = ",".join(
+    # The farm's key (it leaves out dimensions at their key default); built here only for older
+    # exports that do not carry it.
+    wanted = export.default_problem_key or ",".join(
         f"{name}={export.default_problem[name]}" for name in export.problem_params if name in export.default_problem
     )
     return wanted if wanted in problems else (problems[0] if problems else None)

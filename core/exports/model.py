@@ -68,6 +68,13 @@ class BestExport(BaseModel):
     parameters: list[str] = Field(description="tunable parameter names in the kernel's order")
     problem_params: list[str] = Field(description="problem dimension names in the kernel's order")
     default_problem: dict[str, Any] = Field(default_factory=dict)
+    default_problem_key: str | None = Field(
+        default=None, description="the default problem's key as entries' problem_key spell it (None: older exports)"
+    )
+    problem_key_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="problem dimensions added to the kernel later: a problem without one reads as this value",
+    )
     generated_at: datetime
     entries: list[BestEntry]
 

@@ -134,12 +134,16 @@ class BestConfigLookup:
         os.replace(tmp, self.cache_file)
 
 
-def problem_distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+def problem_distance(
+    a: Mapping[str, Any], b: Mapping[str, Any], key_defaults: Mapping[str, Any] | None = None
+) -> float:
     """The farm's default distance: sum of |log2 ratio| of integer dimensions; infinite when another
-    dimension differs."""
+    dimension differs. A dimension one problem leaves out reads as its ``key_defaults`` value (the
+    export's ``problem_key_defaults``, which the kernel's spec decides: a dimension added later)."""
+    defaults = key_defaults or {}
     total = 0.0
     for name in set(a) | set(b):
-        x, y = a.get(name), b.get(name)
+        x, y = a.get(name, defaults.get(name)), b.get(name, defaults.get(name))
         if isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0:
             total += abs(math.log2(x / y))
         elif str(x) != str(y):
@@ -154,21 +158,23 @@ def find_in_export(
     kernel's default problem."""
     wanted = {**export.default_problem, **problem}
     same_model = [e for e in export.entries if e.gpu_model == gpu_model]
-    found = _nearest(same_model, wanted)
+    found = _nearest(same_model, wanted, export.problem_key_defaults)
     if found is not None:
         return found[0], "exact" if found[1] == 0 else "nearest_problem"
     if compute_capability:
         siblings = [
             e for e in export.entries if e.gpu_model != gpu_model and e.compute_capability == compute_capability
         ]
-        found = _nearest(siblings, wanted)
+        found = _nearest(siblings, wanted, export.problem_key_defaults)
         if found is not None:
             return found[0], "same_architecture"
     return None
 
 
-def _nearest(entries: list[BestEntry], problem: Mapping[str, Any]) -> tuple[BestEntry, float] | None:
-    scored = [(problem_distance(problem, e.problem), e.time_ms, e) for e in entries]
+def _nearest(
+    entries: list[BestEntry], problem: Mapping[str, Any], key_defaults: Mapping[str, Any]
+) -> tuple[BestEntry, float] | None:
+    scored = [(problem_distance(problem, e.problem, key_defaults), e.time_ms, e) for e in entries]
     finite = [s for s in scored if math.isfinite(s[0])]
     if not finite:
         return None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelfarm.core.exports import json_format
-from kernelfarm.sdk.lookup import BestConfigLookup, LookupMiss
+from kernelfarm.sdk.lookup import BestConfigLookup, LookupMiss, find_in_export, problem_distance
 from kernelfarm.testing.exports import sample_export
 
 H100, A100 = "NVIDIA H100 80GB HBM3", "nvidia-a100-sxm4-80gb"
@@ -53,3 +53,17 @@ def test_the_export_must_be_of_the_kernel(export_file: Path) -> None:
         BestConfigLookup("softmax", export=export_file, gpu=A100)
     with pytest.raises(ValueError, match="give a client"):
         BestConfigLookup("matmul_demo", gpu=A100)
+
+
+def test_a_dimension_an_entry_leaves_out_reads_as_its_key_default() -> None:
+    # An entry written before the kernel gained ``gelu`` (key default erf) has no gelu: it is the erf problem.
+    base = sample_export()
+    old = base.entries[0].model_copy(update={"problem": dict(base.entries[0].problem)})
+    export = base.model_copy(
+        update={"entries": [old], "default_problem": {**base.default_problem, "gelu": "erf"},
+                "problem_key_defaults": {"gelu": "erf"}}
+    )  # fmt: skip
+    found = find_in_export(export, {**old.problem, "gelu": "erf"}, old.gpu_model, None)
+    assert found is not None and found[1] == "exact"
+    assert find_in_export(export, {**old.problem, "gelu": "tanh"}, old.gpu_model, None) is None
+    assert problem_distance({"M": 8, "gelu": "erf"}, {"M": 8}, {"gelu": "erf"}) == 0.0

@@ -37,9 +37,14 @@ def gpu_model(database_url: str) -> Iterator[str]:
 
 
 def energy_job(
-    database_url: str, gpu_model: str, objective: str, results: list[tuple[float, dict[str, Any]]]
+    database_url: str,
+    gpu_model: str,
+    objective: str,
+    results: list[tuple[float, dict[str, Any]]],
+    verified: bool = True,
 ) -> uuid.UUID:
-    """A job of ``objective`` whose whole budget is spent on ``results`` (time in ms, metrics)."""
+    """A job of ``objective`` whose whole budget is spent on ``results`` (time in ms, metrics), each
+    ``verified`` or not."""
     with session_scope(database_url) as session:
         job = store_job(session, "matmul_fp32", gpu_model, objective=objective, budget_trials=len(results))
         trials = trial_store.add_trials(session, job, [(f"k{i}", {"i": i}) for i in range(len(results))])
@@ -48,7 +53,7 @@ def energy_job(
         with session_scope(database_url) as session:
             claim = trial_store.claim(session, trial_id, "test-worker", None)
             assert claim is not None
-        measured = Measurement(timing=TimingStats.from_times([time_ms]), verified=True, metrics=metrics)
+        measured = Measurement(timing=TimingStats.from_times([time_ms]), verified=verified, metrics=metrics)
         with session_scope(database_url) as session:
             assert trial_store.record_result(session, trial_id, claim.attempt, measured)
     return job_id
@@ -90,3 +95,15 @@ def test_an_energy_job_with_no_energy_at_all_ends_failed_and_says_why(database_u
     assert job.state == JobState.FAILED.value
     assert "2 complete" in job.status_message and "no energy measured" in job.status_message
     assert GAVE_UP in job.status_message
+
+
+@pytest.mark.parametrize("objective", ["energy", "time+energy"])
+def test_an_energy_job_with_no_verified_config_says_no_config_succeeded(
+    database_url: str, gpu_model: str, objective: str
+) -> None:
+    # Every trial completed and has its energy, but none gave the right answer: energy is not what is missing.
+    job_id = energy_job(database_url, gpu_model, objective, [(1.0, {"energy_mj": 3.0})] * 2, verified=False)
+    job = step(job_id)
+    assert job.state == JobState.FAILED.value
+    assert "2 complete" in job.status_message and "no config succeeded" in job.status_message
+    assert "energy" not in job.status_message
