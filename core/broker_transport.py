@@ -8,7 +8,8 @@ through a new client pool, and building the pool read the host from the closed t
 5.7.0 here). Every caller on that path tolerates connection errors only (kombu's ``ignore_errors``,
 ``maybe_close_channel``, a message's ``ack_log_error``), so the AttributeError escaped and the
 coordinator's Celery worker exited ("Unrecoverable error"); run_together then stopped the whole
-coordinator (reproduced by tests/reliability/test_redis_restart.py; GPU workers share the transport).
+coordinator (reproduced by tests/reliability/test_redis_restart.py). GPU workers on ``redis://`` use
+this transport too; on ``rediss://`` and ``sentinel://`` nobody does (see core/celery_app.py).
 
 Here a pool asked of a closed transport raises redis-py's ConnectionError instead: the close goes on,
 the consumer reconnects as after any lost connection, and the unacknowledged message stays in Redis's

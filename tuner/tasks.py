@@ -81,13 +81,16 @@ def dispatch_profiles(job_id: uuid.UUID, trial_ids: list[int], gpu_model: str) -
 @worker_init.connect
 def _no_restore_through_a_lost_connection(**_: Any) -> None:
     """The coordinator does not push its unacknowledged messages back when its broker connection
-    closes. When the broker had gone away, closing the lost connection restored them through it and
+    closes. With kombu's own Redis transports, closing a lost connection restored them through it and
     kombu failed there (AttributeError on the connection's hostname, the class of celery/kombu#582):
     Celery called that unrecoverable, and the coordinator exited (7 of 14 CI-scale fault runs at
-    1f39b20 lost it for 6-8 s at the Redis restart; docs/RELIABILITY.md). Nothing of the coordinator's
-    needs the restore: housekeeping steps every unfinished job every tick, and a message left
-    unacknowledged in Redis comes back after the visibility timeout anyway (a duplicate step is
-    harmless). The GPU workers, whose trial messages matter more, keep the default."""
+    1f39b20 lost it for 6-8 s at the Redis restart; docs/RELIABILITY.md). ``redis://`` brokers now go
+    through core/broker_transport.py, which turns that failure into a reconnection; this is the fix
+    for the coordinator on every Redis broker, ``rediss://`` and ``sentinel://`` included, which keep
+    kombu's transports. Nothing of the coordinator's needs the restore: housekeeping steps every
+    unfinished job every tick, and a message left unacknowledged in Redis comes back after the
+    visibility timeout anyway (a duplicate step is harmless). The GPU workers, whose trial messages
+    matter more, keep the default. tests/reliability/test_coordinator_broker_loss.py tests each fix alone."""
     from kombu.transport import redis as kombu_redis
 
     kombu_redis.QoS.restore_at_shutdown = False

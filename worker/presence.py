@@ -38,12 +38,14 @@ class Presence:
         # actually holds the lock, whenever that is: start() may fail (database down), or the lock
         # may still be held for a moment by the dead process's server backend.
         self._orphans_pending = True
-        # One beat or stop at a time: a beat that was still writing when the worker shut down could
-        # otherwise commit its heartbeat (which clears stopped_at) after the stop mark.
+        # One beat or stop at a time on the presence connection. A stop that gives up waiting writes its
+        # mark on a connection of its own, and _stopped keeps the beat still running from committing
+        # its heartbeat (which clears stopped_at) after it: see _beat.
         self._writing = threading.Lock()
         self._stopped = False
-        # The longest a beat can take: a connect, then statements bounded by the server's timeout.
-        self._beat_bound_s = settings.database_connect_timeout_seconds + settings.database_statement_timeout_seconds
+        # How long a stop waits for a beat in progress: the usual beat (a connect, then a statement or
+        # two), not the worst one (several statements, each up to the statement timeout).
+        self._stop_wait_s = settings.database_connect_timeout_seconds + settings.database_statement_timeout_seconds + 5
 
     def start(self, tries: int = 5, pause_s: float = 0.5) -> bool:
         """The first :meth:`beat`, at start-up, before this process claims anything: trials still
@@ -80,7 +82,11 @@ class Presence:
         with self._writing:
             if self._stopped:
                 return False
-            return self._guarded_beat()
+            try:
+                return self._guarded_beat()
+            finally:
+                if self._stopped:  # a stop gave up waiting for this beat and left the connection to it
+                    self.close()
 
     def _guarded_beat(self) -> bool:
         try:
@@ -106,6 +112,12 @@ class Presence:
                 elif self._orphans_pending and (ended := trial_store.expire_leases_of(session, [self.name])):
                     logger.warning("%d trial(s) of an earlier %s process go back to the queue", ended, self.name)
             worker_store.heartbeat_worker(session, self.name)
+            # The row is locked by this transaction from its first write (take_presence's or the
+            # heartbeat's) until its end, so a stop mark written on another connection lands either
+            # after this commit, or before those writes and then _stopped is already seen here.
+            if self._stopped:
+                session.rollback()
+                return False
             session.commit()
         if self._held:
             self._orphans_pending = False
@@ -121,28 +133,43 @@ class Presence:
 
     def stop(self) -> None:
         """The worker shuts down: mark it stopped, then release the lock (closing the connection does),
-        in that order, so a stopped worker is never judged absent. A beat in progress finishes first
-        (it is bounded by the connect and statement timeouts) and no beat writes after the mark.
+        in that order, so a stopped worker is never judged absent. A beat in progress finishes first;
+        one that outlasts the wait is left its connection (it closes it), the mark goes through a
+        connection of its own, and the beat rolls back instead of writing after the mark.
         """
-        acquired = self._writing.acquire(timeout=self._beat_bound_s + 5)
+        acquired = self._writing.acquire(timeout=self._stop_wait_s)
         if not acquired:
             logger.warning("a heartbeat of %s is still running after %.0f s; marking it stopped anyway",
-                           self.name, self._beat_bound_s + 5)  # fmt: skip
+                           self.name, self._stop_wait_s)  # fmt: skip
         try:
             self._stopped = True
-            try:
-                connection = self._connection or self._engine.connect()
-                with Session(bind=connection) as session:
-                    worker_store.stop_worker(session, self.name)
-                    session.commit()
-                if connection is not self._connection:
-                    connection.close()
-            except SQLAlchemyError:
-                logger.warning("could not mark worker %s stopped", self.name, exc_info=True)
+            self._mark_stopped(self._connection if acquired else None)
         finally:
             if acquired:
                 self._writing.release()
-        self.close()
+                self.close()
+
+    def _mark_stopped(self, connection: Connection | None) -> None:
+        """Write the stop mark through ``connection`` (the presence connection, held by no beat), or a
+        fresh one when there is none or it fails: it may have been lost since the last beat."""
+        if connection is not None:
+            try:
+                self._write_stop_mark(connection)
+                return
+            except SQLAlchemyError as exc:
+                logger.info("marking %s stopped on its presence connection failed; trying a new one", self.name)
+                if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+                    self._drop()  # lost, and the lock with it; a live one keeps the lock until the mark is in
+        try:
+            with self._engine.connect() as fresh:
+                self._write_stop_mark(fresh)
+        except SQLAlchemyError:
+            logger.warning("could not mark worker %s stopped", self.name, exc_info=True)
+
+    def _write_stop_mark(self, connection: Connection) -> None:
+        with Session(bind=connection) as session:
+            worker_store.stop_worker(session, self.name)
+            session.commit()
 
     def close(self) -> None:
         """Release the lock (closing the connection does)."""

@@ -1,7 +1,11 @@
 """The coordinator survives losing Redis while it steps a job (fault run of issue 18). A message held
 unacknowledged while the broker went away (a step in progress, or one waiting for a free pool process)
 made Celery restore it through the lost connection, and kombu failed there (AttributeError on the
-connection's hostname): the coordinator exited, and no job was stepped until something restarted it."""
+connection's hostname): the coordinator exited, and no job was stepped until something restarted it.
+
+Two fixes, each enough alone: core/broker_transport.py, and the coordinator's own restore turned off
+(tuner/tasks.py). The second variant turns the restore back on in the coordinator process (a
+``sitecustomize`` of this test's, on its PYTHONPATH), so it passes through the transport fix alone."""
 
 from __future__ import annotations
 
@@ -20,10 +24,49 @@ from kernelfarm.stack import alive
 from kernelfarm.testing.chaos_farm import ChaosFarm
 from tests.reliability.conftest import make_job, ready_coordinator, started_farm, valid_configs
 
+# Runs at the coordinator's start-up: once its Celery worker is ready (after tuner/tasks.py turned the
+# restore off at worker_init), kombu's default comes back, so only the transport fix stands in the way.
+RESTORE_ON = """
+from celery.signals import worker_ready
 
-@pytest.fixture(scope="module")
-def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
-    with started_farm(Path(tmp_path_factory.mktemp("broker-loss"))) as farm:
+
+@worker_ready.connect
+def _restore_at_shutdown(**_):
+    from kombu.transport import redis
+
+    redis.QoS.restore_at_shutdown = True
+    print("test hook: kombu restore_at_shutdown is on", flush=True)
+"""
+
+
+# The other way round: kombu's own pool building in the coordinator's transport, so only its restore
+# turned off stands in the way.
+KOMBU_TRANSPORT = """
+from celery.signals import worker_ready
+
+
+@worker_ready.connect
+def _kombu_transport(**_):
+    from kombu.transport import redis
+
+    from kernelfarm.core import broker_transport
+
+    broker_transport.Channel._connparams = redis.Channel._connparams
+    print("test hook: kombu's transport", flush=True)
+"""
+
+HOOKS = {"restore on": RESTORE_ON, "kombu transport": KOMBU_TRANSPORT}
+
+
+@pytest.fixture(scope="module", params=["as deployed", "restore on", "kombu transport"])
+def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
+    directory = Path(tmp_path_factory.mktemp("broker-loss"))
+    extra_env: dict[str, str] = {}
+    if request.param in HOOKS:
+        (directory / "hook").mkdir()
+        (directory / "hook" / "sitecustomize.py").write_text(HOOKS[request.param])
+        extra_env["PYTHONPATH"] = str(directory / "hook")
+    with started_farm(directory, extra_env=extra_env) as farm:
         yield farm
 
 
@@ -55,6 +98,8 @@ def test_a_step_in_progress_when_redis_restarts_does_not_end_the_coordinator(far
         for step in steps:
             wait_for(lambda: f"{ADVANCE_TASK}[{step.id}] received" in farm.log("coordinator"), 30, "the steps")  # noqa: B023
         time.sleep(0.5)
+        if farm.extra_env:  # the variant's hook ran
+            assert "test hook: " in farm.log("coordinator")
         farm.flush_and_restart_redis()
         time.sleep(6)  # the consumer notices the lost connection and reconnects
         log = farm.log("coordinator")
