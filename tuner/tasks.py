@@ -83,7 +83,7 @@ def _no_restore_through_a_lost_connection(**_: Any) -> None:
     """The coordinator does not push its unacknowledged messages back when its broker connection
     closes. With kombu's own Redis transports, closing a lost connection restored them through it and
     kombu failed there (AttributeError on the connection's hostname, the class of celery/kombu#582):
-    Celery called that unrecoverable, and the coordinator exited (7 of 14 CI-scale fault runs at
+    Celery called that unrecoverable, and the coordinator exited (7 of 13 CI-scale fault runs at
     1f39b20 lost it for 6-8 s at the Redis restart; docs/RELIABILITY.md). ``redis://`` brokers now go
     through core/broker_transport.py, which turns that failure into a reconnection; this is the fix
     for the coordinator on every Redis broker, ``rediss://`` and ``sentinel://`` included, which keep
