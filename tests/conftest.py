@@ -81,6 +81,23 @@ def _traversable_basetemp(tmp_path_factory: pytest.TempPathFactory) -> None:
     tmp_path_factory.getbasetemp().chmod(0o711)  # this run's own folder: others may pass, not list
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _children_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The processes the tests start (workers, coordinators, their pools) keep their temporary files in
+    this run's folder, removed at the end: a process a test kills with SIGKILL cannot clean up after
+    itself, and multiprocessing left an empty ``pymp-*`` folder in /tmp for each one."""
+    folder = tmp_path_factory.mktemp("children-tmp")
+    folder.chmod(0o1777)  # like /tmp: a measuring child that dropped to another uid writes there too
+    previous = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    yield
+    if previous is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = previous
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def tagged_processes() -> list[int]:
     """Pids of live processes carrying this run's tag (not this pytest process itself)."""
     found = []
