@@ -99,6 +99,18 @@ def _current_kernel_ids(session: Session, spec: StoredKernel) -> list[int]:
     return _kernel_ids[key]
 
 
+def _complete_trials_of(spec: StoredKernel, problem_key: str, gpu_model: str, kernel_ids: list[int]) -> tuple[Any, ...]:
+    """Conditions for the complete trials of one kernel (its current source), problem and GPU model:
+    what the best, the energy front and its explanation all read (with ``Trial`` joined to ``Job``)."""
+    return (
+        Trial.kernel_name == spec.name,
+        Trial.gpu_model == gpu_model,
+        Trial.problem_key == problem_key,
+        Trial.state == TrialState.COMPLETE.value,
+        Job.kernel_id.in_(kernel_ids),
+    )
+
+
 def _exact(session: Session, spec: StoredKernel, problem_key: str, gpu_model: str) -> tuple[Trial, Job] | None:
     kernel_ids = _current_kernel_ids(session, spec)
     if not kernel_ids:
@@ -106,14 +118,7 @@ def _exact(session: Session, spec: StoredKernel, problem_key: str, gpu_model: st
     row = session.execute(
         select(Trial, Job)
         .join(Job, Job.id == Trial.job_id)
-        .where(
-            Trial.kernel_name == spec.name,
-            Trial.gpu_model == gpu_model,
-            Trial.problem_key == problem_key,
-            Trial.state == TrialState.COMPLETE.value,
-            Trial.verified.is_(True),
-            Job.kernel_id.in_(kernel_ids),
-        )
+        .where(*_complete_trials_of(spec, problem_key, gpu_model, kernel_ids), Trial.verified.is_(True))
         .order_by(Trial.time_ms.asc(), Trial.id.asc())
         .limit(1)
     ).first()
@@ -190,13 +195,9 @@ def energy_front(session: Session, spec: StoredKernel, problem: Mapping[str, Any
             select(Trial)
             .join(Job, Job.id == Trial.job_id)
             .where(
-                Trial.kernel_name == spec.name,
-                Trial.gpu_model == gpu_model,
-                Trial.problem_key == spec.problem_key(problem),
-                Trial.state == TrialState.COMPLETE.value,
+                *_complete_trials_of(spec, spec.problem_key(problem), gpu_model, kernel_ids),
                 Trial.verified.is_(True),
                 energy.is_not(None),
-                Job.kernel_id.in_(kernel_ids),
             )
             .order_by(Trial.time_ms.asc(), Trial.id.asc())
         )
@@ -236,14 +237,7 @@ def _why_no_energy(
     latest = session.execute(
         select(reason)
         .join(Job, Job.id == Trial.job_id)
-        .where(
-            Trial.kernel_name == spec.name,
-            Trial.gpu_model == gpu_model,
-            Trial.problem_key == spec.problem_key(problem),
-            Trial.state == TrialState.COMPLETE.value,
-            reason.is_not(None),
-            Job.kernel_id.in_(kernel_ids),
-        )
+        .where(*_complete_trials_of(spec, spec.problem_key(problem), gpu_model, kernel_ids), reason.is_not(None))
         .order_by(Trial.finished_at.desc(), Trial.id.desc())
         .limit(1)
     ).scalar_one_or_none()
