@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
@@ -59,7 +60,7 @@ class ProblemParam:
     def normalize(self, value: Any) -> Any:
         if self.kind == "int":
             if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidInput(f"problem.{self.name} must be an integer, got {value!r}")
+                raise InvalidInput(f"problem.{self.name} must be an integer, got {_shown(value)}")
             if not self.minimum <= value <= self.maximum:
                 raise InvalidInput(f"problem.{self.name}={value} is outside [{self.minimum}, {self.maximum}]")
             if value % self.multiple_of:
@@ -68,10 +69,16 @@ class ProblemParam:
                     "handles no partial tiles along it"
                 )
         elif not isinstance(value, str):
-            raise InvalidInput(f"problem.{self.name} must be a string, got {value!r}")
+            raise InvalidInput(f"problem.{self.name} must be a string, got {_shown(value)}")
         if self.choices is not None and value not in self.choices:
-            raise InvalidInput(f"problem.{self.name}={value!r} is not one of {list(self.choices)}")
+            raise InvalidInput(f"problem.{self.name}={_shown(value)} is not one of {list(self.choices)}")
         return value
+
+
+def _shown(value: Any) -> str:
+    """A refused value as an error message quotes it: abbreviated (reprlib), so a 100 kB string sent as
+    a problem parameter is not echoed back whole."""
+    return reprlib.repr(value)
 
 
 @dataclass(frozen=True)

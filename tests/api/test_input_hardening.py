@@ -128,3 +128,13 @@ def test_an_unknown_objective_is_422_naming_the_objectives_core_knows(api_only: 
     assert response.status_code == 422, response.text
     assert f"one of {', '.join(OBJECTIVES)}" in response.text and "'power'" in response.text
     assert schema["properties"]["objective"]["enum"] == list(OBJECTIVES)
+
+
+def test_a_huge_refused_problem_value_is_not_echoed_back_whole(api_only: Farm, submit_token: str) -> None:
+    """A problem parameter's refusal quotes the value, abbreviated: 100 kB sent is not 100 kB echoed."""
+    huge = "x" * 100_000
+    with client_for(api_only, submit_token) as client:
+        response = client.post("/v1/jobs", json={**JOB, "kernel": "matmul_triton", "problem": {"dtype": huge}})
+    assert response.status_code in (400, 422), response.text[:300]
+    assert "problem.dtype=" in response.text and "is not one of" in response.text
+    assert len(response.content) < 2_000
