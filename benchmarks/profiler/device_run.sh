@@ -48,8 +48,12 @@ for _ in $(seq 90); do
   (( quiet >= 3 )) && break
 done
 echo "stack up and worker warm: ${SECONDS}s" | tee -a "$OUT/machine.txt"
+# What uses the host's CPUs from here on (the idle farm, the loop), once a second: host-samples.jsonl.
+$PY benchmarks/profiler/host_sampler.py --out "$OUT/host-samples.jsonl" & SAMPLER=$!
+sleep "${IDLE_SAMPLE:-15}"  # the idle farm alone first
 profile gpt2 300 gpt2 --dtype bfloat16 --batch 8 --seq 512 --compile --tune --top 3 --budget 48 --swap --store
 [ "${LLAMA:-1}" = 1 ] && profile llama ${LLAMA_LIMIT:-200} llama --dtype bfloat16 --batch 8 --seq 512 ${LLAMA_ARGS---tune --top 3 --budget 48 --swap}
 gzip -c "$WORK/gpt2/trace.json" > "$OUT/gpt2-trace.json.gz" 2>/dev/null
+kill "$SAMPLER" 2>/dev/null
 $PY -m kernelfarm down 2>&1 | tail -2
 cat "$WORK"/*.log > "$OUT/logs.txt"

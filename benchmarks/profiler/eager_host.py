@@ -106,10 +106,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--pin", action="store_true", help="also run the set pinned to one CPU core")
+    parser.add_argument("--no-direct", action="store_true",
+                        help="launch the farm kernels through their jit function (swap.DIRECT_LAUNCH off)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--mlp-config", type=json.loads, default=FUSED_MLP_CONFIG,
                         help="JSON config of matmul_bias_gelu_triton for the farm_mlp variants")  # fmt: skip
     args = parser.parse_args()
+    swap.DIRECT_LAUNCH = not args.no_direct
     mut = models.build("gpt2", dtype="bfloat16", batch=8, seq=512, device="cuda")
     model = mut.model
 
@@ -142,7 +145,7 @@ def main() -> None:
     report: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                               "cpus": os.cpu_count(), "gelu_modules": len(gelu_names),
                               "fused_gelu_max_abs_error": gelu_error, "farm_mlp_problem": problem,
-                              "farm_mlp_config": args.mlp_config,
+                              "farm_mlp_config": args.mlp_config, "direct_launch": swap.DIRECT_LAUNCH,
                               "mlp_pair_baseline_ms": candidate["baseline_ms"], "sets": {}}  # fmt: skip
     with torch.inference_mode():
         reference = run().logits.float()

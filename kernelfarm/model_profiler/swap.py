@@ -158,14 +158,121 @@ def _run(kernel: str, a: Any, b: Any, b_nk: bool, config: list[int], problem_ext
         launcher = _launchers[key] = _launcher(kernel, problem, tuple(config), sms)
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     tensors = {"A": a, "B": b, "C": c, **buffers_extra}
-    arguments = {name: tensors[buffer] for name, buffer in launcher.buffers}
-    if launcher.descriptors:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        for name, buffer, shape, strides, block in launcher.descriptors:
-            arguments[name] = TensorDescriptor(tensors[buffer], shape, strides, block)
-    launcher.function[launcher.grid](**arguments, **launcher.fixed)
+    direct = _direct.get(key)
+    if direct is not None and direct.aligned(tensors):
+        direct.launch(tensors)
+        return c
+    compiled = _launch_jit(launcher, tensors)
+    if key not in _direct and DIRECT_LAUNCH and _DirectLaunch.aligned_all(tensors):
+        _direct[key] = _DirectLaunch.checked(launcher, compiled, tensors, c)
     return c
+
+
+def _descriptor(launcher: _Launcher, name: str, tensor: Any) -> Any:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    for argument, _, shape, strides, block in launcher.descriptors:
+        if argument == name:
+            return TensorDescriptor(tensor, shape, strides, block)
+    raise KeyError(name)
+
+
+def _launch_jit(launcher: _Launcher, tensors: dict[str, Any]) -> Any:
+    """Through the jit function (Triton binds the arguments, looks the compiled kernel up, compiles it the
+    first time); returns the compiled kernel."""
+    arguments = {name: tensors[buffer] for name, buffer in launcher.buffers}
+    for name, buffer, *_ in launcher.descriptors:
+        arguments[name] = _descriptor(launcher, name, tensors[buffer])
+    return launcher.function[launcher.grid](**arguments, **launcher.fixed)
+
+
+# Whether eager calls launch the compiled kernel directly once it was checked (see _DirectLaunch); the
+# benchmarks turn it off to measure the jit function's own path.
+DIRECT_LAUNCH = True
+
+
+class _DirectLaunch:
+    """The compiled kernel launched without the jit function's per-call work. ``JITFunction.run`` binds
+    the keyword arguments, works out their specialisation and looks the kernel up on every call: with the
+    TMA descriptors that was ~0.1 ms of host time per call on the H100 host, against ~15 us for each torch
+    operator it replaces, and eager GPT-2 is bound by the host's enqueueing. The problem's sizes and
+    strides are fixed per launcher, so the only specialisation that could change between calls is the
+    buffers' 16-byte alignment (Triton specialises pointers on it): the direct path is taken only when
+    every buffer is aligned, as it was when the kernel was compiled. The weight's TMA descriptor is made
+    once per weight. Taken only after one launch through it matched the jit function's output exactly."""
+
+    def __init__(self, launcher: _Launcher, compiled: Any) -> None:
+        self.launcher = launcher
+        grid = (*launcher.grid, 1, 1)[:3]
+        self.runner = compiled[grid]  # CompiledKernel.__getitem__: its launch, without the jit function
+        params = launcher.function.params
+        self.slots: list[tuple[str, Any]] = []  # (kind, what) per parameter, in the kernel's order
+        buffers, descriptors = dict(launcher.buffers), {d[0]: d[1] for d in launcher.descriptors}
+        for param in params:
+            name = param.name
+            if name in buffers:
+                self.slots.append(("buffer", buffers[name]))
+            elif name in descriptors:
+                self.slots.append(("descriptor", (name, descriptors[name])))
+            elif name in launcher.fixed:
+                self.slots.append(("value", launcher.fixed[name]))
+            else:
+                self.slots.append(("value", param.default))
+        self.weight_descriptors: dict[int, Any] = {}
+
+    @staticmethod
+    def aligned_all(tensors: dict[str, Any]) -> bool:
+        return all(t.data_ptr() % 16 == 0 for t in tensors.values())
+
+    def aligned(self, tensors: dict[str, Any]) -> bool:
+        return self.aligned_all(tensors)
+
+    def arguments(self, tensors: dict[str, Any]) -> list[Any]:
+        values = []
+        for kind, what in self.slots:
+            if kind == "buffer":
+                values.append(tensors[what])
+            elif kind == "descriptor":
+                name, buffer = what
+                tensor = tensors[buffer]
+                if buffer == "B":  # the module's weight: the same tensor on every call
+                    descriptor = self.weight_descriptors.get(tensor.data_ptr())
+                    if descriptor is None or descriptor.base is not tensor:
+                        descriptor = _descriptor(self.launcher, name, tensor)
+                        self.weight_descriptors[tensor.data_ptr()] = descriptor
+                    values.append(descriptor)
+                else:
+                    values.append(_descriptor(self.launcher, name, tensor))
+            else:
+                values.append(what)
+        return values
+
+    def launch(self, tensors: dict[str, Any]) -> None:
+        self.runner(*self.arguments(tensors))
+
+    @classmethod
+    def checked(cls, launcher: _Launcher, compiled: Any, tensors: dict[str, Any],
+                expected: Any) -> _DirectLaunch | None:  # fmt: skip
+        """The direct launch when one launch of it gives exactly the jit function's output (``expected``,
+        launched just before on the same inputs), else None: the eager calls keep the jit function."""
+        import torch
+
+        try:
+            direct = cls(launcher, compiled)
+            out = torch.empty_like(expected)
+            direct.launch({**tensors, "C": out})
+            same = bool(torch.equal(out, expected))
+        except Exception:  # another Triton's internals: the jit function's path still works
+            logger.warning("direct launch of %s unavailable; using the jit function", launcher.function, exc_info=True)
+            return None
+        if not same:
+            logger.warning("direct launch of %s differs from the jit function's; using the jit function",
+                           launcher.function)  # fmt: skip
+            return None
+        return direct
+
+
+_direct: dict[tuple[Any, ...], _DirectLaunch | None] = {}
 
 
 def _call(op: str, launch: Callable[..., Any], *args: Any) -> Any:

@@ -153,3 +153,51 @@ def test_fused_mlps_are_swapped_in_match_float32_and_launch_fewer_kernels(
     assert kernels["fused_launches"] == mlps, kernels
     fewer = 8 if which == "gpt2" else 1
     assert kernels["eager"] - kernels["swapped"] >= fewer * mlps, kernels
+
+
+# Eager calls launch the compiled kernel directly once one launch matched the jit function's output; a
+# buffer off 16-byte alignment (another specialisation than the compiled one) goes through the jit function.
+DIRECT_CHILD = r"""
+import json, torch
+from kernelfarm.model_profiler import swap
+
+torch.manual_seed(0)
+result = {}
+base = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+for label, config in (("tiled", {**base, "TMA": 0, "SUBTILE": 0}), ("tma", {**base, "TMA": 1, "SUBTILE": 1})):
+    values = [config[name] for name in swap._config_order("matmul_bias_gelu_triton")]
+    a = torch.randn(512, 256, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(256, 384, device="cuda", dtype=torch.bfloat16) / 16
+    bias = torch.randn(384, device="cuda", dtype=torch.bfloat16)
+    swap._direct.clear()
+    swap.DIRECT_LAUNCH = False
+    jit = swap._launch_fused(a, w, bias, False, "tanh", values)
+    swap.DIRECT_LAUNCH = True
+    first = swap._launch_fused(a, w, bias, False, "tanh", values)  # through the jit function, then checked
+    (direct,) = swap._direct.values()
+    later = [swap._launch_fused(a.clone(), w, bias, False, "tanh", values) for _ in range(3)]  # direct
+    storage = torch.empty(512 * 256 + 1, device="cuda", dtype=torch.bfloat16)
+    misaligned = storage[1:].view(512, 256)
+    misaligned.copy_(a)
+    off = swap._launch_fused(misaligned, w, bias, False, "tanh", values) if label == "tiled" else jit
+    reference = torch.nn.functional.gelu(a.float() @ w.float() + bias.float(), approximate="tanh")
+    result[label] = {
+        "taken": direct is not None,
+        "same_as_jit": all(torch.equal(out, jit) for out in [first, *later, off]),
+        "misaligned_ptr_mod_16": misaligned.data_ptr() % 16,
+        "max_abs_error": float((jit.float() - reference).abs().max()),
+    }
+print(json.dumps(result))
+"""
+
+
+@pytest.mark.skipif(gpu_missing() is not None, reason=str(gpu_missing()))
+def test_eager_calls_launch_the_checked_compiled_kernel_directly() -> None:
+    done = subprocess.run([sys.executable, "-c", DIRECT_CHILD], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for label in ("tiled", "tma"):
+        assert result[label]["taken"], result
+        assert result[label]["same_as_jit"], result
+        assert result[label]["max_abs_error"] < 0.1, result
+    assert result["tiled"]["misaligned_ptr_mod_16"] != 0  # the jit function's path, same output

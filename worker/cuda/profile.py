@@ -14,7 +14,12 @@ A fresh ncu process took 3.2-4.4 s for a batch of one matmul_fp32 kernel on an H
 for five, so much of it is start-up. A worker therefore keeps a :class:`StandbyProfiler`: the next
 ncu process, started ahead, whose target has imported CuPy, created its CUDA context and loaded its
 libraries, and waits for a batch (1.7-1.9 s for one kernel, 3.0-3.4 s for five; see
-benchmarks/gpu/ncu_batches.py). It launches nothing while it waits.
+benchmarks/gpu/ncu_batches.py). It launches nothing while it waits, but ncu's own process spins one CPU
+core at 100 % for as long as its target runs, waiting included (measured on the H100 host: a full core for
+as long as the farm sat idle, which slowed an eager model launched on the same host by up to half). So a
+standby is *parked* once its target is ready: ncu's processes are stopped (SIGSTOP; the target keeps
+polling for its batch) and continued when the batch is handed over. A target whose worker is gone
+continues its process group (ncu's) before it exits, so a parked ncu never outlives its target.
 
 The profile target runs user kernels, so ncu (and with it the target) is started like the measuring
 child (docs/SECURITY.md, "Kernel trust"): with :func:`child_environment` (no database or broker URL,
@@ -39,6 +44,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -171,6 +177,34 @@ def start_ncu(command: Sequence[str], limits: ChildLimits, cpu_seconds: float | 
     )
 
 
+def _target_pid(ready: Path) -> int | None:
+    """The profile target's pid, which it writes into its ready file."""
+    try:
+        return int(ready.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _signal_ncu_processes(pid: int, target: int | None, signum: int) -> list[int]:
+    """Send ``signum`` to ncu's processes (``pid``, the one started, and what it started: the ``ncu``
+    launcher may run the ncu binary as a child) but not to the profile target (pid ``target``), which
+    keeps polling for its batch and its worker; returns the pids signalled."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+    signalled = []
+    for process in tree:
+        if process.pid != target:
+            with contextlib.suppress(psutil.Error, OSError):
+                process.send_signal(signum)
+                signalled.append(process.pid)
+    return signalled
+
+
 def kill_ncu(proc: subprocess.Popen) -> None:
     """Kill ncu and the target it launched (their process group)."""
     if proc.poll() is None:
@@ -226,12 +260,19 @@ class StandbyProfiler:
     batch; it then exits and a new standby is started for the next batch.
 
     The target waits for ``job.json`` to appear in its directory (written atomically). It exits on
-    its own if the worker process that started it is gone, or its directory is removed.
+    its own if the worker process that started it is gone, or its directory is removed. Once the
+    target is ready, ncu's process is parked (stopped) until :meth:`run` (module docstring).
     """
+
+    # How long the parking thread waits for the target to be ready (a cold start imports CuPy and,
+    # for the triton backend, torch under ncu), and how often it looks.
+    PARK_WAIT_S = 600.0
+    PARK_POLL_S = 0.2
 
     def __init__(
         self, ncu: str, entries: Iterable[str], refs: Mapping[str, str] | None = None, device_ordinal: int = 0,
         metrics: Sequence[str] = tuple(METRICS), loader: LoaderRef | None = None, limits: ChildLimits | None = None,
+        parent_pid: int | None = None, park: bool = True,
     ) -> None:  # fmt: skip
         """
         Args:
@@ -245,6 +286,8 @@ class StandbyProfiler:
                 warms it up before it says it is ready.
             limits: the measuring child's (default :class:`ChildLimits`); the CPU budget is given
                 per batch, when :meth:`run` hands one over.
+            parent_pid: the process whose end makes the waiting target exit (default: this one).
+            park: stop ncu's process while the ready target waits (see the module docstring).
         """
         self.refs, self.device_ordinal, self.loader = dict(refs or {}), device_ordinal, loader
         self.limits = limits or ChildLimits()
@@ -253,7 +296,7 @@ class StandbyProfiler:
         if loader is not None:
             (self.paths.root / "loader.json").write_text(json.dumps(loader.__dict__))
         self._log = (self.paths.root / "ncu.out").open("w")
-        wait = ["--wait", str(self.paths.root), str(device_ordinal), str(os.getpid())]
+        wait = ["--wait", str(self.paths.root), str(device_ordinal), str(parent_pid or os.getpid())]
         self._proc = start_ncu(
             ncu_command(ncu, str(self.paths.report), wait, list(metrics), self.entries),
             self.limits,
@@ -263,6 +306,33 @@ class StandbyProfiler:
             stderr=subprocess.STDOUT,
             text=True,
         )
+        self._lock = threading.Lock()  # parking against handing a batch over
+        self._handed = False
+        self.parked = False
+        self._parked_pids: list[int] = []
+        if park:
+            threading.Thread(target=self._park_when_ready, name="ncu-standby-park", daemon=True).start()
+
+    def _park_when_ready(self) -> None:
+        deadline = time.monotonic() + self.PARK_WAIT_S
+        while time.monotonic() < deadline and not self._handed and self.alive():
+            if (self.paths.root / "ready").is_file():
+                with self._lock:
+                    if not self._handed and self.alive():
+                        target = _target_pid(self.paths.root / "ready")
+                        self._parked_pids = _signal_ncu_processes(self._proc.pid, target, signal.SIGSTOP)
+                        self.parked = bool(self._parked_pids)
+                return
+            time.sleep(self.PARK_POLL_S)
+
+    def _unpark(self) -> None:
+        with self._lock:
+            self._handed = True
+            if self.parked:
+                for pid in self._parked_pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
+                self.parked = False
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -284,6 +354,7 @@ class StandbyProfiler:
             self.close()
             return None
         start = time.perf_counter()
+        self._unpark()  # before the target can see its batch: ncu follows it from the first launch
         budget = batch_cpu_seconds(self.limits, timeout_s)
         if budget is not None:  # before the target can see its batch
             limit_cpu_of_process_tree(self._proc.pid, budget)
@@ -302,6 +373,7 @@ class StandbyProfiler:
         return result
 
     def close(self) -> None:
+        self._unpark()  # the parking thread must not stop a process group being killed
         kill_ncu(self._proc)
         self._log.close()
         shutil.rmtree(self.paths.root, ignore_errors=True)

@@ -10,9 +10,12 @@ backend's cubin loader, or the loader a batch names (the triton backend's).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -98,7 +101,9 @@ def standby(directory: str, device: int, parent_pid: int) -> int:
     named = Path(directory) / "loader.json"
     if named.is_file():  # a backend's own loader: warm it too (the triton backend's imports torch)
         make_loader(json.loads(named.read_text())).warm()
-    (Path(directory) / "ready").touch()
+    # ready, with this process's pid: the worker parks ncu's processes, not this one
+    (Path(directory) / "ready.tmp").write_text(str(os.getpid()))
+    (Path(directory) / "ready.tmp").rename(Path(directory) / "ready")
     job = Path(directory) / "job.json"
     checked = time.monotonic()
     while not job.is_file():
@@ -106,7 +111,12 @@ def standby(directory: str, device: int, parent_pid: int) -> int:
         if time.monotonic() - checked > PARENT_CHECK_SECONDS:
             checked = time.monotonic()
             if not Path(directory).is_dir() or not psutil.pid_exists(parent_pid):
-                return 0  # the worker is gone or closed this standby: launch nothing
+                # the worker is gone or closed this standby: launch nothing, and continue our ncu
+                # (its processes share our process group), which the worker parked (stopped) while we
+                # wait, so that it sees us exit and exits too
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(os.getpgrp(), signal.SIGCONT)
+                return 0
     return main(str(job))
 
 
