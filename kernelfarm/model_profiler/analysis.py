@@ -88,7 +88,7 @@ def analyse(capture: Capture, ceilings: Ceilings, *, model: str, dtype: str, bat
     return ProfileReport(
         model=model, dtype=dtype, batch=batch, seq=seq, device=capture.device, device_name=capture.device_name,
         latency_ms=capture.latency_ms, profiled_ms=capture.profiled_ms,
-        profiling_overhead=capture.profiled_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
+        profiling_overhead=capture.profiling_overhead,
         accounted_ms=capture.total_self_us / 1e3,
         ceilings=asdict(ceilings), operators=operators, hints=model_hints(operators, capture.device),
         timing=timing_summary(capture),
@@ -107,7 +107,8 @@ def timing_summary(capture: Capture) -> dict[str, Any] | None:
         return None
     busy_ms = capture.total_self_us / 1e3
     summary: dict[str, Any] = asdict(timing) | {
-        "profiled_overhead": capture.profiled_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
+        "profiled_overhead": capture.profiling_overhead,
+        "pooled_overhead": capture.profiled_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
         "recorded_overhead": timing.recorded_ms / capture.latency_ms - 1 if capture.latency_ms else 0.0,
         "accounted_share_of_latency": busy_ms / capture.latency_ms if capture.latency_ms else 0.0,
         "not_accounted_ms": capture.latency_ms - busy_ms,

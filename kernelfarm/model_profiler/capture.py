@@ -30,8 +30,11 @@ from kernelfarm.model_profiler.models import ModelUnderTest
 # Inferences run inside the timed profiler session before the timed ones: the session's first
 # inference pays one-time costs (CUPTI's buffers, the first records) that are no part of the figure.
 SESSION_WARMUP = 1
-# Timed sessions, each between two unprofiled blocks.
-ROUNDS = 3
+# Timed sessions, each between two unprofiled blocks. The H100 host's speed for eager GPT-2 shifts by up to
+# half for spells of about a second (unprofiled blocks at 10 and at 16 ms minutes apart, and within one
+# capture): with 3 rounds the pooled medians gave overheads from -14 % to +16 % in three runs of the same
+# command. More, shorter rounds, each compared with its own neighbours (paired_overhead), follow the spells.
+ROUNDS = 6
 # Whole sessions run and thrown away before the timed ones. On the H100 (torch 2.11, CUPTI 13) the
 # first two kernels-only sessions of a process ran 60-90 % slower than unprofiled inferences, and so did
 # the unprofiled block right after the first; the third ran 5-10 % slower (run2 of
@@ -91,10 +94,36 @@ class Capture:
     iterations: int
     kernels: list[KernelRow] = field(default_factory=list)  # every device kernel, by name (GPU only)
     timing: Timing | None = None
+    paired_overhead: float | None = None  # see paired_overhead(); None without timed sessions
+
+    @property
+    def profiling_overhead(self) -> float:
+        """The profiled run's cost over the unprofiled one: paired by round where there were timed
+        sessions, else the ratio of the two medians."""
+        if self.paired_overhead is not None:
+            return self.paired_overhead
+        return self.profiled_ms / self.latency_ms - 1 if self.latency_ms else 0.0
 
     @property
     def total_self_us(self) -> float:
         return sum(row.self_us for row in self.rows)
+
+
+def paired_overhead(unprofiled: list[float], profiled: list[float], iterations: int) -> float | None:
+    """The profiling overhead, round by round: each timed session's median against the median of the two
+    unprofiled blocks around it (U P U P ... U, ``iterations`` inferences each), then the median of those
+    ratios, minus one. A host that changes speed between rounds moves a session and its neighbours
+    together, where the pooled medians would mix a fast spell's blocks with a slow spell's sessions.
+    None if the runs are not in that shape."""
+    rounds = len(profiled) // iterations if iterations else 0
+    if rounds == 0 or len(profiled) != rounds * iterations or len(unprofiled) != (rounds + 1) * iterations:
+        return None
+    ratios = []
+    for i in range(rounds):
+        session = profiled[i * iterations : (i + 1) * iterations]
+        around = unprofiled[i * iterations : (i + 2) * iterations]
+        ratios.append(statistics.median(session) / statistics.median(around))
+    return statistics.median(ratios) - 1
 
 
 def latency(run: Callable[[], Any], device: str, repeats: int) -> list[float]:
@@ -185,6 +214,7 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
         device="cuda" if on_gpu else "cpu", device_name=torch.cuda.get_device_name() if on_gpu else "cpu",
         latency_ms=statistics.median(unprofiled), latency_runs_ms=unprofiled,
         profiled_ms=statistics.median(profiled), rows=rows, iterations=iterations, kernels=kernels, timing=timing,
+        paired_overhead=paired_overhead(unprofiled, profiled, iterations) if len(profiled) > 1 else None,
     )  # fmt: skip
 
 

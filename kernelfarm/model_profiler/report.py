@@ -93,7 +93,7 @@ def timing_lines(report: ProfileReport) -> list[str]:
     lines = [
         f"profiled (timed pass: {timing.get('timed_pass', 'one pass')}; {timing.get('rounds', 1)} sessions of "
         f"{timing.get('iterations', '?')} inferences between unprofiled blocks): median {report.profiled_ms:.2f} ms, "
-        f"overhead {report.profiling_overhead:+.1%} over unprofiled; "
+        f"overhead {report.profiling_overhead:+.1%} over unprofiled (each session against the blocks around it); "
         f"rows attributed {timing.get('attribution', '-')} to the recorded inference "
         f"({timing.get('recorded_ms', float('nan')):.2f} ms with shapes)"
     ]

@@ -15,7 +15,7 @@ pytest.importorskip("torch", reason="the model profiler's CPU tests need the `pr
 pytest.importorskip("transformers", reason="the built-in models need the `profile` extra (transformers)")
 
 from kernelfarm.model_profiler.analysis import ProfileReport, analyse
-from kernelfarm.model_profiler.capture import capture
+from kernelfarm.model_profiler.capture import capture, paired_overhead
 from kernelfarm.model_profiler.classify import TENSOR_DTYPES, classify
 from kernelfarm.model_profiler.estimate import MATMUL_OPS, estimate
 from kernelfarm.model_profiler.mapping import family_problem
@@ -93,10 +93,12 @@ def test_the_command_writes_json_trace_and_html(tmp_path: Path) -> None:
     assert "aten::addmm" in (tmp_path / "out" / "report.html").read_text()
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "`aten::addmm`" in markdown and "overhead" in markdown and "per inference unprofiled" in markdown
-    # the timing figures: the overhead the report states is the one its two medians give
+    # the timing figures: the overhead the report states pairs each session with the blocks around it
     timing = report["timing"]
     assert report["profiled_ms"] > 0 and report["latency_ms"] > 0
-    assert report["profiling_overhead"] == pytest.approx(report["profiled_ms"] / report["latency_ms"] - 1)
+    iterations = len(timing["profiled_runs_ms"]) // timing["rounds"]
+    paired = paired_overhead(timing["unprofiled_runs_ms"], timing["profiled_runs_ms"], iterations)
+    assert paired is not None and report["profiling_overhead"] == pytest.approx(paired)
     rounds = timing["rounds"]  # timed sessions, each between two unprofiled blocks of --iterations inferences
     assert rounds >= 1 and len(timing["profiled_runs_ms"]) == 2 * rounds
     assert len(timing["unprofiled_runs_ms"]) == 2 * (rounds + 1)
