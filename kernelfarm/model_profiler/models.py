@@ -141,5 +141,9 @@ class _Positional:
         self.model.eval()
         return self
 
+    def named_modules(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped model's modules, under their own names: what the swap and the MLP finder walk."""
+        return self.model.named_modules(*args, **kwargs)
+
     def __call__(self, **inputs: Any) -> Any:
         return self.model(*(inputs[f"arg{i}"] for i in range(self.count)))

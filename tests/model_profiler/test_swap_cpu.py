@@ -179,3 +179,22 @@ def test_the_float32_reference_is_a_float32_copy_of_the_same_model() -> None:
     with torch.inference_mode():
         expected = reference(**mut.inputs).logits
     torch.testing.assert_close(logits, expected, rtol=0, atol=0)
+
+
+def positional_model(dtype: Any, batch: int, seq: int, device: str) -> tuple[Any, tuple[Any, ...]]:
+    """A user's ``module:function`` model called with positional inputs (profile-model wraps it)."""
+    model = torch.nn.Sequential(torch.nn.Linear(32, 40), torch.nn.ReLU(), torch.nn.Linear(40, 8))
+    return model.to(device, dtype), (torch.randn(batch, seq, 32, device=device, dtype=dtype),)
+
+
+def test_a_user_model_with_positional_inputs_is_swapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelfarm.model_profiler import models
+
+    monkeypatch.setattr(swap, "_launch", _matmul)
+    mut = models.build(f"{__name__}:positional_model", dtype="float32", batch=2, seq=4, device="cpu")
+    entry = {"operator": "aten::addmm", "kernel": "matmul_triton", "config": CONFIG, "speedup": 2.0,
+             "problem": {"M": 8, "N": 40, "K": 32, "b_layout": "nk"},
+             "kernel_problem": {"M": 8, "N": 40, "K": 32, "dtype": "float32", "b_layout": "nk"}}  # fmt: skip
+    result = swap.swap_and_measure(mut, [entry], baseline_ms=1.0, iterations=2)
+    assert list(result["swapped"].values()) == [["0"]]
+    assert result["outputs_match"], result
