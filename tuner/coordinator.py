@@ -40,6 +40,9 @@ from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.registry import get_strategy
 
 logger = logging.getLogger(__name__)
+# An energy job stops searching, and fails saying why, once this many of its trials completed and none has
+# an energy reading (a GPU or backend without a meter would otherwise spend the job's whole budget first).
+ENERGY_GIVE_UP_AFTER = 8
 
 # (trial id, route) → send to the route's queue; the route is the GPU model, or the model plus what
 # the kernel requires (core/capabilities.py: only capable workers consume that queue)
@@ -122,6 +125,10 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     if trials_left <= 0 or valid_left <= 0 or out_of_time:
         reason = "time budget spent" if out_of_time else "space exhausted" if valid_left <= 0 else "trial budget spent"
         return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
+
+    no_energy = _no_energy_yet(session, job, counts)
+    if no_energy:
+        return _finish_or_drain(session, job, in_flight, counts, no_energy, settings), [], job.gpu_model
 
     workers = live_workers(session, settings.worker_ttl_seconds, job.gpu_model)
     if not workers:
@@ -228,6 +235,19 @@ def _wait_for_workers(session: Session, job: Job, settings: Settings) -> StepRes
 
 def _tuples(batches: list[list[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(batch) for batch in batches)
+
+
+def _no_energy_yet(session: Session, job: Job, counts: dict[str, int]) -> str | None:
+    """Why an energy job stops searching early, or None: its first ``ENERGY_GIVE_UP_AFTER`` complete trials
+    all came back without an energy reading (the GPU or the backend has no meter, or the meter keeps giving
+    up), so the rest of its budget would be spent for a job that can only fail."""
+    complete = counts.get(TrialState.COMPLETE.value, 0)
+    if not measures_energy(job.objective) or complete < ENERGY_GIVE_UP_AFTER:
+        return None
+    if job_store.energy_readings(session, job.id):
+        return None
+    _, why = job_store.energy_missing(session, job.id)
+    return f"no energy reading in {complete} complete trials" + (f" ({why})" if why else "")
 
 
 def _out_of_time(session: Session, job: Job) -> bool:

@@ -153,6 +153,12 @@ def energy_missing(session: Session, job_id: uuid.UUID) -> tuple[int, str | None
     return int(count), latest
 
 
+def energy_readings(session: Session, job_id: uuid.UUID) -> int:
+    """How many of the job's complete trials have an energy reading."""
+    where = (Trial.job_id == job_id, Trial.state == TrialState.COMPLETE.value, Trial.metrics["energy_mj"].is_not(None))
+    return int(session.execute(select(func.count()).select_from(Trial).where(*where)).scalar_one())
+
+
 def set_job_status(session: Session, job: Job, *, state: JobState | None = None, message: str | None = None) -> None:
     if state is not None and job.state != state.value:
         job.state = state.value

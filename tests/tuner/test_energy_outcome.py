@@ -42,11 +42,12 @@ def energy_job(
     objective: str,
     results: list[tuple[float, dict[str, Any]]],
     verified: bool = True,
+    budget: int | None = None,
 ) -> uuid.UUID:
-    """A job of ``objective`` whose whole budget is spent on ``results`` (time in ms, metrics), each
-    ``verified`` or not."""
+    """A job of ``objective`` that spent ``budget`` trials (default: all of them) on ``results`` (time in ms,
+    metrics), each ``verified`` or not."""
     with session_scope(database_url) as session:
-        job = store_job(session, "matmul_fp32", gpu_model, objective=objective, budget_trials=len(results))
+        job = store_job(session, "matmul_fp32", gpu_model, objective=objective, budget_trials=budget or len(results))
         trials = trial_store.add_trials(session, job, [(f"k{i}", {"i": i}) for i in range(len(results))])
         job_id, ids = job.id, [t.id for t in trials]
     for trial_id, (time_ms, metrics) in zip(ids, results, strict=True):
@@ -107,3 +108,26 @@ def test_an_energy_job_with_no_verified_config_says_no_config_succeeded(
     assert job.state == JobState.FAILED.value
     assert "2 complete" in job.status_message and "no config succeeded" in job.status_message
     assert "energy" not in job.status_message
+
+
+def test_an_energy_job_whose_first_trials_have_no_energy_stops_early_and_says_why(
+    database_url: str, gpu_model: str
+) -> None:
+    # 100 trials of budget; after the first ENERGY_GIVE_UP_AFTER complete ones without an energy reading the
+    # job fails instead of spending the other 92 (no worker serves this GPU model: it would otherwise wait).
+    results = [(1.0, {"energy_missing": "no energy meter on this GPU"})] * coordinator.ENERGY_GIVE_UP_AFTER
+    job_id = energy_job(database_url, gpu_model, "energy", results, budget=100)
+    job = step(job_id)
+    assert job.state == JobState.FAILED.value, job.status_message
+    assert f"no energy reading in {coordinator.ENERGY_GIVE_UP_AFTER} complete trials" in job.status_message
+    assert "no energy meter on this GPU" in job.status_message
+
+
+def test_an_energy_job_with_one_reading_keeps_searching(database_url: str, gpu_model: str) -> None:
+    results = [(1.0, {"energy_missing": "no energy meter on this GPU"})] * coordinator.ENERGY_GIVE_UP_AFTER
+    job_id = energy_job(database_url, gpu_model, "energy", [*results, (2.0, {"energy_mj": 5.0})], budget=100)
+    sent: list[Any] = []
+    coordinator.advance(job_id, get_settings(), lambda *a: sent.append(a), lambda *a: sent.append(a))
+    with session_scope() as session:
+        job = job_store.get_job(session, job_id)
+    assert not JobState(job.state).finished, job.status_message  # waits for a worker, budget left
