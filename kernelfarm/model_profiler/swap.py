@@ -159,11 +159,11 @@ def _run(kernel: str, a: Any, b: Any, b_nk: bool, config: list[int], problem_ext
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     tensors = {"A": a, "B": b, "C": c, **buffers_extra}
     direct = _direct.get(key)
-    if direct is not None and direct.aligned(tensors):
+    if direct is not None and _DirectLaunch.aligned(tensors):
         direct.launch(tensors)
         return c
     compiled = _launch_jit(launcher, tensors)
-    if key not in _direct and DIRECT_LAUNCH and _DirectLaunch.aligned_all(tensors):
+    if key not in _direct and DIRECT_LAUNCH and _DirectLaunch.aligned(tensors):
         _direct[key] = _DirectLaunch.checked(launcher, compiled, tensors, c)
     return c
 
@@ -193,9 +193,10 @@ DIRECT_LAUNCH = True
 
 class _DirectLaunch:
     """The compiled kernel launched without the jit function's per-call work. ``JITFunction.run`` binds
-    the keyword arguments, works out their specialisation and looks the kernel up on every call: with the
-    TMA descriptors that was ~0.1 ms of host time per call on the H100 host, against ~15 us for each torch
-    operator it replaces, and eager GPT-2 is bound by the host's enqueueing. The problem's sizes and
+    the keyword arguments, works out their specialisation and looks the kernel up on every call: 52 us of
+    host time per fused-MLP call on the H100 host (TMA config; 28 us launched directly), against ~15 us for
+    each torch operator it replaces, and eager GPT-2 is bound by the host's enqueueing
+    (benchmarks/profiler/launch_host.py). The problem's sizes and
     strides are fixed per launcher, so the only specialisation that could change between calls is the
     buffers' 16-byte alignment (Triton specialises pointers on it): the direct path is taken only when
     every buffer is aligned, as it was when the kernel was compiled. The weight's TMA descriptor is made
@@ -221,11 +222,8 @@ class _DirectLaunch:
         self.weight_descriptors: dict[int, Any] = {}
 
     @staticmethod
-    def aligned_all(tensors: dict[str, Any]) -> bool:
+    def aligned(tensors: dict[str, Any]) -> bool:
         return all(t.data_ptr() % 16 == 0 for t in tensors.values())
-
-    def aligned(self, tensors: dict[str, Any]) -> bool:
-        return self.aligned_all(tensors)
 
     def arguments(self, tensors: dict[str, Any]) -> list[Any]:
         values = []

@@ -188,9 +188,12 @@ def _target_pid(ready: Path) -> int | None:
 def _signal_ncu_processes(pid: int, target: int | None, signum: int) -> list[int]:
     """Send ``signum`` to ncu's processes (``pid``, the one started, and what it started: the ``ncu``
     launcher may run the ncu binary as a child) but not to the profile target (pid ``target``), which
-    keeps polling for its batch and its worker; returns the pids signalled."""
+    keeps polling for its batch and its worker; returns the pids signalled. Nothing is signalled when the
+    target is not known: a stopped target could not see its worker go, and would never end."""
     import psutil
 
+    if target is None:
+        return []
     try:
         root = psutil.Process(pid)
         tree = [root, *root.children(recursive=True)]
