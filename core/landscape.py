@@ -89,15 +89,27 @@ def load_landscape(path: Path) -> Landscape:
     return _load_landscape(Path(path).resolve())
 
 
+def check_format(path: Path, data: dict[str, Any]) -> None:
+    """Raises:
+    InvalidInput: ``data`` (read from ``path``) lacks a field of the Kernel Tuner cache format.
+    """
+    for name in ("tune_params_keys", "tune_params", "cache"):
+        if name not in data:
+            raise InvalidInput(f"{path}: missing field {name!r} of the Kernel Tuner cache format")
+
+
+def recorded_device(data: dict[str, Any]) -> str:
+    """The GPU a cache file was recorded on, as its :class:`Landscape` names it."""
+    return str(data.get("device_name", "unknown"))
+
+
 @lru_cache(maxsize=128)
 def _load_landscape(path: Path) -> Landscape:
     data = read_json_tolerant(path)
-    try:
-        keys = list(data["tune_params_keys"])
-        tune_params = data["tune_params"]
-        cache = data["cache"]
-    except KeyError as exc:
-        raise InvalidInput(f"{path}: missing field {exc.args[0]!r} of the Kernel Tuner cache format") from None
+    check_format(path, data)
+    keys = list(data["tune_params_keys"])
+    tune_params = data["tune_params"]
+    cache = data["cache"]
     parameters = tuple(Parameter(name, tuple(tune_params[name])) for name in keys)
     entries = {key: _recording(entry) for key, entry in cache.items()}
     size = data.get("problem_size", [])
@@ -105,7 +117,7 @@ def _load_landscape(path: Path) -> Landscape:
     space = SearchSpace(parameters, allowed_keys=frozenset(entries))
     return Landscape(
         path=Path(path),
-        device_name=str(data.get("device_name", "unknown")),
+        device_name=recorded_device(data),
         kernel_name=str(data.get("kernel_name", Path(path).name.split(".")[0])),
         problem_size=problem,
         space=space,

@@ -88,3 +88,30 @@ def test_the_runtime_never_imports_the_test_harness() -> None:
     result = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]"
+
+
+def _celery_help(*args: str) -> subprocess.CompletedProcess[str]:
+    """``<celery_argv> --help`` under ``-X importtime`` (every module imported is named on stderr)."""
+    argv = launcher.celery_argv("kernelfarm.worker.tasks", *args, "--help")
+    env = launcher.component_env("postgresql+psycopg2://nobody@127.0.0.1:1/x", "redis://127.0.0.1:1/0")
+    result = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+@pytest.mark.parametrize("command", ["worker", "beat"])
+def test_components_start_celery_without_its_repl(command: str) -> None:
+    """A worker (every replacement of a killed one) and beat skip click_repl and prompt_toolkit (~50 ms of
+    a replay worker's start); Celery still parses their whole command line."""
+    result = _celery_help(command)
+    assert "--loglevel" in result.stdout
+    imported = result.stderr
+    assert "| celery.bin.celery" in imported  # the module list is there: the check below means something
+    assert "prompt_toolkit" not in imported and "click_repl." not in imported
+
+
+def test_other_celery_commands_keep_the_repl() -> None:
+    result = _celery_help("amqp")
+    assert "repl" in result.stdout  # click_repl's register_repl added it
+    assert "prompt_toolkit" in result.stderr
