@@ -8,17 +8,18 @@ as it goes): a trailing comma is stripped and the braces closed.
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.recording_file import check_format, read_json_tolerant, recorded_device
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.core.states import FailureKind
+
+# The file's JSON alone (no numpy) is read in core/recording_file.py; importable from here as before.
+__all__ = ["Landscape", "Recording", "check_format", "load_landscape", "read_json_tolerant", "recorded_device"]
 
 _FAILURE_MARKERS = {
     "CompilationFailedConfig": FailureKind.COMPILE,
@@ -62,21 +63,6 @@ class Landscape:
         return Landscape(self.path, self.device_name, self.kernel_name, self.problem_size, space, kept)
 
 
-def read_json_tolerant(path: Path) -> dict[str, Any]:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    text = raw.decode("utf-8").strip()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        # An unterminated Kernel Tuner cache: entries end with "},"; close the cache and the file.
-        data = json.loads(text.rstrip().rstrip(",") + "}}")
-    if not isinstance(data, dict):
-        raise InvalidInput(f"{path}: not a Kernel Tuner cache file")
-    return data
-
-
 def load_landscape(path: Path) -> Landscape:
     """Read a Kernel Tuner cache file (plain or .gz, terminated or not).
 
@@ -87,20 +73,6 @@ def load_landscape(path: Path) -> Landscape:
     # its recording twice (the catalogue reaches it through the package's kernels link, the CLI resolved),
     # and the catalogue's 18 recordings overflowed a cache of 16.
     return _load_landscape(Path(path).resolve())
-
-
-def check_format(path: Path, data: dict[str, Any]) -> None:
-    """Raises:
-    InvalidInput: ``data`` (read from ``path``) lacks a field of the Kernel Tuner cache format.
-    """
-    for name in ("tune_params_keys", "tune_params", "cache"):
-        if name not in data:
-            raise InvalidInput(f"{path}: missing field {name!r} of the Kernel Tuner cache format")
-
-
-def recorded_device(data: dict[str, Any]) -> str:
-    """The GPU a cache file was recorded on, as its :class:`Landscape` names it."""
-    return str(data.get("device_name", "unknown"))
 
 
 @lru_cache(maxsize=128)
