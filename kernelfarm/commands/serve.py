@@ -151,7 +151,7 @@ def probe_gpu(backend: str, landscapes: list[Path]) -> tuple[str, str]:
     """The GPU name and model of the worker's backend, as it will register (the queue comes from the
     model), from the environment ``worker`` has set. A replay worker's GPU is the one its recordings
     name, read from the files alone: the Celery process builds the backend (the landscapes) anyway,
-    and building it here too cost a replacement worker ~0.25 s before its exec (settings, numpy, every
+    and building it here too cost a replacement worker ~0.2 s before its exec (settings, numpy, every
     entry of its recordings). The other backends are built and closed to ask them.
 
     Raises:

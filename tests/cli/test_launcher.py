@@ -121,7 +121,7 @@ def test_other_celery_commands_keep_the_repl() -> None:
 def test_a_replay_workers_command_finds_its_queue_from_the_recordings_alone() -> None:
     """``kernelfarm worker`` runs again for every replacement of a dead worker. Before it execs Celery, a
     replay worker's command reads its GPU from the recordings' JSON (the settings, numpy and the
-    landscapes' entries cost it ~0.25 s), and names the GPU the backend will register with."""
+    landscapes' entries cost it ~0.2 s), and names the GPU the backend will register with."""
     code = ("import sys\nfrom pathlib import Path\nfrom kernelfarm.cli import _worker_app\n"
             "from kernelfarm.commands.serve import default_landscapes, probe_gpu\n_worker_app()\n"
             f"print(probe_gpu('replay', [Path({str(CONVOLUTION)!r})]))\n"
