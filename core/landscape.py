@@ -8,17 +8,18 @@ as it goes): a trailing comma is stripped and the braces closed.
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.recording_file import check_format, read_json_tolerant, recorded_device
 from kernelfarm.core.space import Parameter, SearchSpace
 from kernelfarm.core.states import FailureKind
+
+# The file's JSON alone (no numpy) is read in core/recording_file.py; importable from here as before.
+__all__ = ["Landscape", "Recording", "check_format", "load_landscape", "read_json_tolerant", "recorded_device"]
 
 _FAILURE_MARKERS = {
     "CompilationFailedConfig": FailureKind.COMPILE,
@@ -62,21 +63,6 @@ class Landscape:
         return Landscape(self.path, self.device_name, self.kernel_name, self.problem_size, space, kept)
 
 
-def read_json_tolerant(path: Path) -> dict[str, Any]:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    text = raw.decode("utf-8").strip()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        # An unterminated Kernel Tuner cache: entries end with "},"; close the cache and the file.
-        data = json.loads(text.rstrip().rstrip(",") + "}}")
-    if not isinstance(data, dict):
-        raise InvalidInput(f"{path}: not a Kernel Tuner cache file")
-    return data
-
-
 def load_landscape(path: Path) -> Landscape:
     """Read a Kernel Tuner cache file (plain or .gz, terminated or not).
 
@@ -92,12 +78,10 @@ def load_landscape(path: Path) -> Landscape:
 @lru_cache(maxsize=128)
 def _load_landscape(path: Path) -> Landscape:
     data = read_json_tolerant(path)
-    try:
-        keys = list(data["tune_params_keys"])
-        tune_params = data["tune_params"]
-        cache = data["cache"]
-    except KeyError as exc:
-        raise InvalidInput(f"{path}: missing field {exc.args[0]!r} of the Kernel Tuner cache format") from None
+    check_format(path, data)
+    keys = list(data["tune_params_keys"])
+    tune_params = data["tune_params"]
+    cache = data["cache"]
     parameters = tuple(Parameter(name, tuple(tune_params[name])) for name in keys)
     entries = {key: _recording(entry) for key, entry in cache.items()}
     size = data.get("problem_size", [])
@@ -105,7 +89,7 @@ def _load_landscape(path: Path) -> Landscape:
     space = SearchSpace(parameters, allowed_keys=frozenset(entries))
     return Landscape(
         path=Path(path),
-        device_name=str(data.get("device_name", "unknown")),
+        device_name=recorded_device(data),
         kernel_name=str(data.get("kernel_name", Path(path).name.split(".")[0])),
         problem_size=problem,
         space=space,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kernelfarm.core.errors import NotFound
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.core.landscape import load_landscape, read_json_tolerant
+from kernelfarm.core.landscape import check_format, read_json_tolerant, recorded_device
 from kernelfarm.core.settings import get_settings
 from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.plugins import plugin_specs
@@ -109,15 +109,22 @@ def _cuda_specs() -> list[KernelSpec]:
 def _with_recordings(spec: KernelSpec, directory: Path) -> KernelSpec:
     """Attach the kernel's own recorded landscapes (kernels/<name>/landscapes/) as its "replay"
     implementation: replay workers can then serve it on the GPU models it was measured on, without
-    a GPU. Each of these files names its problem (a ``"problem"`` object)."""
+    a GPU. Each of these files names its problem (a ``"problem"`` object).
+
+    Each file is parsed once, for its problem and GPU: every process that loads the catalogue (API,
+    coordinator, each worker and measuring child) did it twice, the second time building every
+    recorded entry (load_landscape), which only a replay worker serving the kernel needs, later."""
     paths = tuple(sorted(directory.glob("*.json*"))) if directory.is_dir() else ()
     if not paths:
         return spec
     problems: list[dict] = []
+    models: set[str] = set()
     for path in paths:
-        problem = spec.normalize_problem(read_json_tolerant(path).get("problem"))
+        data = read_json_tolerant(path)
+        check_format(path, data)
+        problem = spec.normalize_problem(data.get("problem"))
         if problem not in problems:
             problems.append(problem)
-    models = frozenset(model_slug(load_landscape(path).device_name) for path in paths)
-    recordings = Recordings(paths=paths, problems=tuple(problems), gpu_models=models)
+        models.add(model_slug(recorded_device(data)))
+    recordings = Recordings(paths=paths, problems=tuple(problems), gpu_models=frozenset(models))
     return replace(spec, impls={**spec.impls, "replay": recordings})

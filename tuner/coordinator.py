@@ -32,7 +32,7 @@ from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.workers import absent_workers, live_workers
+from kernelfarm.core.store.workers import SILENCE_HEARTBEATS, absent_workers, live_workers
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner.history import describe_prior, observations, prior_observations
 from kernelfarm.tuner.profiling import plan_profiles
@@ -312,8 +312,8 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
     with session_scope() as session:
         # A worker process that died (its presence lock went with its connection) frees its trials
         # now; the lease stays the rule for one that is stuck but alive (it keeps its lock). A lock
-        # taken before the server last reinitialised also needs 3 silent heartbeats (see there).
-        gone = absent_workers(session, 3 * settings.heartbeat_seconds)
+        # taken before the server last reinitialised also needs SILENCE_HEARTBEATS silent periods (see there).
+        gone = absent_workers(session, SILENCE_HEARTBEATS * settings.heartbeat_seconds)
         ended = trial_store.expire_leases_of(session, gone)
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
         live = live_workers(session, settings.worker_ttl_seconds)

@@ -1,14 +1,16 @@
 """Build the configured backend. The cuda and triton backends are imported lazily: CPU-only hosts have
-no CuPy and no Triton."""
+no CuPy and no Triton. The replay backend too: ``kernelfarm worker`` checks the backend's name against
+BACKEND_NAMES before it execs Celery, without loading what the worker itself loads next."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kernelfarm.core.settings import Settings
-from kernelfarm.worker.backends.base import Backend
-from kernelfarm.worker.backends.replay import ReplayBackend
+if TYPE_CHECKING:
+    from kernelfarm.core.settings import Settings
+    from kernelfarm.worker.backends.base import Backend
 
 # Every backend a worker can run; each one passes tests/worker/test_backend_contract.py.
 BACKEND_NAMES = ("cuda", "triton", "replay", "fake")
@@ -21,6 +23,8 @@ def make_backend(settings: Settings) -> Backend:
         ValueError: an unknown backend name.
     """
     if settings.worker_backend == "replay":
+        from kernelfarm.worker.backends.replay import ReplayBackend
+
         paths = [Path(p) for p in settings.worker_landscapes.split(os.pathsep) if p]
         return ReplayBackend(paths, sleep_ms=settings.worker_sleep_ms, time_scale=settings.worker_time_scale)
     if settings.worker_backend in ("cuda", "triton"):

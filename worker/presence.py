@@ -24,6 +24,23 @@ from kernelfarm.core.store import workers as worker_store
 
 logger = logging.getLogger(__name__)
 
+# After a beat that raised (its connection lost with a PostgreSQL restart, crash recovery or failover;
+# or the database unreachable), the next one comes at once, then every RETRY_FRACTION of a heartbeat
+# period until one succeeds, instead of a whole period later: a live worker holds its lock again a
+# moment after the server's return if a beat failed while it was away, and at its first beat after the
+# return otherwise (the beat that finds the connection gone is followed at once by one on a new
+# connection). Housekeeping's silence for a lock from before the server's epoch counts on it
+# (SILENCE_HEARTBEATS in core/store/workers.py).
+RETRY_FRACTION = 0.25
+
+
+def _pause_before_beat(heartbeat_s: float, failures: int) -> float:
+    """A heartbeat period while beats succeed; after ``failures`` beats in a row raised, none for the
+    first retry, then RETRY_FRACTION of a period."""
+    if failures == 0:
+        return heartbeat_s
+    return 0.0 if failures == 1 else heartbeat_s * RETRY_FRACTION
+
 
 class Presence:
     """Holds worker ``name``'s presence lock; :meth:`beat` (re)takes it when needed and heartbeats."""
@@ -59,6 +76,23 @@ class Presence:
                 return True
             time.sleep(pause_s)
         return self.beat()
+
+    def run(self, stop: threading.Event, heartbeat_s: float) -> None:
+        """Beat every ``heartbeat_s`` until ``stop`` is set; after a beat that raised, again at once,
+        then every ``RETRY_FRACTION * heartbeat_s`` until one succeeds (see RETRY_FRACTION)."""
+        failures = 0
+        while not stop.wait(_pause_before_beat(heartbeat_s, failures)):
+            try:
+                self.beat()  # the heartbeat, through the connection that holds the presence lock
+            except Exception:
+                failures += 1
+                if failures == 1:
+                    logger.warning("worker heartbeat failed; retrying at once, then every %.2f s until one "
+                                   "succeeds", heartbeat_s * RETRY_FRACTION, exc_info=True)  # fmt: skip
+                continue
+            if failures:
+                logger.warning("worker heartbeat back after %d failed tries", failures)
+            failures = 0
 
     def claiming(self) -> None:
         """This process is about to claim a trial. From then on, trials running under its name may be

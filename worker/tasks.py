@@ -110,11 +110,7 @@ def _register(sender: Any = None, **_: Any) -> None:
 def _heartbeat_loop() -> None:
     presence = _WorkerState.presence
     assert presence is not None
-    while not _WorkerState.stop.wait(settings.heartbeat_seconds):
-        try:
-            presence.beat()  # the heartbeat, through the connection that holds the presence lock
-        except Exception:
-            logger.warning("worker heartbeat failed; retrying", exc_info=True)
+    presence.run(_WorkerState.stop, settings.heartbeat_seconds)
 
 
 @worker_shutdown.connect

@@ -85,6 +85,13 @@ def known_architectures(session: Session) -> dict[str, str | None]:
 # workers, and a collision hides a dead worker behind a live one's lock). The seed keeps the keys apart
 # from other applications' bigint locks on the same database.
 PRESENCE_LOCK_SEED = 0x6B66  # "kf"
+# How many heartbeat periods a worker whose lock predates the server's epoch must be silent, counted
+# from the epoch or its last heartbeat, before housekeeping judges it gone (see absent_workers). A live
+# worker retries a failed beat at once, then every quarter period (worker/presence.py: RETRY_FRACTION),
+# so it holds its lock again at the latest at its first beat after the server's return: within a
+# period, which leaves it a period of margin for a loaded machine. It was 3 periods while a failed
+# beat waited a whole period for the next: the lock again within 2 periods, the same margin.
+SILENCE_HEARTBEATS = 2
 _PRESENCE_KEY = "hashtextextended({name}, {seed})"
 # The form a worker of the previous version holds (two int4 keys: this class, a 31-bit hash): such a
 # worker is still recognised as present while a farm is upgraded one process at a time.

@@ -15,11 +15,12 @@ from typing import Any
 
 import typer
 
-from kernelfarm.core.gpu import queue_for
-from kernelfarm.core.landscape import load_landscape
-from kernelfarm.core.settings import get_settings
-from kernelfarm.kernels.recorded import RECORDED_DIR
+from kernelfarm.core.gpu import model_slug, queue_for
 from kernelfarm.launcher import celery_argv
+
+# ``kernelfarm worker`` runs again for every replacement of a dead worker and only finds its queue
+# before it execs Celery, so this module imports little: the settings (pydantic), the landscapes
+# (numpy) and the backends are imported where they are used.
 
 
 def serve_api(host: str = "127.0.0.1", port: int = 8765, workers: int = 1) -> None:
@@ -42,6 +43,8 @@ def shared_metrics_dir() -> Iterator[None]:
     """Several API processes answer /metrics from one set of figures: prometheus-client's multiprocess
     mode, in PROMETHEUS_MULTIPROC_DIR. When the operator set none, a fresh one for this server's
     lifetime (its workers inherit the variable; removed when they have stopped)."""
+    from kernelfarm.core.settings import get_settings
+
     if get_settings().prometheus_multiproc_dir is not None:
         yield
         return
@@ -88,12 +91,15 @@ def coordinator(
 
 def default_landscapes() -> list[Path]:
     """The shipped recordings of the most-recorded GPU model (one replay worker = one GPU model)."""
-    paths = sorted(RECORDED_DIR.glob("*.json*"))
-    devices = Counter(load_landscape(p).device_name for p in paths)
+    from kernelfarm.core.recording_file import read_json_tolerant, recorded_device
+    from kernelfarm.kernels.recorded import RECORDED_DIR
+
+    device_of = {p: recorded_device(read_json_tolerant(p)) for p in sorted(RECORDED_DIR.glob("*.json*"))}
+    devices = Counter(device_of.values())
     if not devices:
         raise typer.BadParameter(f"no recorded landscapes in {RECORDED_DIR}")
     device = devices.most_common(1)[0][0]
-    return [p for p in paths if load_landscape(p).device_name == device]
+    return [p for p, recorded in device_of.items() if recorded == device]
 
 
 def worker(
@@ -113,7 +119,7 @@ def worker(
 ) -> None:
     """Run one GPU worker. Its queue is gpu.<model-slug>, derived from the device's real name
     (or, for replay, from the recorded device)."""
-    from kernelfarm.worker.backend_factory import BACKEND_NAMES, make_backend
+    from kernelfarm.worker.backend_factory import BACKEND_NAMES
 
     chosen = gpu_backend_available() if backend == "auto" else backend
     if chosen not in BACKEND_NAMES:
@@ -130,18 +136,41 @@ def worker(
         "KERNELFARM_WORKER_TIME_SCALE": str(time_scale),
         "KERNELFARM_WORKER_ALLOW_UPLOADED_PYTHON": "1" if allow_uploaded_python else "0",
     })  # fmt: skip
-    get_settings.cache_clear()
-    probe = make_backend(get_settings())
-    identity = probe.identity()
-    probe.close()
-    queue = queue_for(identity.gpu_model)
+    gpu_name, gpu_model = probe_gpu(chosen, paths)
+    queue = queue_for(gpu_model)
     node = f"{name or chosen + str(gpu)}@%h"
-    typer.echo(f"worker {node}: {identity.gpu_name} ({chosen}) on queue {queue}")
+    typer.echo(f"worker {node}: {gpu_name} ({chosen}) on queue {queue}")
     # exec, not fork: the measuring process starts clean (no CUDA context inherited).
     argv = celery_argv("kernelfarm.worker.tasks", "worker", "-Q", queue, "--pool", "solo", "--concurrency", "1",
                        "-n", node, "--loglevel", loglevel, "--without-gossip", "--without-mingle",
                        "--without-heartbeat")  # fmt: skip
     os.execv(sys.executable, argv)
+
+
+def probe_gpu(backend: str, landscapes: list[Path]) -> tuple[str, str]:
+    """The GPU name and model of the worker's backend, as it will register (the queue comes from the
+    model), from the environment ``worker`` has set. A replay worker's GPU is the one its recordings
+    name, read from the files alone: the Celery process builds the backend (the landscapes) anyway,
+    and building it here too cost a replacement worker ~0.2 s before its exec (settings, numpy, every
+    entry of its recordings). The other backends are built and closed to ask them.
+
+    Raises:
+        InvalidInput: a replay recording is not a Kernel Tuner cache file.
+        ValueError: replay recordings of several GPUs.
+    """
+    if backend == "replay":
+        from kernelfarm.core.recording_file import recorded_gpu
+
+        name = recorded_gpu(landscapes)
+        return name, model_slug(name)
+    from kernelfarm.core.settings import get_settings
+    from kernelfarm.worker.backend_factory import make_backend
+
+    get_settings.cache_clear()
+    probe = make_backend(get_settings())
+    identity = probe.identity()
+    probe.close()
+    return identity.gpu_name, identity.gpu_model
 
 
 def gpu_backend_available() -> str:

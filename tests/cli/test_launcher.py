@@ -14,6 +14,7 @@ from kernelfarm import launcher
 from kernelfarm.cli import app
 from kernelfarm.testing.decoys import write_decoy_packages
 from kernelfarm.testing.recordings import CONVOLUTION, PNPOLY
+from kernelfarm.worker.backends.replay import ReplayBackend
 
 PREFIX = [sys.executable, "-P", "-m", "kernelfarm"]
 
@@ -88,3 +89,48 @@ def test_the_runtime_never_imports_the_test_harness() -> None:
     result = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]"
+
+
+def _celery_help(*args: str) -> subprocess.CompletedProcess[str]:
+    """``<celery_argv> --help`` under ``-X importtime`` (every module imported is named on stderr)."""
+    argv = launcher.celery_argv("kernelfarm.worker.tasks", *args, "--help")
+    env = launcher.component_env("postgresql+psycopg2://nobody@127.0.0.1:1/x", "redis://127.0.0.1:1/0")
+    result = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+@pytest.mark.parametrize("command", ["worker", "beat"])
+def test_components_start_celery_without_its_repl(command: str) -> None:
+    """A worker (every replacement of a killed one) and beat skip click_repl and prompt_toolkit (~50 ms of
+    a replay worker's start); Celery still parses their whole command line."""
+    result = _celery_help(command)
+    assert "--loglevel" in result.stdout
+    imported = result.stderr
+    assert "| celery.bin.celery" in imported  # the module list is there: the check below means something
+    assert "prompt_toolkit" not in imported and "click_repl." not in imported
+
+
+def test_other_celery_commands_keep_the_repl() -> None:
+    result = _celery_help("amqp")
+    assert "repl" in result.stdout  # click_repl's register_repl added it
+    assert "prompt_toolkit" in result.stderr
+
+
+def test_a_replay_workers_command_finds_its_queue_from_the_recordings_alone() -> None:
+    """``kernelfarm worker`` runs again for every replacement of a dead worker. Before it execs Celery, a
+    replay worker's command reads its GPU from the recordings' JSON (the settings, numpy and the
+    landscapes' entries cost it ~0.2 s), and names the GPU the backend will register with."""
+    code = ("import sys\nfrom pathlib import Path\nfrom kernelfarm.cli import _worker_app\n"
+            "from kernelfarm.commands.serve import default_landscapes, probe_gpu\n_worker_app()\n"
+            f"print(probe_gpu('replay', [Path({str(CONVOLUTION)!r})]))\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'pydantic', 'sqlalchemy', 'celery'}),"
+            " 'kernelfarm.core.landscape' in sys.modules)\n"
+            "print([p.name for p in default_landscapes()])")  # fmt: skip
+    env = launcher.component_env("postgresql+psycopg2://nobody@127.0.0.1:1/x", "redis://127.0.0.1:1/0")
+    result = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    identity = ReplayBackend([CONVOLUTION]).identity()
+    assert result.stdout.splitlines() == [repr((identity.gpu_name, identity.gpu_model)), "[] False",
+                                          repr([CONVOLUTION.name, PNPOLY.name])]  # fmt: skip

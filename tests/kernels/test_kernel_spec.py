@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kernelfarm.core import landscape
 from kernelfarm.core.errors import InvalidInput
+from kernelfarm.kernels import registry
 from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.faultinject.kernel import SPEC as FAULT_SPEC
 from kernelfarm.kernels.recordings import Recordings
@@ -73,3 +78,36 @@ def test_catalogue_kernels_with_landscapes_are_served_by_replay_too() -> None:
     assert spec.backends == frozenset({"cuda", "replay"}) and not spec.replay_only
     assert {"M": 4096, "N": 4096, "K": 4096} in [dict(p) for p in recordings.problems]
     assert "nvidia-h100-80gb-hbm3" in recordings.gpu_models
+
+
+def test_the_catalogue_parses_each_kernels_recording_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels/<name>/landscapes/: one parse per file for its problem and GPU, and no Landscape built (every
+    process loading the catalogue paid both; a replay worker serving the kernel loads it when asked)."""
+    reads: Counter[Path] = Counter()
+    built: list[Path] = []
+    read, load = registry.read_json_tolerant, landscape._load_landscape
+
+    def counting_read(path: Path) -> dict[str, Any]:
+        reads[path] += 1
+        return read(path)
+
+    def recording_load(path: Path) -> landscape.Landscape:
+        built.append(path)
+        return load(path)
+
+    monkeypatch.setattr(registry, "read_json_tolerant", counting_read)
+    monkeypatch.setattr(landscape, "_load_landscape", recording_load)
+    specs = {spec.name: spec for spec in registry._cuda_specs()}
+    assert "nvidia-h100-80gb-hbm3" in specs["matmul_fp32"].impl("replay", Recordings).gpu_models
+    assert len(reads) >= 10 and set(reads.values()) == {1}
+    assert built == []
+
+
+def test_a_kernels_recording_outside_the_cache_format_is_refused_at_load(tmp_path: Path) -> None:
+    recording: dict[str, Any] = {"problem": {"n": 7}, "device_name": "GPU A", "tune_params_keys": [],
+                                 "tune_params": {}}  # fmt: skip
+    (tmp_path / "gpu_n7.json").write_text(json.dumps(recording))
+    with pytest.raises(InvalidInput, match="missing field 'cache'"):
+        registry._with_recordings(FAULT_SPEC, tmp_path)
+    (tmp_path / "gpu_n7.json").write_text(json.dumps(recording | {"cache": {}}))
+    assert registry._with_recordings(FAULT_SPEC, tmp_path).impl("replay", Recordings).gpu_models == {"gpu-a"}

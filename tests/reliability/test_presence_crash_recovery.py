@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store import workers as worker_store
 from kernelfarm.services import EmbeddedPostgres, wait_for
-from kernelfarm.worker.presence import Presence
+from kernelfarm.worker.presence import RETRY_FRACTION, Presence
 
 SILENT_S = 6.0
 
@@ -49,9 +51,9 @@ def scalar(url: str, sql: str) -> object:
         engine.dispose()
 
 
-def absent(url: str) -> list[str]:
+def absent(url: str, silent_s: float = SILENT_S) -> list[str]:
     with session_scope(url) as session:
-        return worker_store.absent_workers(session, SILENT_S)
+        return worker_store.absent_workers(session, silent_s)
 
 
 def crash_one_backend(url: str) -> None:
@@ -98,4 +100,50 @@ def test_a_live_worker_is_not_judged_dead_after_crash_recovery(database_url: str
             session.execute(text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"))
         assert absent(database_url) == [name]  # taken since the epoch: a vanished lock is a death at once
     finally:
+        presence.close()
+
+
+def test_a_live_worker_takes_its_lock_again_well_within_the_silence(database_url: str) -> None:
+    """The worker's heartbeat loop retries a failed beat at once, then every quarter period (it waited a
+    whole period): after crash recovery it holds its lock again at its first beat after the server's
+    return, well within housekeeping's silence (SILENCE_HEARTBEATS periods from the epoch)."""
+    heartbeat_s = 2.0  # the default
+    name = f"retry-{uuid.uuid4().hex[:8]}@test"
+    identity = worker_store.WorkerIdentity(name=name, hostname="test", backend="replay", gpu_model="crash-test-gpu",
+                                           gpu_name="test GPU", queue="gpu.test")  # fmt: skip
+    with session_scope(database_url) as session:
+        worker_store.register_worker(session, identity)
+    presence = Presence(Settings(database_url=database_url, heartbeat_seconds=heartbeat_s), name)
+    beats: list[tuple[float, bool]] = []  # (when, held the lock); False also for a beat that raised
+    beat = presence.beat
+
+    def watched_beat() -> bool:
+        try:
+            held = beat()
+        except Exception:
+            beats.append((time.monotonic(), False))
+            raise
+        beats.append((time.monotonic(), held))
+        return held
+
+    stop = threading.Event()
+    loop = threading.Thread(target=presence.run, args=(stop, heartbeat_s), daemon=True)
+    try:
+        assert presence.start()
+        presence.beat = watched_beat  # type: ignore[method-assign]
+        loop.start()
+        crash_one_backend(database_url)
+        assert absent(database_url) == []  # the epoch is unknown: nobody is judged, it is written now
+        epoch = time.monotonic()
+        wait_for(lambda: any(not held for _, held in beats) and beats[-1][1], 20, "a failed beat, then the lock")
+        last_failure = max(at for at, held in beats if not held)
+        back = min(at for at, held in beats if held and at > last_failure)
+        # At once after a lost connection, or a quarter period after a failure while the server was away.
+        assert back - last_failure <= RETRY_FRACTION * heartbeat_s + 0.5, f"{back - last_failure:.2f} s"
+        silence_s = worker_store.SILENCE_HEARTBEATS * heartbeat_s
+        assert back - epoch < heartbeat_s + 1.0 < silence_s, f"the lock again {back - epoch:.2f} s after the epoch"
+        assert name not in absent(database_url, silence_s)
+    finally:
+        stop.set()
+        loop.join(10)
         presence.close()

@@ -23,6 +23,7 @@ from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import Landscape, load_landscape, read_json_tolerant
 from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.objectives import ENERGY_MISSING
+from kernelfarm.core.recording_file import one_device
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.recorded import problem_of
 from kernelfarm.kernels.registry import get_kernel
@@ -36,10 +37,7 @@ class ReplayBackend(Backend):
         if not paths:
             raise ValueError("the replay backend needs at least one landscape file")
         self.landscapes = [load_landscape(Path(p)) for p in paths]
-        devices = {landscape.device_name for landscape in self.landscapes}
-        if len(devices) != 1:
-            raise ValueError(f"one replay worker replays one GPU model; these files record {sorted(devices)}")
-        self.device_name = devices.pop()
+        self.device_name = one_device(landscape.device_name for landscape in self.landscapes)
         self.sleep_ms = sleep_ms
         self.time_scale = time_scale
         # (kernel name, problem as canonical JSON) → landscape
