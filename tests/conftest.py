@@ -206,6 +206,14 @@ def fresh_database(server_url: str) -> str:
     return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
+def migrated_database(server_url: str) -> str:
+    """A new database with the farm's schema, dropped at the end of the session: for tests whose admin
+    token may touch rows it did not create (the fuzzers revoke tokens by guessing their ids)."""
+    url = fresh_database(server_url)
+    upgrade(url)
+    return url
+
+
 def drop_created_databases(server_url: str) -> None:
     """Drop the databases this run created on ``server_url`` (and only those)."""
     from kernelfarm.core.db import dispose_engines

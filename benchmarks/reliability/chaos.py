@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import signal
 import tempfile
 from dataclasses import asdict, replace
@@ -29,7 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", choices=sorted(SCALES), default="target")
     parser.add_argument("--seed", type=int, default=1, help="seeds the fault schedule")
-    parser.add_argument("--dir", type=Path, default=None, help="state directory (default: a temporary one)")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="state directory, kept (default: a temporary one, removed at the end)")  # fmt: skip
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
     parser.add_argument(
         "--defaults",
@@ -47,7 +49,11 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     directory = args.dir or Path(tempfile.mkdtemp(prefix="kf-chaos-"))
-    report, verdict = run(plan, directory, args.seed)
+    try:
+        report, verdict = run(plan, directory, args.seed)
+    finally:
+        if args.dir is None:  # the servers' data and logs (~60 MB a run): --dir keeps them for a look
+            shutil.rmtree(directory, ignore_errors=True)
     counts: dict[str, int] = {}
     for _, fault in report.events:
         counts[fault] = counts.get(fault, 0) + 1

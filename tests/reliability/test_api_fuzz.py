@@ -21,7 +21,7 @@ from kernelfarm.core.models import Job
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.kernels.registry import get_kernel
-from tests.conftest import Services, claim_redis_database, make_token, release_redis_database
+from tests.conftest import Services, claim_redis_database, make_token, migrated_database, release_redis_database
 
 # The GPU node has no schemathesis (a dev tool): `pytest -m gpu` there skips this module instead of
 # failing at collection.
@@ -33,6 +33,13 @@ BODY = {"kernel": "cn_pnpoly", "gpu_model": "nvidia-geforce-rtx-3090", "budget_t
 
 
 @pytest.fixture(scope="module")
+def fuzz_database(services: Services) -> str:
+    """A database of this module's own: the fuzz runs with an admin token, which revokes tokens by guessing
+    their ids, and must not revoke another test's (or the module's own, below)."""
+    return migrated_database(services.server_url)
+
+
+@pytest.fixture(scope="module")
 def broker(services: Services) -> Iterator[str]:
     """A Redis database of its own: the advance messages the fuzzed jobs send are dropped with it."""
     url = claim_redis_database(services.redis_base)
@@ -41,16 +48,16 @@ def broker(services: Services) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def app(database_url: str, broker: str) -> Iterator[FastAPI]:
-    yield create_app(Settings(database_url=database_url, redis_url=broker, max_space_size=1000))
-    with session_scope(database_url) as session:  # no later farm may pick up fuzzed jobs
+def app(fuzz_database: str, broker: str) -> Iterator[FastAPI]:
+    yield create_app(Settings(database_url=fuzz_database, redis_url=broker, max_space_size=1000))
+    with session_scope(fuzz_database) as session:  # no later farm may pick up fuzzed jobs
         for job_id in session.execute(select(Job.id).where(Job.owner == OWNER)).scalars():
             cancel_job(session, job_id)
 
 
 @pytest.fixture(scope="module")
-def token(database_url: str) -> str:
-    return make_token(database_url, "admin", name=OWNER)
+def token(fuzz_database: str) -> str:
+    return make_token(fuzz_database, "admin", name=OWNER)
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +65,17 @@ def api_schema(app: FastAPI) -> Any:
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
-def test_no_operation_answers_5xx(api_schema: Any, token: str) -> None:
+def test_no_operation_answers_5xx(api_schema: Any, fuzz_database: str) -> None:
     """Every operation, schema-driven examples (valid and invalid), with an admin token.
 
     Driven through Hypothesis directly: schemathesis' pytest loader (from_fixture) fails on
-    pytest 9 ('Function' object has no attribute '_nodeid')."""
+    pytest 9 ('Function' object has no attribute '_nodeid').
+
+    The fuzz revokes tokens by the ids it makes up: decoys take the first ids (the ones it tries most),
+    then its own token; the module's token is made after it (a revoked one answers 401 to every test after)."""
+    for i in range(5):
+        make_token(fuzz_database, "read", name=f"{OWNER}-decoy-{i}")
+    token = make_token(fuzz_database, "admin", name=OWNER)
     failures: list[str] = []
     operations = 0
     for result in api_schema.get_all_operations():
@@ -90,13 +103,13 @@ VALID_CHANGES: list[dict[str, Any]] = [
 ]
 
 
-def test_nothing_invalid_was_stored(database_url: str, app: FastAPI, api_schema: Any) -> None:
+def test_nothing_invalid_was_stored(fuzz_database: str, app: FastAPI, api_schema: Any) -> None:
     """Fuzzed submissions of a token of its own (schema-driven, valid and invalid) plus known-valid
     ones: every job stored for that token is runnable and within the limits, and the valid ones were
     stored. Self-contained: it checks only the jobs it submitted, whatever ran before."""
     owner = f"fuzz-store-{secrets.token_hex(4)}"
-    headers = {"Authorization": f"Bearer {make_token(database_url, 'submit', name=owner)}"}
-    limits = Settings(database_url=database_url, redis_url="redis://127.0.0.1:1/0", max_space_size=1000)
+    headers = {"Authorization": f"Bearer {make_token(fuzz_database, 'submit', name=owner)}"}
+    limits = Settings(database_url=fuzz_database, redis_url="redis://127.0.0.1:1/0", max_space_size=1000)
 
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(case=api_schema["/v1/jobs"]["POST"].as_strategy())
@@ -109,7 +122,7 @@ def test_nothing_invalid_was_stored(database_url: str, app: FastAPI, api_schema:
         for change in VALID_CHANGES:
             body = {k: v for k, v in {**BODY, **change}.items() if v is not None}
             assert client.post("/v1/jobs", json=body).status_code == 201, body
-        with session_scope(database_url) as session:
+        with session_scope(fuzz_database) as session:
             jobs = session.execute(select(Job).where(Job.owner == owner)).scalars().all()
             assert len(jobs) >= len(VALID_CHANGES)
             for job in jobs:
@@ -120,7 +133,7 @@ def test_nothing_invalid_was_stored(database_url: str, app: FastAPI, api_schema:
                 assert job.budget_trials is not None or job.budget_seconds is not None
                 assert 1 <= job.parallelism <= limits.max_parallelism
     finally:
-        with session_scope(database_url) as session:  # no later farm may pick them up
+        with session_scope(fuzz_database) as session:  # no later farm may pick them up
             for job_id in session.execute(select(Job.id).where(Job.owner == owner)).scalars():
                 cancel_job(session, job_id)
 
@@ -142,8 +155,8 @@ def test_limits_are_422_with_a_reason(client: TestClient, change: dict[str, Any]
     assert response.status_code == 422 and reason in str(response.json()["detail"])
 
 
-def test_oversized_space_is_refused(database_url: str, token: str, broker: str) -> None:
-    tiny = create_app(Settings(database_url=database_url, redis_url=broker, max_space_size=1))
+def test_oversized_space_is_refused(fuzz_database: str, token: str, broker: str) -> None:
+    tiny = create_app(Settings(database_url=fuzz_database, redis_url=broker, max_space_size=1))
     response = TestClient(tiny, headers={"Authorization": f"Bearer {token}"}).post("/v1/jobs", json=BODY)
     assert response.status_code == 422 and "too large" in response.text
 
