@@ -195,7 +195,8 @@ def test_the_gate_holds_a_prior_back_until_the_evidence_decides(
     """The sequential test without the probe (``gate_probe`` off: admitted at ``gate_admit``)."""
     history, related, _ = _history_and_priors()
     monkeypatch.setattr(bayes, "calibrated_agreement", lambda *args: np.array(agreement))
-    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"gate_probe": False}, prior=related)
+    options = {"gate_probe": False, "gate_admit": 2.0}
+    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, options, prior=related)
     cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
     proposed = warm.ask(2)
     assert warm.prior_dropped == (verdict == "drop")

@@ -30,7 +30,9 @@ What makes it fit for a farm rather than a notebook:
   of its own. The prior waits until the job has measured a few configs of its own cold design;
   a prior whose ranking of them does not agree with the job's (judged against null models: the
   prior refitted to its own scores shuffled) is dropped entirely, and the job is the cold one
-  (transfer.py, the gate).
+  (transfer.py, the gate). One that agrees is probed: its best config is measured, and the prior
+  admitted only if that config is the job's fastest so far; otherwise the probe is hidden and the
+  job is the cold one, one evaluation later.
 - **Alignment-aware encoding, an option.** ``alignment`` gives the model "is a power of two"
   columns for integer parameters that are not all powers of two (encoding.py): on GPUs their
   effect is often alignment, which a rank column alone shows to the GP as noise. It finds the
@@ -122,12 +124,14 @@ class BayesSettings:
             before issue 17's third session).
         gate_admit: with null models, the agreement (in their standard deviations) at which the
             gate admits a prior it has been holding back (with ``gate_probe``: at which it probes
-            it); below 0 it drops it (_prior_verdict).
+            it); below 0 it drops it (_prior_verdict). 0.5 with the probe: chosen by
+            leave-one-family-out from 0 / 0.5 / 1 / 1.5 / 2 on the real pairs (issue 17, fourth
+            session, docs/benchmarks/STRATEGIES.md); the third session's gate was 2.0 without it.
         gate_probe: with null models, a prior whose agreement reaches ``gate_admit`` is admitted
             only once its best config (the probe, proposed then) measures faster than every config
             the job measured before it; a probe that does not is hidden from the model and the
-            prior dropped, so the job is the cold one, one evaluation later (_gate). False: the
-            prior is admitted at ``gate_admit`` itself (the gate of issue 17's third session).
+            prior dropped, so the job is the cold one, one evaluation later (_prior_verdict).
+            False: the prior is admitted at ``gate_admit`` itself (issue 17's third session).
         gate_first: with a gate, the prior waits for its verdict: the job's first ``GATE_MIN``
             measured configs are the cold job's space-filling design, and the prior's seeds and
             model come after them only if it passes (False: the seeds are proposed first, and
@@ -159,7 +163,7 @@ class BayesSettings:
     n_init_warm: int = 2
     transfer_gate: float = 1.0
     gate_nulls: int = 8
-    gate_admit: float = 2.0
+    gate_admit: float = 0.5
     gate_probe: bool = True
     gate_first: bool = True
     alignment: bool = False
