@@ -104,7 +104,8 @@ def test_a_misleading_prior_is_dropped_and_the_job_continues_cold() -> None:
     cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
     proposed = warm.ask(2)
     assert warm.prior_dropped
-    assert describe_prior(reversed_, warm.prior_dropped).endswith("unlike its own times)")  # the job's status
+    # the job's status
+    assert describe_prior(reversed_, warm.prior_dropped).endswith("own measurements disagree with them)")
     assert proposed == cold.ask(2)  # the design topped up to the cold size, the cold model: the cold job's picks
     # a negative gate: no gate, the prior kept whatever it says (the behaviour before the gate)
     kept = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"transfer_gate": -1.0}, prior=reversed_)
