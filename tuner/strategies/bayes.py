@@ -385,6 +385,9 @@ class BayesianOptimizer(Optimizer):
                 return "drop", shown
             z = rank_agreement(models.prior.mean(self._x[observed.success_rows]), observed.log_time)
             return ("keep" if z >= settings.transfer_gate else "drop"), shown
+        # The probe is hidden wherever it stands in the history, also where the cold job happened
+        # to propose that config itself before the gate asked for it (rare: one config of the
+        # space); the gate then judges it when the ranking test passes, as if just measured.
         hidden = rows == probe if probe is not None else shown
         visible = [o for o, h in zip(self.history, hidden.tolist(), strict=True) if not h]
         early, early_log = first_successes(visible, rows[~hidden], STICKY_MAX)
