@@ -89,14 +89,17 @@ def prior_observations(session: Session, job: Job, space: SearchSpace) -> list[O
 
 def describe_prior(prior: Sequence[Observation], dropped: bool = False, waiting: bool = False) -> str:
     """What a job's status says about its warm start, e.g. "warm start: 180 trials from A100, RTX 3090";
-    ``dropped``: the strategy's gate set the prior aside (it ranks the job's own measurements otherwise);
+    ``dropped``: the strategy's gate set the prior aside (it ranks the job's own measurements otherwise,
+    or its best config measured slower than the job's best);
     ``waiting``: the gate has not admitted it yet (the job runs as a cold one meanwhile)."""
     if not prior:
         return "cold start: no other GPU has tuned this kernel and problem"
     sources = sorted({o.source or "?" for o in prior})
     text = f"warm start: {len(prior)} trials from {', '.join(sources)}"
     if dropped:
-        return text + " (dropped: they rank this job's measured configs unlike its own times)"
+        # the gate drops a prior whose ranking of the job's configs disagrees, or whose best config
+        # (the probe) is slower than the job's own best so far: one wording for both
+        return text + " (dropped: this job's own measurements disagree with them)"
     if waiting:
         return text + " (held back until this job's own measurements show they rank its configs alike)"
     return text

@@ -362,7 +362,7 @@ def pairs_compare(args: list[str]) -> str:
 
     head = " | ".join(f"{label}: warm / unrelated" for label, _ in runs)
     out = [f"| target | cold | {head} |", "|---|---|" + "---|" * len(runs)]
-    totals = {label: [0.0, 0.0, 0, 0] for label, _ in runs}  # unrelated cost, warm cost, hurt counts
+    totals = {label: [0.0, 0.0, 0, 0, 0, 0] for label, _ in runs}  # costs, hurt counts, warm <= 20, unrelated = cold
     for name in runs[0][1]["landscapes"]:
         cold = runs[0][1]["landscapes"][name]["cold"]
         cells = []
@@ -374,12 +374,16 @@ def pairs_compare(args: list[str]) -> str:
             t[1] += max(0.0, n95(e["warm"]) - n95(cold))
             t[2] += n95(e["unrelated"]) > n95(cold)
             t[3] += n95(e["warm"]) > n95(cold)
+            t[4] += n95(e["warm"]) <= 20
+            t[5] += n95(e["unrelated"]) == n95(cold)
         out.append(f"| {name} | {cell(cold)} | " + " | ".join(cells) + " |")
     out.append(
         "| **evaluations lost to the prior, summed over targets (targets where it cost any)** | - | "
         + " | ".join(f"{t[1]:g} ({t[3]}) / {t[0]:g} ({t[2]})" for t in totals.values())
         + " |"
     )
+    out.append("| **targets: warm <= 20 / unrelated = cold** | - | "
+               + " | ".join(f"{t[4]} / {t[5]}" for t in totals.values()) + " |")  # fmt: skip
     return "\n".join(out) + "\n"
 
 

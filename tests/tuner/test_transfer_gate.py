@@ -4,6 +4,7 @@ measured configs disagrees is dropped, and the job goes on as a cold one; one th
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from kernelfarm.tuner.history import describe_prior
 from kernelfarm.tuner.strategies import bayes
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.registry import get_strategy
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -102,7 +104,8 @@ def test_a_misleading_prior_is_dropped_and_the_job_continues_cold() -> None:
     cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
     proposed = warm.ask(2)
     assert warm.prior_dropped
-    assert describe_prior(reversed_, warm.prior_dropped).endswith("unlike its own times)")  # the job's status
+    # the job's status
+    assert describe_prior(reversed_, warm.prior_dropped).endswith("own measurements disagree with them)")
     assert proposed == cold.ask(2)  # the design topped up to the cold size, the cold model: the cold job's picks
     # a negative gate: no gate, the prior kept whatever it says (the behaviour before the gate)
     kept = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"transfer_gate": -1.0}, prior=reversed_)
@@ -190,14 +193,87 @@ def test_agreement_no_better_than_smooth_unrelated_functions_is_not_enough() -> 
 def test_the_gate_holds_a_prior_back_until_the_evidence_decides(
     monkeypatch: pytest.MonkeyPatch, agreement: list[float], verdict: str
 ) -> None:
+    """The sequential test without the probe (``gate_probe`` off: admitted at ``gate_admit``)."""
     history, related, _ = _history_and_priors()
     monkeypatch.setattr(bayes, "calibrated_agreement", lambda *args: np.array(agreement))
-    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    options = {"gate_probe": False, "gate_admit": 2.0}
+    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, options, prior=related)
     cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
     proposed = warm.ask(2)
     assert warm.prior_dropped == (verdict == "drop")
     assert warm.prior_used == (verdict == "keep")
     assert (proposed == cold.ask(2)) == (verdict != "keep")  # waiting or dropped: the cold job's picks
+
+
+def _drive(prior: list[Observation], steps: int, options: dict[str, object]) -> tuple[list[Observation], list[str]]:
+    """The job step by step (one config per step): its history and the gate's state at each ask."""
+    done: list[Observation] = []
+    states: list[str] = []
+    for _ in range(steps):
+        optimizer = BayesianOptimizer.from_history(SPACE, CONTEXT, done, 0, options, prior=prior)
+        (config,) = optimizer.ask(1)
+        states.append("probe" if optimizer.prior_probing else "keep" if optimizer.prior_used else
+                      "drop" if optimizer.prior_dropped else "wait")  # fmt: skip
+        value = objective(config)
+        done.append(Observation(config, value, None if value is not None else FailureKind.LAUNCH))
+    return done, states
+
+
+def _successes(history: list[Observation]) -> int:
+    return sum(1 for o in history if o.value is not None)
+
+
+def _always_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every prefix of the job's measured configs agrees with the prior at 3 null-model SDs."""
+    monkeypatch.setattr(bayes, "calibrated_agreement", lambda prior, nulls, target, start: np.full(
+        max(len(target) - start + 1, 0), 3.0))  # fmt: skip
+
+
+def test_a_probe_that_is_slow_drops_the_prior_and_leaves_the_job_the_cold_one_a_step_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The prior ranks the job's configs alike (forced), but its best config is slow here: the
+    probe measures slower than a config the job already has, so the prior is dropped and the probe
+    hidden: every later proposal is the cold job's, one evaluation later."""
+    _always_agrees(monkeypatch)
+    _, related, _ = _history_and_priors()
+    slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
+    misleading = [Observation(o.config, 1e-3 if o is slowest else o.value, source=o.source) for o in related]
+    warm, states = _drive(misleading, 14, {})
+    cold, _ = _drive([], 13, {})
+    probe = states.index("probe")
+    assert _successes(warm[:probe]) == GATE_MIN  # at the first prefix the gate judges
+    assert warm[probe].config == slowest.config
+    assert states[probe + 1 :] == ["drop"] * (13 - probe)
+    assert [o.config for o in warm[:probe] + warm[probe + 1 :]] == [o.config for o in cold]
+
+
+def test_a_probe_that_is_the_jobs_fastest_admits_the_prior(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same agreement and a prior whose best config is the fastest measured so far: admitted,
+    and its next best configs come next; without the probe the prior is admitted a step earlier."""
+    _always_agrees(monkeypatch)
+    _, related, _ = _history_and_priors()
+    warm, states = _drive(related, 10, {})
+    best_prior = min(related, key=lambda o: o.value or 0.0).config
+    probe = states.index("probe")
+    assert states[:probe] == ["wait"] * probe and _successes(warm[:probe]) == GATE_MIN
+    assert warm[probe].config == best_prior
+    assert objective(best_prior) < min(objective(o.config) or math.inf for o in warm[:probe])
+    assert states[probe + 1 :] == ["keep"] * (10 - probe - 1)
+    _, direct = _drive(related, probe + 1, {"gate_probe": False})
+    assert direct[probe] == "keep"
+
+
+def test_a_pending_probe_keeps_the_prior_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    _always_agrees(monkeypatch)
+    _, related, _ = _history_and_priors()
+    warm, states = _drive(related, 10, {})
+    probe = states.index("probe")
+    pending = [*warm[:probe], Observation(warm[probe].config, None, pending=True)]
+    optimizer = BayesianOptimizer.from_history(SPACE, CONTEXT, pending, 0, {}, prior=related)
+    proposed = optimizer.ask(2)
+    assert not optimizer.prior_used and not optimizer.prior_dropped and not optimizer.prior_probing
+    assert warm[probe].config not in proposed and len(proposed) == 2
 
 
 def test_the_status_says_when_the_prior_is_held_back() -> None:
@@ -211,8 +287,26 @@ def test_the_status_says_when_the_prior_is_held_back() -> None:
     assert describe_prior(related).endswith(("RTX 3090", "other"))  # admitted or no gate: no remark
     # what the coordinator writes into the job's status
     assert _prior_status(related, waiting).endswith("show they rank its configs alike)")
-    admitted = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    probing = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
+    probing.ask(1)  # the gate proposes the probe: the prior is still held back
+    assert probing.prior_probing and _prior_status(related, probing).endswith("show they rank its configs alike)")
+    admitted = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"gate_probe": False}, prior=related)
     admitted.ask(1)
     assert admitted.prior_used and _prior_status(related, admitted) == describe_prior(related)
     genetic = get_strategy("genetic").from_history(SPACE, CONTEXT, history[:2], 0, {}, prior=related)
     assert _prior_status(related, genetic) == describe_prior(related)  # no gate: every prior is used
+
+
+def test_a_banned_row_is_never_picked_and_leaves_the_other_picks_as_they_were() -> None:
+    """The hidden probe stays in maximin's random subsample (so its draws are the cold job's) but
+    is never picked: the picks are those without the ban, with the banned row skipped."""
+    features = np.random.default_rng(1).standard_normal((3000, 3))
+    free = np.arange(3000)
+    placed = np.array([0, 1])
+    plain = maximin(features, free, placed, 6, np.random.default_rng(7))
+    banned = maximin(features, free, placed, 5, np.random.default_rng(7), banned=np.array([plain[2]]))
+    assert plain[2] not in banned
+    assert banned[:2] == plain[:2]
+    # a banned row that would not have been picked changes nothing: the random draws are the same
+    unpicked = int(np.setdiff1d(free, plain)[0])
+    assert maximin(features, free, placed, 6, np.random.default_rng(7), banned=np.array([unpicked])) == plain

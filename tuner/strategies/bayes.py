@@ -30,7 +30,9 @@ What makes it fit for a farm rather than a notebook:
   of its own. The prior waits until the job has measured a few configs of its own cold design;
   a prior whose ranking of them does not agree with the job's (judged against null models: the
   prior refitted to its own scores shuffled) is dropped entirely, and the job is the cold one
-  (transfer.py, the gate).
+  (transfer.py, the gate). One that agrees is probed: its best config is measured, and the prior
+  admitted only if that config is the job's fastest so far; otherwise the probe is hidden and the
+  job is the cold one, one evaluation later.
 - **Alignment-aware encoding, an option.** ``alignment`` gives the model "is a power of two"
   columns for integer parameters that are not all powers of two (encoding.py): on GPUs their
   effect is often alignment, which a rank column alone shows to the GP as noise. It finds the
@@ -121,7 +123,15 @@ class BayesSettings:
             tau's analytic standard error, with only the sign checked on the prefixes (the gate
             before issue 17's third session).
         gate_admit: with null models, the agreement (in their standard deviations) at which the
-            gate admits a prior it has been holding back; below 0 it drops it (_prior_verdict).
+            gate admits a prior it has been holding back (with ``gate_probe``: at which it probes
+            it); below 0 it drops it (_prior_verdict). 0.5 with the probe: chosen by
+            leave-one-family-out from 0 / 0.5 / 1 / 1.5 / 2 on the real pairs (issue 17, fourth
+            session, docs/benchmarks/STRATEGIES.md); the third session's gate was 2.0 without it.
+        gate_probe: with null models, a prior whose agreement reaches ``gate_admit`` is admitted
+            only once its best config (the probe, proposed then) measures faster than every config
+            the job measured before it; a probe that does not is hidden from the model and the
+            prior dropped, so the job is the cold one, one evaluation later (_prior_verdict).
+            False: the prior is admitted at ``gate_admit`` itself (issue 17's third session).
         gate_first: with a gate, the prior waits for its verdict: the job's first ``GATE_MIN``
             measured configs are the cold job's space-filling design, and the prior's seeds and
             model come after them only if it passes (False: the seeds are proposed first, and
@@ -153,7 +163,8 @@ class BayesSettings:
     n_init_warm: int = 2
     transfer_gate: float = 1.0
     gate_nulls: int = 8
-    gate_admit: float = 2.0
+    gate_admit: float = 0.5
+    gate_probe: bool = True
     gate_first: bool = True
     alignment: bool = False
     alignment_length: float = 0.0
@@ -215,42 +226,72 @@ class BayesianOptimizer(Optimizer):
         self.prior_dropped = False
         # set by ask: the prior shapes this ask's proposals (not dropped, not waiting for the gate)
         self.prior_used = False
+        # set by ask: the gate proposes the prior's best config to confirm it (gate_probe)
+        self.prior_probing = False
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
-        self._history_rows = table_rows(table, self.space, self.history)
-        observed = observe_rows(self.history, self._history_rows)
-        free = np.ones(len(table), dtype=bool)
-        free[observed.seen_rows] = False
-        free_rows = np.flatnonzero(free)
-        n = min(n, len(free_rows))
-        if n <= 0:
-            return []
-        rng = self.rng()
         self._x = table.model_features(self.settings.alignment)
         self._table_plain = table.plain_columns if table.plain_columns >= 0 else self._x.shape[1]
         # the space-filling design spreads over the parameters themselves (see encoding.py)
         self._design_x = table.model_features(self.settings.alignment and self.settings.design_alignment)
+        rows = table_rows(table, self.space, self.history)
         with threadpool_limits(1):  # small matrices: BLAS threads only add overhead and contention
-            rows = self._propose(table, observed, free_rows, n, rng)
-        return configs_at(self.space, table, rows)
+            summary = self._prior_summary(table)
+            # fitted (or found in the per-process cache) once per ask: the gate and the model share it
+            models = self._prior_models(table, summary) if summary is not None else None
+            probe = self._probe_row(summary, models)
+            if models is not None:
+                verdict, hidden = self._prior_verdict(rows, models, probe)
+            else:
+                verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
+            self.prior_dropped = models is not None and verdict == "drop"
+            self.prior_used = verdict == "keep"
+            self.prior_probing = verdict == "probe"
+            full_history = self.history
+            try:
+                # A probe that has not confirmed the prior (yet) is hidden: the job's model, design
+                # and random draws are the cold job's, and only the probe's config is off limits.
+                self.history = [o for o, h in zip(full_history, hidden.tolist(), strict=True) if not h]
+                self._history_rows = rows[~hidden]
+                observed = observe_rows(self.history, self._history_rows)
+                free = np.ones(len(table), dtype=bool)
+                free[observed.seen_rows] = False
+                # the hidden probe stays among the free rows, so random draws over them are the
+                # cold job's, but is never proposed again (nor, while it is proposed, twice)
+                self._banned = np.unique(np.concatenate([rows[hidden], [probe] if verdict == "probe" else []]))
+                self._banned = self._banned.astype(np.int64)
+                free_rows = np.flatnonzero(free)
+                n = min(n, len(free_rows) - int(np.isin(self._banned, free_rows).sum()) + (verdict == "probe"))
+                if n <= 0:
+                    return []
+                rng = self.rng()
+                chosen = [probe] if verdict == "probe" and probe is not None else []
+                if len(chosen) < n:
+                    used = verdict == "keep"
+                    chosen += self._propose(
+                        table, observed, free_rows, n - len(chosen), rng,
+                        summary if used else None, models if used else None,
+                    )  # fmt: skip
+            finally:
+                self.history = full_history
+        return configs_at(self.space, table, chosen)
 
     # ------------------------------------------------------------------------------ phases
     def _propose(
-        self, table: CandidateTable, observed: Observed, free_rows: np.ndarray, n: int, rng: np.random.Generator
+        self,
+        table: CandidateTable,
+        observed: Observed,
+        free_rows: np.ndarray,
+        n: int,
+        rng: np.random.Generator,
+        summary: PriorSummary | None,
+        models: PriorModels | None,
     ) -> list[int]:
-        summary = self._prior_summary(table)
-        # fitted (or found in the per-process cache) once per ask: the gate and the model share it
-        models = self._prior_models(table, summary) if summary is not None else None
-        verdict = self._prior_verdict(observed, models) if models is not None else ("keep" if self.prior else "drop")
-        self.prior_dropped = models is not None and verdict == "drop"
-        self.prior_used = verdict == "keep"
-        if not self.prior_used:
-            # dropped: the job's own trials disagree with the prior, a cold job from here on;
-            # waiting: the gate judges the prior on the cold job's own measurements first, so
-            # until it admits the prior the job's history is the cold job's, and a prior it
-            # never admits has cost nothing
-            summary = models = None
+        """``summary`` / ``models``: the prior when the gate admitted it; None: the cold job (no
+        prior, or one dropped: the job's own trials disagree with it, or one waiting: the gate
+        judges it on the cold job's own measurements first, so until it admits the prior the
+        job's history is the cold job's, and a prior it never admits has cost nothing)."""
         seeds = summary.best(self.settings.prior_init) if summary is not None else []
         n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
         seen = set(observed.seen_rows.tolist())
@@ -266,7 +307,7 @@ class BayesianOptimizer(Optimizer):
                 chosen += self._model_based(table, observed, remaining, n - len(chosen), chosen, rng, models)
             else:  # nothing to model yet (everything failed so far): keep spreading out
                 placed_rows = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
-                chosen += maximin(self._design_x, remaining, placed_rows, n - len(chosen), rng)
+                chosen += maximin(self._design_x, remaining, placed_rows, n - len(chosen), rng, self._banned)
         return chosen
 
     def _initial(
@@ -282,7 +323,7 @@ class BayesianOptimizer(Optimizer):
         chosen = [r for r in seeds if r in free][:n]
         remaining = np.setdiff1d(free_rows, chosen, assume_unique=True)
         placed = np.concatenate([observed.seen_rows, np.array(chosen, dtype=np.int64)])
-        return chosen + maximin(self._design_x, remaining, placed, n - len(chosen), rng)
+        return chosen + maximin(self._design_x, remaining, placed, n - len(chosen), rng, self._banned)
 
     def _prior_rows(self, table: CandidateTable) -> np.ndarray:
         """Table rows of the prior's configs, looked up once per ask (the lookup is per config)."""
@@ -295,53 +336,104 @@ class BayesianOptimizer(Optimizer):
         nulls = self.settings.gate_nulls if self.settings.transfer_gate >= 0 else 0
         return prior_models(table, self._x, summary, nulls, self.settings.train_max, self.settings.fit_max)
 
-    def _prior_verdict(self, observed: Observed, models: PriorModels) -> str:
+    def _probe_row(self, summary: PriorSummary | None, models: PriorModels | None) -> int | None:
+        """The table row of the prior's best config when the gate probes (``gate_probe``, with a
+        gate and null models), else None."""
+        settings = self.settings
+        if summary is None or models is None or not models.nulls or not settings.gate_probe:
+            return None
+        return None if settings.transfer_gate < 0 else summary.best(1)[0]
+
+    def _prior_verdict(self, rows: np.ndarray, models: PriorModels, probe: int | None) -> tuple[str, np.ndarray]:
         """The gate (transfer.py): "keep", "wait" (not judged yet: the job goes on as the cold one
-        without being told the prior exists) or "drop" (for this ask: past ``STICKY_MAX`` every ask
-        judges all measured configs again, so a dropped prior can come back).
+        without being told the prior exists), "probe" (propose the prior's best config, the
+        ``probe`` row, and otherwise wait) or "drop" (for this ask: past ``STICKY_MAX`` every ask
+        judges all measured configs again, so a dropped prior can come back); and which history
+        entries the job hides from itself (the probe, until it has confirmed the prior).
+        ``rows``: each history entry's table row.
 
         With null models, a sequential test over the prefixes of the job's first ``STICKY_MAX``
         measured configs (``GATE_MIN`` on), each prefix's agreement z measured against the null
         models: below 0 (no better than an unrelated prior) drops the prior; at least
-        ``gate_admit`` admits it; in between it waits, at no cost. Once admitted, a prefix below
-        ``transfer_gate`` drops it, and past ``STICKY_MAX`` all measured configs are checked at
-        every ask. Never admitted within ``STICKY_MAX``: dropped. Why wait instead of deciding at
-        ``GATE_MIN``: four configs give Kendall's tau seven possible values, and a shuffled prior
-        reached z >= 1 there in 3 of 10 runs on pnpoly_RTX_3060_laptop, each costing the job
-        (docs/benchmarks/STRATEGIES.md). Without null models (``gate_nulls`` 0): the gate before,
-        tau's analytic standard error and only its sign on the prefixes.
+        ``gate_admit`` admits it; in between it waits, at no cost. With ``probe``, reaching
+        ``gate_admit`` proposes the probe instead, and the prior is admitted only if the probe
+        then measures faster than every config the job measured before it: one measurement that
+        an unrelated prior passes with chance 1 / (k + 1) after k configs, where the prior's best
+        config on another GPU of the same kernel is usually among the target's best few percent
+        (docs/benchmarks/STRATEGIES.md, issue 17's fourth session). A probe that fails is hidden
+        from the job for good: the prior is dropped and the job is the cold job, one evaluation
+        later. Once admitted, a prefix below ``transfer_gate`` drops it, and past ``STICKY_MAX``
+        all measured configs are checked at every ask. Never admitted within ``STICKY_MAX``:
+        dropped. Why wait instead of deciding at ``GATE_MIN``: four configs give Kendall's tau
+        seven possible values, and a shuffled prior reached z >= 1 there in 3 of 10 runs on
+        pnpoly_RTX_3060_laptop, each costing the job (docs/benchmarks/STRATEGIES.md). Without
+        null models (``gate_nulls`` 0): the gate before, tau's analytic standard error and only
+        its sign on the prefixes.
 
         ``gate_first`` off: "wait" means "keep" (the prior is trusted until judged)."""
         settings = self.settings
+        shown = np.zeros(len(rows), dtype=bool)
         if settings.transfer_gate < 0:
-            return "keep"
-        rows = observed.success_rows
-        early, early_log = first_successes(self.history, self._history_rows, STICKY_MAX)
+            return "keep", shown
         undecided = "wait" if settings.gate_first else "keep"
         if not models.nulls:
-            if len(rows) < GATE_MIN:
-                return undecided
+            observed = observe_rows(self.history, rows)
+            early, early_log = first_successes(self.history, rows, STICKY_MAX)
+            if len(observed.success_rows) < GATE_MIN:
+                return undecided, shown
             if np.any(prefix_agreement(models.prior.mean(self._x[early]), early_log, GATE_MIN) <= 0):
-                return "drop"
-            z = rank_agreement(models.prior.mean(self._x[rows]), observed.log_time)
-            return "keep" if z >= settings.transfer_gate else "drop"
-        x = self._x[early]
-        nulls = np.vstack([m.mean(x) for m in models.nulls])
-        admitted = False
-        for z in calibrated_agreement(models.prior.mean(x), nulls, early_log, GATE_MIN).tolist():
-            if not admitted and z < 0:
-                return "drop"
-            if admitted and z < settings.transfer_gate:
-                return "drop"
-            admitted = admitted or z >= settings.gate_admit
-        if not admitted:
-            return "drop" if len(early) >= STICKY_MAX else undecided
-        if len(rows) <= len(early):
-            return "keep"
-        x = self._x[rows]
+                return "drop", shown
+            z = rank_agreement(models.prior.mean(self._x[observed.success_rows]), observed.log_time)
+            return ("keep" if z >= settings.transfer_gate else "drop"), shown
+        # The probe is hidden wherever it stands in the history, also where the cold job happened
+        # to propose that config itself before the gate asked for it (rare: one config of the
+        # space); the gate then judges it when the ranking test passes, as if just measured.
+        hidden = rows == probe if probe is not None else shown
+        visible = [o for o, h in zip(self.history, hidden.tolist(), strict=True) if not h]
+        early, early_log = first_successes(visible, rows[~hidden], STICKY_MAX)
+        admitted_at = None  # the prefix (its length) that admitted the prior
+        for k, z in enumerate(self._agreement(models, early, early_log).tolist(), start=GATE_MIN):
+            if z < 0:
+                return "drop", hidden
+            if z >= settings.gate_admit:
+                admitted_at = k
+                break
+        if admitted_at is None:
+            return ("drop" if len(early) >= STICKY_MAX else undecided), hidden
+        if probe is not None:
+            measured = np.flatnonzero(hidden)
+            if len(measured) == 0:
+                return "probe", hidden
+            first = int(measured[0])
+            trial = self.history[first]
+            if trial.pending:
+                return "wait", hidden
+            before = [o.value for o in visible[: first - int(hidden[:first].sum())]
+                      if o.value is not None and o.failure is None and not o.pending]  # fmt: skip
+            if trial.value is None or trial.failure is not None or (before and trial.value >= min(before)):
+                return "drop", hidden
+            # confirmed: the probe is a measurement like any other from here on, and the prefixes
+            # that include it must agree as well
+            hidden = shown
+            early, early_log = first_successes(self.history, rows, STICKY_MAX)
+            at = np.flatnonzero(early == probe)
+            admitted_at = int(at[0]) if len(at) else len(early)
+        for k, z in enumerate(self._agreement(models, early, early_log).tolist(), start=GATE_MIN):
+            if k > admitted_at and z < settings.transfer_gate:
+                return "drop", hidden
+        observed = observe_rows(self.history, rows)
+        if len(observed.success_rows) <= len(early):
+            return "keep", hidden
+        x = self._x[observed.success_rows]
         nulls = np.vstack([m.mean(x) for m in models.nulls])
         z_all = calibrated_agreement_all(models.prior.mean(x), nulls, observed.log_time)
-        return "keep" if z_all >= settings.transfer_gate else "drop"
+        return ("keep" if z_all >= settings.transfer_gate else "drop"), hidden
+
+    def _agreement(self, models: PriorModels, early: np.ndarray, early_log: np.ndarray) -> np.ndarray:
+        """The gate's statistic on each prefix of the job's first measured configs (GATE_MIN on)."""
+        x = self._x[early]
+        nulls = np.vstack([m.mean(x) for m in models.nulls])
+        return calibrated_agreement(models.prior.mean(x), nulls, early_log, GATE_MIN)
 
     def _prior_summary(self, table: CandidateTable) -> PriorSummary | None:
         """The prior's successes scored per source (None: no prior, or too little of it)."""
@@ -392,6 +484,7 @@ class BayesianOptimizer(Optimizer):
         xi = self.settings.xi
         taken = np.zeros(len(pool) + len(fantasies), dtype=bool)
         taken[len(pool) :] = True
+        taken[: len(pool)] = np.isin(pool, self._banned)
         chosen: list[int] = []
         if len(suggested):
             mean = posterior.mean + offset
@@ -403,7 +496,7 @@ class BayesianOptimizer(Optimizer):
                     chosen.append(int(pool[i]))
                     self.accepted.append(int(pool[i]))
                     posterior.condition(i)
-        for _ in range(min(n - len(chosen), len(pool) - len(chosen))):
+        for _ in range(min(n - len(chosen), int((~taken).sum()))):
             mean = posterior.mean + offset
             score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
             if not np.any(score[~taken] > 0):  # EI underflow far from the incumbent: exploit the mean
