@@ -100,3 +100,20 @@ def test_a_hang_is_a_timeout_and_the_stream_goes_on(child: MeasuringChild) -> No
     requests = [request(1, fake="hang"), request(2)]
     results = list(measure_on_child(child, ((r, None) for r in requests), Steps(), timeout_s=1.0))
     assert [m.failure for m in results] == [FailureKind.TIMEOUT, None]
+
+
+def test_a_child_that_dies_just_before_a_send_is_replaced_and_the_request_goes_to_the_new_one(
+    child: MeasuringChild, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race the liveness check cannot close: the child is dead (its end of the pipe closed) but was
+    # still alive when send() looked. The write's BrokenPipeError is that child's death, not an error.
+    assert child.ask({"op": "measure", "seed": 1, "fake": None}, 30)["status"] == "ok"
+    process = child._process
+    assert process is not None
+    process.kill()
+    process.join(5)
+    monkeypatch.setattr(process, "is_alive", lambda: True)  # looked alive when send() checked
+    sequence = child.send({"op": "measure", "seed": 2, "fake": None})
+    reply = child.receive(sequence, 30)
+    assert reply is not None and reply["status"] == "ok", reply
+    assert child.restarts == 1 and child._process is not process

@@ -133,20 +133,38 @@ class MeasuringChild:
     def send(self, message: Mapping[str, Any]) -> int:
         """Queue one request on the child (starting one if needed); returns its sequence number."""
         if self._process is None or not self._process.is_alive():
-            if self._process is not None:
-                self.restarts += 1
-                self._settle_dead_child()
-            self._kill()
-            self._start()
+            self._replace_child()
         assert self._conn is not None
         self._sequence += 1
         try:
             self._conn.send({**message, "seq": self._sequence})
+        except (BrokenPipeError, ConnectionResetError):
+            # It died between the check above and this write (its end of the pipe is closed): the same
+            # as finding it dead there; the request goes to its replacement.
+            self._replace_child()
+            self._send_or_kill({**message, "seq": self._sequence})
         except BaseException:
-            self._kill()  # the child is gone or the pipe is in an unknown state
+            self._kill()  # the pipe is in an unknown state
             raise
         self._in_flight.append(self._sequence)
         return self._sequence
+
+    def _replace_child(self) -> None:
+        """Start a child in place of a dead one (or the first), keeping what the dead one answered."""
+        if self._process is not None:
+            self._process.join(2)  # reap it: its exit code says why it died
+            self.restarts += 1
+            self._settle_dead_child()
+        self._kill()
+        self._start()
+
+    def _send_or_kill(self, message: Mapping[str, Any]) -> None:
+        assert self._conn is not None
+        try:
+            self._conn.send(dict(message))
+        except BaseException:
+            self._kill()  # the child is gone or the pipe is in an unknown state
+            raise
 
     def in_flight(self, sequence: int) -> bool:
         """Will :meth:`receive` answer ``sequence``: sent and not yet received, and not lost with a
