@@ -25,7 +25,7 @@ from kernelfarm.core.models import ApiToken, Job
 from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.services import free_port
 from kernelfarm.stack import api_ready
-from tests.conftest import Farm, Services, make_token, migrated_database, wait_for
+from tests.conftest import Farm, make_token, wait_for
 
 # Checks that judge the API against its schema. Left out, with why:
 #  positive_data_acceptance - a schema-valid job can still be impossible (unknown kernel, a problem the
@@ -39,15 +39,8 @@ OWNER_PREFIX = "schemathesis-"
 
 
 @pytest.fixture(scope="module")
-def fuzz_database(services: Services) -> str:
-    """A database of this module's own: the admin run revokes tokens by guessing their ids, and must not
-    revoke another test's."""
-    return migrated_database(services.server_url)
-
-
-@pytest.fixture(scope="module")
-def fuzzed_api(fuzz_database: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
-    farm = Farm(fuzz_database, redis_url, tmp_path_factory.mktemp("schemathesis"))
+def fuzzed_api(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    farm = Farm(database_url, redis_url, tmp_path_factory.mktemp("schemathesis"))
     started = datetime.now(UTC)
     try:
         port = free_port()
@@ -58,7 +51,7 @@ def fuzzed_api(fuzz_database: str, redis_url: str, tmp_path_factory: pytest.Temp
         yield farm
     finally:
         farm.stop_all()
-        with session_scope(fuzz_database) as session:
+        with session_scope(database_url) as session:
             fuzzed = session.execute(
                 select(Job.id).where(Job.owner.startswith(OWNER_PREFIX), Job.state.in_(["queued", "running"]))
             ).scalars()
@@ -72,9 +65,9 @@ def fuzzed_api(fuzz_database: str, redis_url: str, tmp_path_factory: pytest.Temp
 
 @pytest.mark.parametrize("scope", ["read", "submit", "admin"])
 def test_every_phase_finds_no_server_error_and_no_schema_violation(
-    fuzzed_api: Farm, fuzz_database: str, tmp_path: Path, scope: str
+    fuzzed_api: Farm, database_url: str, tmp_path: Path, scope: str
 ) -> None:
-    token = make_token(fuzz_database, scope, name=f"{OWNER_PREFIX}{scope}")
+    token = make_token(database_url, scope, name=f"{OWNER_PREFIX}{scope}")
     report = tmp_path / "report.json"
     command = [
         str(Path(sys.executable).with_name("schemathesis")), "run", f"{fuzzed_api.api_url}/openapi.json",

@@ -96,9 +96,16 @@ def test_a_live_worker_is_not_judged_dead_after_crash_recovery(database_url: str
             presence.beat()
         assert presence.beat()  # its next beat takes the lock again
         assert absent(database_url) == []
-        with session_scope(database_url) as session:
-            session.execute(text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"))
-        assert absent(database_url) == [name]  # taken since the epoch: a vanished lock is a death at once
+        with session_scope(database_url) as session:  # this database's advisory locks: the presence's
+            session.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                )
+            )
+        # Taken since the epoch: a vanished lock is a death at once. pg_terminate_backend only signals the
+        # backend; the lock goes when it has exited (a moment later, once seen in a fresh-clone run).
+        wait_for(lambda: absent(database_url) == [name], 5, "the terminated backend's lock to go")
     finally:
         presence.close()
 
