@@ -24,6 +24,7 @@ from kernelfarm.core.settings import Settings, get_settings
 
 ADVANCE_TASK = "tuner.advance"
 HOUSEKEEPING_TASK = "tuner.housekeeping"
+PRESENCE_SWEEP_TASK = "tuner.presence_sweep"
 EVALUATE_TASK = "worker.evaluate"
 PROFILE_TASK = "worker.profile"
 TUNER_QUEUE = "tuner"

@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     worker_ttl_seconds: float = 15.0
     # How often the coordinator's housekeeping (reaper, re-dispatch, waiting jobs) runs.
     reap_interval_seconds: float = 3.0
+    # How often, between housekeeping ticks, the coordinator looks for worker processes that died
+    # (their presence lock is gone) and requeues their trials at once: one query, against a whole
+    # housekeeping tick. A killed worker's trials waited 1.5 s on average for the 3 s tick, holding
+    # slots of their job's parallelism (docs/RELIABILITY.md). 0: housekeeping alone does it.
+    presence_sweep_seconds: float = Field(default=1.0, ge=0.0)
     # Trials kept queued beyond a job's parallelism, as a fraction of it (rounded up). A worker that
     # finishes then takes its next trial from the broker at once instead of idling through a
     # result -> tuner.advance -> dispatch -> claim round-trip (100-400 ms measured on 2 cores, see

@@ -344,6 +344,26 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
     return Housekeeping(requeued, stale, list(unfinished), lost_profiles)
 
 
+def sweep_gone_workers(settings: Settings) -> list[tuple[int, str]]:
+    """Between housekeeping ticks: requeue the trials of worker processes that died, the first part
+    of :func:`housekeeping` alone (both may run at once: every change is a conditional UPDATE).
+
+    Returns:
+        (trial id, route) of each trial requeued now, to send again.
+    """
+    with session_scope() as session:
+        gone = absent_workers(session, SILENCE_HEARTBEATS * settings.heartbeat_seconds)
+        if not gone:
+            return []
+        ended = trial_store.expire_leases_of(session, gone)
+        reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
+        requeued = _routed(session, reaped.requeued)
+    logger.warning("worker(s) gone (presence lock released): %s; %d lease(s) ended at once", ", ".join(gone), ended)
+    if reaped.failed:
+        logger.warning("reaper: failed %d (retry cap)", len(reaped.failed))
+    return requeued
+
+
 def _routed(session: Session, trials: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """(trial id, GPU model) -> (trial id, route): a trial that needs a capability is re-sent where
     only capable workers take it, as its first dispatch was."""

@@ -11,13 +11,14 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from celery.signals import worker_init
+from celery.signals import beat_init, worker_init
 
 from kernelfarm.core.advance_requests import broker_was_emptied, step_begins
 from kernelfarm.core.celery_app import (
     ADVANCE_TASK,
     EVALUATE_TASK,
     HOUSEKEEPING_TASK,
+    PRESENCE_SWEEP_TASK,
     PROFILE_TASK,
     TUNER_QUEUE,
     make_celery,
@@ -26,6 +27,7 @@ from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.metrics import COORDINATOR_STEP_SECONDS
 from kernelfarm.core.settings import Settings, get_settings
 from kernelfarm.kernels.registry import all_kernels
+from kernelfarm.standby import wait_at_gate
 
 if TYPE_CHECKING:  # types only: the module itself is imported on first use (see _coordinator)
     from kernelfarm.tuner.coordinator import Dispatch, DispatchProfiles, Housekeeping, StepResult
@@ -37,6 +39,11 @@ app.conf.beat_schedule = {
     "housekeeping": {"task": HOUSEKEEPING_TASK, "schedule": settings.reap_interval_seconds,
                      "options": {"queue": TUNER_QUEUE, "expires": settings.reap_interval_seconds * 2}},
 }  # fmt: skip
+if settings.presence_sweep_seconds > 0:
+    app.conf.beat_schedule["presence sweep"] = {
+        "task": PRESENCE_SWEEP_TASK, "schedule": settings.presence_sweep_seconds,
+        "options": {"queue": TUNER_QUEUE, "expires": settings.presence_sweep_seconds * 2},
+    }  # fmt: skip
 
 
 class CoordinatorSteps(Protocol):
@@ -49,6 +56,8 @@ class CoordinatorSteps(Protocol):
     ) -> StepResult: ...  # fmt: skip
 
     def housekeeping(self, settings: Settings, broker_emptied: bool = False) -> Housekeeping: ...
+
+    def sweep_gone_workers(self, settings: Settings) -> list[tuple[int, str]]: ...
 
 
 def _coordinator() -> CoordinatorSteps:
@@ -68,6 +77,14 @@ def _load_kernel_catalogue(**_: Any) -> None:
     the catalogue alone)."""
     all_kernels()
     _coordinator()
+    wait_at_gate()  # a warm spare (kernelfarm/standby.py) waits here, before it consumes
+
+
+@beat_init.connect
+def _scheduler_waits_as_a_spare(**_: Any) -> None:
+    """A spare coordinator's scheduler waits before it opens its schedule or sends anything: one
+    scheduler per stack ticks, the serving coordinator's (kernelfarm/standby.py)."""
+    wait_at_gate()
 
 
 def dispatch_trial(trial_id: int, gpu_model: str) -> None:
@@ -122,3 +139,11 @@ def housekeeping() -> dict[str, int]:
         # Expiring: while the coordinator is down these would pile up, one per job per round.
         app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE, expires=settings.reap_interval_seconds * 5)
     return {"requeued": len(report.requeued), "redispatched": len(report.redispatched)}
+
+
+@app.task(name=PRESENCE_SWEEP_TASK, acks_late=False)
+def presence_sweep() -> dict[str, int]:
+    requeued = _coordinator().sweep_gone_workers(settings)
+    for trial_id, route in requeued:
+        dispatch_trial(trial_id, route)
+    return {"requeued": len(requeued)}

@@ -22,7 +22,7 @@ import threading
 import uuid
 from typing import Any
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from kernelfarm.core.advance_requests import request_advance
 from kernelfarm.core.capabilities import capability_queues
@@ -32,6 +32,7 @@ from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import workers as worker_store
 from kernelfarm.kernels.registry import all_kernels
+from kernelfarm.standby import wait_at_gate
 from kernelfarm.worker import runner
 from kernelfarm.worker.backend_factory import make_backend
 from kernelfarm.worker.backends.base import Backend
@@ -59,13 +60,25 @@ def _backend() -> Backend:
     return _WorkerState.backend
 
 
+@worker_init.connect
+def _prepare(**_: Any) -> None:
+    """Before Celery connects to the broker: build the backend and load the kernel catalogue (~0.25 s
+    with its validation), so no job's first trial pays for them. A warm spare (kernelfarm/standby.py)
+    then waits here for its supervisor, before it consumes a message, registers or touches its device."""
+    _backend()
+    try:
+        all_kernels()
+    except Exception:
+        logger.warning("loading the kernel catalogue failed; the first trial will pay for it", exc_info=True)
+    wait_at_gate()
+
+
 @worker_ready.connect
 def _register(sender: Any = None, **_: Any) -> None:
     backend = _backend()
     # Before registering: until then no job counts on this worker, so its start-up is not paid by
-    # the first trial of one (the kernel catalogue's load and validation alone take ~0.25 s).
+    # the first trial of one. After the spare's gate: a GPU backend's warm-up takes a device context.
     try:
-        all_kernels()
         backend.warm_up()
     except Exception:
         logger.warning("backend warm-up failed; the first trial will pay for it", exc_info=True)

@@ -38,12 +38,17 @@ def main() -> None:
         action="store_true",
         help="the farm's default settings (no fast test clocks), default strategy and profile mode",
     )
+    parser.add_argument(
+        "--spares", type=int, default=None, help="warm spares kept of each component (default 1; 0: cold restarts)"
+    )
     parser.add_argument("--no-faults", action="store_true", help="inject nothing: the fault-free baseline")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run gives up")
     args = parser.parse_args()
     plan = SCALES[args.scale]
     if args.defaults:
         plan = replace(plan, strategy=None, profile="all", fast_clocks=False)
+    if args.spares is not None:
+        plan = replace(plan, spares=args.spares)
     plan = replace(plan, faults=not args.no_faults, timeout_s=args.timeout or plan.timeout_s)
     # `timeout` and CI runners send SIGTERM: exit through the finally blocks that stop the farm.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))

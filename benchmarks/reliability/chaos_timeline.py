@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 
 from kernelfarm.core.settings import Settings
-from kernelfarm.stack import alive
+from kernelfarm.stack import ProcessInfo, alive
 from kernelfarm.testing import chaos
 from kernelfarm.testing.chaos_farm import ChaosFarm
 
@@ -45,10 +45,23 @@ class WatchedFarm(ChaosFarm):
     def start_servers(self) -> None:
         super().start_servers()
         self.samples, self.kills, self.waits = [], [], []
+        self._ready_lines_before: dict[int, int] = {}
         self._stop = threading.Event()
         self._engine = create_engine(self.database_url, pool_pre_ping=True, pool_size=1)
         self._thread = threading.Thread(target=self._sample_loop, daemon=True)
         self._thread.start()
+
+    def start_coordinator(self) -> ProcessInfo:
+        info = super().start_coordinator()
+        # Each start appends " ready." to its log once it consumes (a promoted spare's log is its own
+        # file; a restart from nothing appends to the coordinator's): count only this start's.
+        self._ready_lines_before[info.pid] = Path(info.log).read_text(errors="replace").count(" ready.")
+        return info
+
+    def _coordinator_serving(self, info: ProcessInfo | None) -> bool:
+        if info is None or not alive(info.pid) or info.pid not in self._ready_lines_before:
+            return False
+        return Path(info.log).read_text(errors="replace").count(" ready.") > self._ready_lines_before[info.pid]
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         if sig == signal.SIGKILL:
@@ -64,8 +77,7 @@ class WatchedFarm(ChaosFarm):
                 "workers_alive": sum(1 for n, p in processes.items() if n.startswith("w") and alive(p.pid)),
                 "coordinator_alive": "coordinator" in processes and alive(processes["coordinator"].pid),
                 "coordinator_pid": processes["coordinator"].pid if "coordinator" in processes else None,
-                # " ready." is appended to the coordinator's log by each start once it consumes
-                "coordinator_ready_lines": self.log("coordinator").count(" ready."),
+                "coordinator_serving": self._coordinator_serving(processes.get("coordinator")),
             }
             try:
                 with self._engine.connect() as connection:
@@ -137,15 +149,7 @@ def breakdown(farm: WatchedFarm, workers: int, job_start: float, job_end: float)
     def seconds(pred: Any, samples: list[dict[str, Any]] = inside) -> float:
         return round(SAMPLE_S * sum(1 for s in samples if pred(s)), 1)
 
-    # a coordinator serves once its own start wrote " ready." to the (appended) log, until it dies
-    lines_at_start: dict[Any, int] = {}
-    coordinator_serving = []
-    for s in farm.samples:
-        pid = s["coordinator_pid"]
-        lines_at_start.setdefault(pid, s["coordinator_ready_lines"] - (1 if not lines_at_start else 0))
-        serving = s["coordinator_alive"] and s["coordinator_ready_lines"] > lines_at_start[pid]
-        if job_start <= s["t"] <= job_end:
-            coordinator_serving.append(serving)
+    coordinator_serving = [s["coordinator_serving"] for s in inside]
     return {
         "job_seconds": round(span, 1),
         "samples": len(inside),
@@ -177,12 +181,17 @@ def main() -> None:
     parser.add_argument("--scale", choices=sorted(chaos.SCALES), default="ci")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--defaults", action="store_true")
+    parser.add_argument(
+        "--spares", type=int, default=None, help="warm spares kept of each component (default 1; 0: cold restarts)"
+    )
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="write the samples and the breakdown here")
     args = parser.parse_args()
     plan = chaos.SCALES[args.scale]
     if args.defaults:
         plan = replace(plan, strategy=None, profile="all", fast_clocks=False)
+    if args.spares is not None:
+        plan = replace(plan, spares=args.spares)
     plan = replace(plan, faults=not args.no_faults)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

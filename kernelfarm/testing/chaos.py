@@ -56,6 +56,9 @@ class ChaosPlan:
     fast_clocks: bool = True
     # False: the same job on the same farm without any fault (the baseline a fault run is compared to).
     faults: bool = True
+    # Warm spares kept of the coordinator and of the workers (kernelfarm/standby.py), as `kernelfarm up`
+    # keeps: a replacement is a promoted spare. 0: every replacement starts from nothing.
+    spares: int = 1
 
 
 SCALES = {
@@ -183,7 +186,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
     rng = random.Random(rng_seed)
     expected: Expected = expected_outcomes(CONVOLUTION, KERNEL, plan.parameters, list(plan.constraints))
     total = len(expected.outcomes)
-    farm = ChaosFarm(directory, fast_clocks=plan.fast_clocks)
+    farm = ChaosFarm(directory, fast_clocks=plan.fast_clocks, spares=plan.spares)
     events_done: list[tuple[float, str]] = []
     try:
         farm.start_servers()
@@ -199,6 +202,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
         # comparison (the coordinator's alone was 4-6 s of a 10 s fault-free CI-scale job).
         wait_for(lambda: live_worker_count(farm.database_url) >= plan.workers, 180, "the workers")
         wait_for(farm.coordinator_ready, 180, "the coordinator")
+        wait_for(farm.spares_standing_by, 180, "the spares")
         started = time.monotonic()
         job_id = submit(farm, token, plan, total)
         pending = schedule(plan, rng) if plan.faults else []

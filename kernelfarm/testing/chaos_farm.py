@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 from sqlalchemy import create_engine, text
@@ -26,6 +27,7 @@ from kernelfarm import launcher
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
 from kernelfarm.stack import ProcessInfo, alive, api_ready, spawn
+from kernelfarm.standby import open_gate, spare_env, standing_by
 from kernelfarm.testing.clocks import FAST_TIMINGS
 from kernelfarm.testing.recordings import CONVOLUTION
 
@@ -38,6 +40,10 @@ class ChaosFarm:
 
     ``cwd`` is the components' working directory (the caller's when None); ``extra_env`` is passed to
     every component after the fast clocks (``fast_clocks=False``: the farm's default settings).
+
+    ``spares`` warm spares (kernelfarm/standby.py) are kept of the coordinator and of each kind of
+    worker started: a restart (``start_coordinator``, ``start_worker`` without a name) promotes one and
+    starts another in its place. With 0, every restart starts its component from nothing.
     """
 
     directory: Path
@@ -52,6 +58,10 @@ class ChaosFarm:
     unplanned_restarts: list[str] = field(default_factory=list)
     _names: itertools.count = field(default_factory=itertools.count)
     _worker_args: dict[str, tuple[float, tuple[Path, ...], dict[str, str]]] = field(default_factory=dict)
+    spares: int = 0
+    # Spares held at their gates, not yet in ``processes``: (name, process, gate) by kind of worker.
+    spare_workers: dict[tuple[Any, ...], list[tuple[str, ProcessInfo, Path]]] = field(default_factory=dict)
+    spare_coordinators: list[tuple[ProcessInfo, Path]] = field(default_factory=list)
 
     # ------------------------------------------------------------------ servers
     @property
@@ -121,19 +131,57 @@ class ChaosFarm:
         return api_ready(self.api_url)
 
     def start_coordinator(self) -> ProcessInfo:
-        return self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
+        self.spare_coordinators[:] = [spare for spare in self.spare_coordinators if alive(spare[0].pid)]
+        if self.spare_coordinators:
+            info, gate = self.spare_coordinators.pop(0)
+            open_gate(gate)
+            self.processes["coordinator"] = info
+        else:
+            info = self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
+        while len(self.spare_coordinators) < self.spares:
+            # Its own schedule file: the serving scheduler keeps its own open (a fresh one sends
+            # housekeeping at once, which a promoted coordinator wants anyway).
+            number = next(self._names)
+            gate = self.directory / "gates" / f"coordinator-{number}"
+            argv = launcher.coordinator_argv(self.directory / f"celerybeat-schedule-{number}")
+            env = self.env(**spare_env(gate))
+            spare = spawn(f"coordinator-spare-{number}", argv, env, self.directory / "logs", cwd=self.cwd)
+            self.spare_coordinators.append((spare, gate))
+        return info
 
     def coordinator_ready(self) -> bool:
         """The coordinator's Celery worker consumes its queue (its log says so once it does)."""
-        return "coordinator" in self.processes and " ready." in self.log("coordinator")
+        return "coordinator" in self.processes and " ready." in self.component_log("coordinator")
 
     def start_worker(
         self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), name: str | None = None, **env: str
     ) -> ProcessInfo:
-        """A replay worker; ``name`` reuses a worker's name (a restart), a fresh one when None."""
-        name = name or f"w{next(self._names)}"
+        """A replay worker; ``name`` reuses a worker's name (a restart), a fresh one (or a spare's) when None."""
+        kind = (sleep_ms, tuple(landscapes), tuple(sorted(env.items())))
+        spares = self.spare_workers.setdefault(kind, [])
+        spares[:] = [spare for spare in spares if alive(spare[1].pid)]  # one that died waiting is no spare
+        if name is None and spares:
+            name, info, gate = spares.pop(0)
+            open_gate(gate)
+            self.processes[name] = info
+        else:
+            name = name or f"w{next(self._names)}"
+            info = self._start(name, launcher.worker_argv(name, landscapes=landscapes, sleep_ms=sleep_ms), **env)
         self._worker_args[name] = (sleep_ms, tuple(landscapes), env)
-        return self._start(name, launcher.worker_argv(name, landscapes=landscapes, sleep_ms=sleep_ms), **env)
+        while len(spares) < self.spares:
+            spare_name = f"w{next(self._names)}"
+            gate = self.directory / "gates" / spare_name
+            argv = launcher.worker_argv(spare_name, landscapes=landscapes, sleep_ms=sleep_ms)
+            spare = spawn(spare_name, argv, self.env(**env, **spare_env(gate)), self.directory / "logs", cwd=self.cwd)
+            spares.append((spare_name, spare, gate))
+        return info
+
+    def spares_standing_by(self) -> bool:
+        """Every spare waits at its gate (kernelfarm/standby.py: each process marks its arrival)."""
+        workers = [gate for kind in self.spare_workers.values() for _, _, gate in kind]
+        # a coordinator is two processes at their gates: its Celery worker and its scheduler
+        coordinators = [gate for _, gate in self.spare_coordinators]
+        return all(standing_by(g) >= 1 for g in workers) and all(standing_by(g) >= 2 for g in coordinators)
 
     def supervise(self) -> list[str]:
         """Restart components that exited without being killed here, as a deployment's restart
@@ -169,11 +217,23 @@ class ChaosFarm:
     def workers(self) -> list[str]:
         return [n for n, p in self.processes.items() if n.startswith("w") and alive(p.pid)]
 
+    def component_log(self, name: str) -> str:
+        """The log of the component serving as ``name`` now (a promoted spare's is its own file)."""
+        path = Path(self.processes[name].log)
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def log(self, name: str) -> str:
         path = self.directory / "logs" / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
+        for kind in self.spare_workers.values():
+            for name, info, _ in kind:
+                self.processes[f"spare {name}"] = info
+        for number, (info, _) in enumerate(self.spare_coordinators):
+            self.processes[f"spare coordinator {number}"] = info
+        self.spare_workers.clear()
+        self.spare_coordinators.clear()
         for name in list(self.processes):
             with contextlib.suppress(TimeoutError):
                 self.kill(name, signal.SIGTERM if name == "api" else signal.SIGKILL)

@@ -100,6 +100,27 @@ def test_a_killed_workers_trial_is_requeued_within_a_housekeeping_tick(farm: Cha
         farm.kill(idle)
 
 
+def test_the_presence_sweep_requeues_a_killed_workers_trial_between_housekeeping_ticks(farm: ChaosFarm) -> None:
+    # Housekeeping every 30 s (it runs once as the coordinator starts, then not in this test): only
+    # the presence sweep (every 0.5 s here) can requeue the trial within seconds of the kill.
+    farm.extra_env |= {"KERNELFARM_REAP_INTERVAL_SECONDS": "30", "KERNELFARM_PRESENCE_SWEEP_SECONDS": "0.5"}
+    ready_coordinator(farm)
+    job_id, trial_id, busy, idle = busy_with_a_trial(farm, offset=16)
+    try:
+        killed = time.time()
+        farm.kill(busy, signal.SIGKILL)
+        at = wait_for(lambda: requeued_at(farm.database_url, trial_id), 30, "the trial to be requeued")
+        assert at - killed < 5.0, f"requeued {at - killed:.1f} s after the kill"  # the next tick: 30 s
+        wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+        assert "tuner.presence_sweep" in farm.log("coordinator")
+    finally:
+        for name in ("KERNELFARM_REAP_INTERVAL_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
+            farm.extra_env.pop(name)
+        farm.kill("coordinator")
+        farm.kill(idle)
+
+
 def test_a_stopped_worker_keeps_its_trial_until_the_lease_runs_out(farm: ChaosFarm) -> None:
     farm.extra_env["KERNELFARM_LEASE_SECONDS"] = "10"  # the coordinator's reaper reads it
     ready_coordinator(farm)
