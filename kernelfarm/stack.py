@@ -8,6 +8,7 @@ only by the user who started it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -30,12 +31,14 @@ from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.tokens import authenticate, create_token, revoke_token
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
+from kernelfarm.standby import open_gate, spare_env
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
 # Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
 STOPPING_FILE = "stopping"
 STACK_TAG = "KERNELFARM_STACK_TAG"  # in every component's environment: the state dir of its stack
+GATES_DIR = "gates"  # the warm spares' gates (kernelfarm/standby.py)
 HEALTH_FILE = "components.json"  # the foreground supervisor's view, read by `kernelfarm status` and /ready
 # Kept across `down`/`up` (the PostgreSQL data outlives a run): generated server passwords and the local
 # admin token, readable by the owner only.
@@ -250,6 +253,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
         (state_dir / STATE_FILE).unlink()
     (state_dir / STOPPING_FILE).unlink(missing_ok=True)
     (state_dir / HEALTH_FILE).unlink(missing_ok=True)  # an earlier foreground run's view
+    shutil.rmtree(state_dir / GATES_DIR, ignore_errors=True)  # an earlier run's spares' gates
     kept = StackSecrets.load_or_create(state_dir)
 
     embedded_pg = embedded_redis_pid = None
@@ -502,12 +506,23 @@ class Supervisor:
     but logged as an error and shown as such in ``<state_dir>/components.json``, which `kernelfarm
     status` prints and the API's /ready reports (503). With ``give_up_after`` set, a component is
     left down after that many exits in the window ("gave up"), as loudly.
+
+    With ``spares``, each component but the API has a warm spare (kernelfarm/standby.py): the same
+    command, started ahead and held at its gate, promoted when the component dies (a worker under the
+    same name, so it ends the leases its dead predecessor left as soon as it holds its lock); a new
+    spare is started in its place. A restart that waits out a backoff starts from nothing.
     """
 
     def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0,
                  backoff_start_s: float = 1.0, backoff_max_s: float = 60.0, stable_s: float = 60.0,
-                 give_up_after: int | None = None) -> None:  # fmt: skip
+                 give_up_after: int | None = None, spares: bool = False) -> None:  # fmt: skip
         self.state, self.state_dir = state, state_dir.resolve()
+        self.spares: dict[str, tuple[ProcessInfo, Path]] = {}
+        self._spare_count = itertools.count()
+        if spares:
+            for info in state.processes:
+                if info.name != "api" and info.argv:
+                    self._start_spare(info)
         self.burst, self.window_s, self.give_up_after = burst, window_s, give_up_after
         self.backoff_start_s, self.backoff_max_s, self.stable_s = backoff_start_s, backoff_max_s, stable_s
         self.given_up: set[str] = set()
@@ -535,9 +550,18 @@ class Supervisor:
             if now < self._restart_at[name]:
                 continue
             logger.warning("%s (pid %d) exited on its own; restarting it", name, info.pid)
-            self.state.processes[index] = spawn(
-                name, info.argv, _component_env(self.state, self.state_dir), Path(info.log).parent
-            )
+            spare = self.spares.pop(name, None)
+            if spare is not None and alive(spare[0].pid):
+                open_gate(spare[1])
+                self.state.processes[index] = spare[0]
+            else:
+                if spare is not None:
+                    signal_group(spare[0].pid, signal.SIGKILL)
+                self.state.processes[index] = spawn(
+                    name, info.argv, _component_env(self.state, self.state_dir), Path(info.log).parent
+                )
+            if spare is not None:
+                self._start_spare(self.state.processes[index])
             self._started[name] = now
             del self._restart_at[name]
             restarted.append(name)
@@ -545,6 +569,18 @@ class Supervisor:
             self.state.save(self.state_dir)
         self.write_health()
         return restarted
+
+    def _start_spare(self, info: ProcessInfo) -> None:
+        """A spare of ``info``'s component: its command, held at a gate of its own (its log is the
+        component's: a promoted spare goes on writing where its predecessor did)."""
+        gate = self.state_dir / GATES_DIR / f"{info.name}-{next(self._spare_count)}"
+        env = {**_component_env(self.state, self.state_dir), **spare_env(gate)}
+        self.spares[info.name] = (spawn(info.name, info.argv, env, Path(info.log).parent), gate)
+
+    def stop_spares(self) -> None:
+        for spare, _ in self.spares.values():
+            signal_group(spare.pid, signal.SIGKILL)
+        self.spares.clear()
 
     def _note_exit(self, info: ProcessInfo, now: float) -> None:
         name = info.name

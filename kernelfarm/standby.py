@@ -43,6 +43,14 @@ def open_gate(gate: Path) -> None:
     gate.touch()
 
 
+def beside_gate(name: str) -> Path | None:
+    """In a spare, a path of its own beside its gate (None in a component started normally). A spare
+    coordinator keeps its scheduler's schedule file there: Celery beat opens that file before the gate,
+    and the serving coordinator's scheduler holds its own open."""
+    gate_path = os.environ.get(GATE_ENV)
+    return Path(f"{gate_path}.{name}") if gate_path else None
+
+
 def standing_by(gate: Path) -> int:
     """How many processes of the spare held at ``gate`` wait there now (each leaves a mark beside the
     gate as it arrives: Celery has not set its logging up yet where a worker stops)."""

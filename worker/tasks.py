@@ -45,6 +45,11 @@ settings = get_settings()
 app = make_celery(settings)
 
 
+# Backends a spare builds before its gate: they hold no device and start no process of their own. A
+# GPU backend starts its compile pool as it is built (cores - 1 processes): a spare builds it once promoted.
+BUILT_BY_A_SPARE = ("replay", "fake")
+
+
 class _WorkerState:
     backend: Backend | None = None
     name: str = f"worker@{socket.gethostname()}"
@@ -65,12 +70,14 @@ def _prepare(**_: Any) -> None:
     """Before Celery connects to the broker: build the backend and load the kernel catalogue (~0.25 s
     with its validation), so no job's first trial pays for them. A warm spare (kernelfarm/standby.py)
     then waits here for its supervisor, before it consumes a message, registers or touches its device."""
-    _backend()
+    if settings.worker_backend in BUILT_BY_A_SPARE:
+        _backend()
     try:
         all_kernels()
     except Exception:
         logger.warning("loading the kernel catalogue failed; the first trial will pay for it", exc_info=True)
     wait_at_gate()
+    _backend()
 
 
 @worker_ready.connect

@@ -173,6 +173,9 @@ def breakdown(farm: WatchedFarm, workers: int, job_start: float, job_end: float)
         "seconds_coordinator_not_serving": round(SAMPLE_S * sum(1 for c in coordinator_serving if not c), 1),
         "killed_trial_waits_s": sorted(w["wait_s"] for w in farm.waits),
         "killed_trial_wait_median_s": statistics.median([w["wait_s"] for w in farm.waits]) if farm.waits else None,
+        # replacements that were spares at their gates, and spares still starting when promoted
+        "promoted_spares_ready": sum(farm.promotions),
+        "promoted_spares_starting": len(farm.promotions) - sum(farm.promotions),
     }
 
 

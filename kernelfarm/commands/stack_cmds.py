@@ -48,6 +48,13 @@ def up(
         None, help="where data, logs, pids and secrets live (default: KERNELFARM_STATE_DIR, else a per-user folder)"
     ),
     api_port: int = typer.Option(0, help="API port (0: 8765 when it is free, else a free one)"),
+    spares: bool | None = typer.Option(
+        None,
+        "--spares/--no-spares",
+        help="keep a warm spare of the coordinator and of each worker, promoted when it dies "
+        "(default: on for replay and fake workers; a GPU worker's spare would hold its own compile pool)",
+        show_default=False,
+    ),
 ) -> None:
     """Start PostgreSQL and Redis (embedded, unless DATABASE_URL / REDIS_URL are set), apply
     migrations, then the API, the coordinator and the workers."""
@@ -59,7 +66,8 @@ def up(
     if detach:
         return
     console.print("running; Ctrl-C stops everything; a component that exits on its own is restarted (with backoff)")
-    supervisor = Supervisor(state, ctx.state_dir)
+    keep_spares = spares if spares is not None else plan.backend in ("replay", "fake")
+    supervisor = Supervisor(state, ctx.state_dir, spares=keep_spares)
     stopping = False
     announced: dict[str, str] = {}
 
@@ -80,6 +88,7 @@ def up(
                 announced[name] = health.state
     except KeyboardInterrupt:
         pass
+    supervisor.stop_spares()
     _report_stop(ctx.state_dir)
 
 

@@ -62,6 +62,8 @@ class ChaosFarm:
     # Spares held at their gates, not yet in ``processes``: (name, process, gate) by kind of worker.
     spare_workers: dict[tuple[Any, ...], list[tuple[str, ProcessInfo, Path]]] = field(default_factory=dict)
     spare_coordinators: list[tuple[ProcessInfo, Path]] = field(default_factory=list)
+    # For each promotion: was the spare at its gate already (else it was still starting)?
+    promotions: list[bool] = field(default_factory=list)
 
     # ------------------------------------------------------------------ servers
     @property
@@ -134,16 +136,15 @@ class ChaosFarm:
         self.spare_coordinators[:] = [spare for spare in self.spare_coordinators if alive(spare[0].pid)]
         if self.spare_coordinators:
             info, gate = self.spare_coordinators.pop(0)
+            self.promotions.append(standing_by(gate) >= 2)
             open_gate(gate)
             self.processes["coordinator"] = info
         else:
             info = self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
         while len(self.spare_coordinators) < self.spares:
-            # Its own schedule file: the serving scheduler keeps its own open (a fresh one sends
-            # housekeeping at once, which a promoted coordinator wants anyway).
             number = next(self._names)
             gate = self.directory / "gates" / f"coordinator-{number}"
-            argv = launcher.coordinator_argv(self.directory / f"celerybeat-schedule-{number}")
+            argv = launcher.coordinator_argv(self.directory / "celerybeat-schedule")
             env = self.env(**spare_env(gate))
             spare = spawn(f"coordinator-spare-{number}", argv, env, self.directory / "logs", cwd=self.cwd)
             self.spare_coordinators.append((spare, gate))
@@ -162,6 +163,7 @@ class ChaosFarm:
         spares[:] = [spare for spare in spares if alive(spare[1].pid)]  # one that died waiting is no spare
         if name is None and spares:
             name, info, gate = spares.pop(0)
+            self.promotions.append(standing_by(gate) >= 1)
             open_gate(gate)
             self.processes[name] = info
         else:

@@ -29,6 +29,7 @@ from kernelfarm.stack import (
     spawn,
     stop_processes,
 )
+from kernelfarm.standby import standing_by
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -108,4 +109,38 @@ def test_nothing_is_restarted_while_the_stack_is_being_stopped(tmp_path: Path) -
         assert supervisor.check() == []
         assert not alive(state.processes[0].pid)
     finally:
+        stop_processes(state.processes, grace=5)
+
+
+def test_a_warm_spare_is_promoted_in_place_of_a_component_that_dies(tmp_path: Path) -> None:
+    """With spares, the coordinator's replacement is its spare, already started and held at its gate
+    (kernelfarm/standby.py); a new spare takes its place; the API has none; stop_spares ends them."""
+    served = tmp_path / "served"
+    served.mkdir()
+    # stands in for a component: it waits at the gate when it is a spare, then says it serves
+    component = [sys.executable, "-c", "import os, sys, time; from kernelfarm.standby import wait_at_gate; "
+                 "wait_at_gate(); open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close(); time.sleep(120)",
+                 str(served)]  # fmt: skip
+    state = StackState("postgresql://unused", "redis://unused", "http://127.0.0.1:1", "token")
+    state.processes = [spawn("coordinator", component, {}, tmp_path / "logs"),
+                       spawn("api", SLEEPER, {}, tmp_path / "logs")]  # fmt: skip
+    supervisor = Supervisor(state, tmp_path, spares=True)
+    try:
+        assert set(supervisor.spares) == {"coordinator"}
+        spare, gate = supervisor.spares["coordinator"]
+        first = state.processes[0].pid
+        wait_for(lambda: standing_by(gate) == 1 and (served / str(first)).exists(), 60, "the spare at its gate")
+        time.sleep(0.3)
+        assert not (served / str(spare.pid)).exists()  # held: it does not serve
+        kill(first)
+        assert supervisor.check() == ["coordinator"]
+        assert state.processes[0].pid == spare.pid
+        wait_for(lambda: (served / str(spare.pid)).exists(), 10, "the promoted spare to serve")
+        following, _ = supervisor.spares["coordinator"]
+        assert following.pid != spare.pid and alive(following.pid)
+        supervisor.stop_spares()
+        wait_for(lambda: not alive(following.pid), 10, "the spare to stop")
+        assert not (served / str(following.pid)).exists()
+    finally:
+        supervisor.stop_spares()
         stop_processes(state.processes, grace=5)
