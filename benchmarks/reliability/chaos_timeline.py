@@ -87,6 +87,13 @@ class WatchedFarm(ChaosFarm):
                         "       count(*) FILTER (WHERE state = 'running'), count(*) FILTER (WHERE state = 'queued'), "
                         "       count(*) FILTER (WHERE state IN ('complete', 'failed')) FROM trials"
                     ), {"ttl": ttl}).one()  # fmt: skip
+                    # profile requests ("all" profiles every successful trial): waiting for a worker
+                    # to claim them, claimed and unanswered, answered
+                    profiles = connection.execute(text(
+                        "SELECT count(*) FILTER (WHERE profiled_at IS NULL AND claimed_at IS NULL), "
+                        "       count(*) FILTER (WHERE profiled_at IS NULL AND claimed_at IS NOT NULL), "
+                        "       count(*) FILTER (WHERE profiled_at IS NOT NULL) FROM trial_profiles"
+                    )).one()  # fmt: skip
                     holders = (
                         connection.execute(
                             text("SELECT split_part(worker_name, '@', 1) FROM trials WHERE state = 'running'")
@@ -106,7 +113,9 @@ class WatchedFarm(ChaosFarm):
                 living = {n for n, p in processes.items() if n.startswith("w") and alive(p.pid)}
                 orphaned = sum(1 for h in holders if h not in living)  # running under a killed worker
                 sample |= {"registered": row[0], "running": row[1], "queued": row[2], "finished": row[3],
-                           "orphaned": orphaned, "serving": len(living & registered), "db": True}  # fmt: skip
+                           "orphaned": orphaned, "serving": len(living & registered), "db": True,
+                           "profiles_unclaimed": profiles[0], "profiles_claimed": profiles[1],
+                           "profiles_done": profiles[2]}  # fmt: skip
             except Exception:  # the database is being restarted
                 sample |= {"db": False}
             self.samples.append(sample)
