@@ -22,9 +22,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.capabilities import missing, routed_model
+from kernelfarm.core.celery_app import EVALUATE_TASK, PROFILE_TASK
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.dead_deliveries import Delivery
 from kernelfarm.core.errors import KernelfarmError
-from kernelfarm.core.models import GpuWorker, Job, Kernel, Trial
+from kernelfarm.core.models import GpuWorker, Job, Kernel, Trial, TrialProfile
 from kernelfarm.core.objectives import measures_energy
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.space import SearchSpace
@@ -298,6 +300,7 @@ class Housekeeping:
     redispatched: list[tuple[int, str]]
     jobs_to_advance: list[uuid.UUID]
     profile_batches: list[tuple[uuid.UUID, str, list[int]]] = field(default_factory=list)
+    gone_workers: list[str] = field(default_factory=list)
 
 
 def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeeping:
@@ -341,27 +344,51 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
         logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
     if broker_emptied and (stale or lost_profiles):
         logger.warning("the broker lost its messages: re-sent %d queued trial(s) at once", len(stale))
-    return Housekeeping(requeued, stale, list(unfinished), lost_profiles)
+    return Housekeeping(requeued, stale, list(unfinished), lost_profiles, gone)
 
 
-def sweep_gone_workers(settings: Settings) -> list[tuple[int, str]]:
+def sweep_gone_workers(settings: Settings) -> tuple[list[str], list[tuple[int, str]]]:
     """Between housekeeping ticks: requeue the trials of worker processes that died, the first part
     of :func:`housekeeping` alone (both may run at once: every change is a conditional UPDATE).
 
     Returns:
-        (trial id, route) of each trial requeued now, to send again.
+        The workers found gone now, and (trial id, route) of each trial requeued now, to send again.
     """
     with session_scope() as session:
         gone = absent_workers(session, SILENCE_HEARTBEATS * settings.heartbeat_seconds)
         if not gone:
-            return []
+            return [], []
         ended = trial_store.expire_leases_of(session, gone)
         reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
         requeued = _routed(session, reaped.requeued)
     logger.warning("worker(s) gone (presence lock released): %s; %d lease(s) ended at once", ", ".join(gone), ended)
     if reaped.failed:
         logger.warning("reaper: failed %d (retry cap)", len(reaped.failed))
-    return requeued
+    return gone, requeued
+
+
+def unclaimed_deliveries(deliveries: Sequence[Delivery]) -> list[str]:
+    """The tags of deliveries whose work nobody claimed: a trial still queued, a profile batch none of
+    whose requests is claimed or answered (core/dead_deliveries.py)."""
+    trial_ids = {int(d.args[0]) for d in deliveries if d.task == EVALUATE_TASK and d.args}
+    batches = {d.tag: [int(t) for t in d.args[1]] for d in deliveries if d.task == PROFILE_TASK and len(d.args) > 1}
+    with session_scope() as session:
+        queued = set(
+            session.execute(
+                select(Trial.id).where(Trial.id.in_(trial_ids), Trial.state == TrialState.QUEUED.value)
+            ).scalars()
+        ) if trial_ids else set()  # fmt: skip
+        wanted = {t for ids in batches.values() for t in ids}
+        touched = set(
+            session.execute(
+                select(TrialProfile.trial_id).where(
+                    TrialProfile.trial_id.in_(wanted),
+                    TrialProfile.claimed_at.is_not(None) | TrialProfile.profiled_at.is_not(None),
+                )
+            ).scalars()
+        ) if wanted else set()  # fmt: skip
+    tags = [d.tag for d in deliveries if d.task == EVALUATE_TASK and d.args and int(d.args[0]) in queued]
+    return tags + [tag for tag, ids in batches.items() if ids and not touched.intersection(ids)]
 
 
 def _routed(session: Session, trials: list[tuple[int, str]]) -> list[tuple[int, str]]:

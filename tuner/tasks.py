@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from celery.signals import beat_init, worker_init
@@ -23,6 +24,7 @@ from kernelfarm.core.celery_app import (
     TUNER_QUEUE,
     make_celery,
 )
+from kernelfarm.core.dead_deliveries import Delivery, restore, taken_deliveries
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.metrics import COORDINATOR_STEP_SECONDS
 from kernelfarm.core.settings import Settings, get_settings
@@ -57,7 +59,9 @@ class CoordinatorSteps(Protocol):
 
     def housekeeping(self, settings: Settings, broker_emptied: bool = False) -> Housekeeping: ...
 
-    def sweep_gone_workers(self, settings: Settings) -> list[tuple[int, str]]: ...
+    def sweep_gone_workers(self, settings: Settings) -> tuple[list[str], list[tuple[int, str]]]: ...
+
+    def unclaimed_deliveries(self, deliveries: Sequence[Delivery]) -> list[str]: ...
 
 
 def _coordinator() -> CoordinatorSteps:
@@ -135,6 +139,8 @@ def housekeeping() -> dict[str, int]:
         dispatch_trial(trial_id, model)
     for lost_job, model, trial_ids in report.profile_batches:
         dispatch_profiles(lost_job, trial_ids, model)
+    if report.gone_workers:
+        _restore_dead_deliveries()
     for job_id in report.jobs_to_advance:
         # Expiring: while the coordinator is down these would pile up, one per job per round.
         app.send_task(ADVANCE_TASK, args=[str(job_id)], queue=TUNER_QUEUE, expires=settings.reap_interval_seconds * 5)
@@ -143,7 +149,20 @@ def housekeeping() -> dict[str, int]:
 
 @app.task(name=PRESENCE_SWEEP_TASK, acks_late=False)
 def presence_sweep() -> dict[str, int]:
-    requeued = _coordinator().sweep_gone_workers(settings)
+    gone, requeued = _coordinator().sweep_gone_workers(settings)
     for trial_id, route in requeued:
         dispatch_trial(trial_id, route)
-    return {"requeued": len(requeued)}
+    restored = _restore_dead_deliveries() if gone else 0
+    return {"requeued": len(requeued), "restored": restored}
+
+
+def _restore_dead_deliveries() -> int:
+    """Messages the gone workers had taken without claiming their work go back to their queues now
+    (core/dead_deliveries.py). Best effort: without it they come back after redispatch_after_seconds."""
+    try:
+        tags = _coordinator().unclaimed_deliveries(taken_deliveries(app))
+        restore(app, tags)
+    except Exception:
+        logger.warning("could not restore the messages of gone workers", exc_info=True)
+        return 0
+    return len(tags)

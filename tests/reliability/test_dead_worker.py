@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.services import wait_for
 from kernelfarm.testing.chaos_farm import ChaosFarm
 from tests.reliability.conftest import (
+    QUEUE,
     make_job,
     ready_coordinator,
     ready_worker,
@@ -119,6 +122,49 @@ def test_the_presence_sweep_requeues_a_killed_workers_trial_between_housekeeping
             farm.extra_env.pop(name)
         farm.kill("coordinator")
         farm.kill(idle)
+
+
+TAKE_AND_DIE = """
+import os, sys
+from kernelfarm.core.celery_app import make_celery
+from kernelfarm.core.settings import Settings
+app = make_celery(Settings(database_url=sys.argv[1], redis_url=sys.argv[2]))
+with app.connection_for_write() as connection:
+    assert connection.default_channel.basic_get(sys.argv[3], no_ack=False) is not None
+    os._exit(0)  # dies holding it: no acknowledgement, and no restore as the connection closes
+"""
+
+
+def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: ChaosFarm) -> None:
+    # A worker that dies between taking a message and claiming its trial: nothing is running under
+    # its name, so only the message itself (in Redis's unacked set) says the trial was taken. With
+    # the re-send of unclaimed work a minute away, only its restore brings the trial back soon.
+    farm.extra_env |= {"KERNELFARM_REDISPATCH_AFTER_SECONDS": "60", "KERNELFARM_PRESENCE_SWEEP_SECONDS": "0.5"}
+    ready_coordinator(farm)
+    # Its first housekeeping re-sends every queued trial (it cannot know the broker kept them): after it.
+    wait_for(lambda: any("tuner.housekeeping" in line and "succeeded" in line
+                         for line in farm.log("coordinator").splitlines()), 60, "the first housekeeping")  # fmt: skip
+    workers: list[str] = []
+    try:
+        job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=20))
+        send_evaluate(farm, trial_id)
+        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE],
+                       check=True, timeout=60)  # fmt: skip
+        time.sleep(2.5)  # older than the grace a live worker has to claim
+        workers = [ready_worker(farm, sleep_ms=100).name for _ in range(2)]
+        assert trial_rows(farm.database_url, job_id)[0].state == "queued"  # nobody has its message
+        killed = time.monotonic()
+        farm.kill(workers.pop(), signal.SIGKILL)  # a worker found gone: the sweep looks for taken messages
+        wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
+        assert time.monotonic() - killed < 20  # the re-send of unclaimed work would take 60 s
+        assert "restored 1 message(s)" in farm.log("coordinator")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+    finally:
+        for name in ("KERNELFARM_REDISPATCH_AFTER_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
+            farm.extra_env.pop(name)
+        farm.kill("coordinator")
+        for name in workers:
+            farm.kill(name)
 
 
 def test_a_stopped_worker_keeps_its_trial_until_the_lease_runs_out(farm: ChaosFarm) -> None:
