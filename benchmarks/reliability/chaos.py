@@ -39,7 +39,10 @@ def main() -> None:
         help="the farm's default settings (no fast test clocks), default strategy and profile mode",
     )
     parser.add_argument(
-        "--spares", type=int, default=None, help="warm spares kept of each component (default 1; 0: cold restarts)"
+        "--spares",
+        type=int,
+        default=None,
+        help="warm spares of the workers (default: one per worker, as `kernelfarm up`; 0: none of any component)",
     )
     parser.add_argument("--no-faults", action="store_true", help="inject nothing: the fault-free baseline")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run gives up")
@@ -48,7 +51,7 @@ def main() -> None:
     if args.defaults:
         plan = replace(plan, strategy=None, profile="all", fast_clocks=False)
     if args.spares is not None:
-        plan = replace(plan, spares=args.spares)
+        plan = replace(plan, worker_spares=args.spares, coordinator_spares=min(args.spares, 1))
     plan = replace(plan, faults=not args.no_faults, timeout_s=args.timeout or plan.timeout_s)
     # `timeout` and CI runners send SIGTERM: exit through the finally blocks that stop the farm.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))

@@ -194,7 +194,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--defaults", action="store_true")
     parser.add_argument(
-        "--spares", type=int, default=None, help="warm spares kept of each component (default 1; 0: cold restarts)"
+        "--spares",
+        type=int,
+        default=None,
+        help="warm spares of the workers (default: one per worker, as `kernelfarm up`; 0: none of any component)",
     )
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="write the samples and the breakdown here")
@@ -203,7 +206,7 @@ def main() -> None:
     if args.defaults:
         plan = replace(plan, strategy=None, profile="all", fast_clocks=False)
     if args.spares is not None:
-        plan = replace(plan, spares=args.spares)
+        plan = replace(plan, worker_spares=args.spares, coordinator_spares=min(args.spares, 1))
     plan = replace(plan, faults=not args.no_faults)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

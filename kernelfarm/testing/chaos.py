@@ -56,9 +56,11 @@ class ChaosPlan:
     fast_clocks: bool = True
     # False: the same job on the same farm without any fault (the baseline a fault run is compared to).
     faults: bool = True
-    # Warm spares kept of the coordinator and of the workers (kernelfarm/standby.py), as `kernelfarm up`
-    # keeps: a replacement is a promoted spare. 0: every replacement starts from nothing.
-    spares: int = 1
+    # Warm spares (kernelfarm/standby.py) of the workers (None: one per worker) and of the coordinator,
+    # as `kernelfarm up` keeps one of each component: a replacement is a promoted spare. 0: every
+    # replacement starts from nothing.
+    worker_spares: int | None = None
+    coordinator_spares: int = 1
 
 
 SCALES = {
@@ -186,7 +188,9 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
     rng = random.Random(rng_seed)
     expected: Expected = expected_outcomes(CONVOLUTION, KERNEL, plan.parameters, list(plan.constraints))
     total = len(expected.outcomes)
-    farm = ChaosFarm(directory, fast_clocks=plan.fast_clocks, spares=plan.spares)
+    worker_spares = plan.workers if plan.worker_spares is None else plan.worker_spares
+    farm = ChaosFarm(directory, fast_clocks=plan.fast_clocks, worker_spares=worker_spares,
+                     coordinator_spares=plan.coordinator_spares)  # fmt: skip
     events_done: list[tuple[float, str]] = []
     try:
         farm.start_servers()

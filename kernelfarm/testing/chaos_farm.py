@@ -41,9 +41,10 @@ class ChaosFarm:
     ``cwd`` is the components' working directory (the caller's when None); ``extra_env`` is passed to
     every component after the fast clocks (``fast_clocks=False``: the farm's default settings).
 
-    ``spares`` warm spares (kernelfarm/standby.py) are kept of the coordinator and of each kind of
-    worker started: a restart (``start_coordinator``, ``start_worker`` without a name) promotes one and
-    starts another in its place. With 0, every restart starts its component from nothing.
+    Warm spares (kernelfarm/standby.py) are kept: ``coordinator_spares`` of the coordinator and
+    ``worker_spares`` of each kind of worker started. A restart (``start_coordinator``, ``start_worker``
+    without a name) promotes one and starts another in its place. With 0, every restart of that
+    component starts it from nothing.
     """
 
     directory: Path
@@ -58,7 +59,8 @@ class ChaosFarm:
     unplanned_restarts: list[str] = field(default_factory=list)
     _names: itertools.count = field(default_factory=itertools.count)
     _worker_args: dict[str, tuple[float, tuple[Path, ...], dict[str, str]]] = field(default_factory=dict)
-    spares: int = 0
+    worker_spares: int = 0
+    coordinator_spares: int = 0
     # Spares held at their gates, not yet in ``processes``: (name, process, gate) by kind of worker.
     spare_workers: dict[tuple[Any, ...], list[tuple[str, ProcessInfo, Path]]] = field(default_factory=dict)
     spare_coordinators: list[tuple[ProcessInfo, Path]] = field(default_factory=list)
@@ -141,7 +143,7 @@ class ChaosFarm:
             self.processes["coordinator"] = info
         else:
             info = self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
-        while len(self.spare_coordinators) < self.spares:
+        while len(self.spare_coordinators) < self.coordinator_spares:
             number = next(self._names)
             gate = self.directory / "gates" / f"coordinator-{number}"
             argv = launcher.coordinator_argv(self.directory / "celerybeat-schedule")
@@ -170,7 +172,7 @@ class ChaosFarm:
             name = name or f"w{next(self._names)}"
             info = self._start(name, launcher.worker_argv(name, landscapes=landscapes, sleep_ms=sleep_ms), **env)
         self._worker_args[name] = (sleep_ms, tuple(landscapes), env)
-        while len(spares) < self.spares:
+        while len(spares) < self.worker_spares:
             spare_name = f"w{next(self._names)}"
             gate = self.directory / "gates" / spare_name
             argv = launcher.worker_argv(spare_name, landscapes=landscapes, sleep_ms=sleep_ms)

@@ -32,7 +32,7 @@ from tests.reliability.conftest import (
 
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosFarm]:
-    with started_farm(Path(tmp_path_factory.mktemp("warm-spares")), spares=1) as farm:
+    with started_farm(Path(tmp_path_factory.mktemp("warm-spares")), worker_spares=1, coordinator_spares=1) as farm:
         yield farm
 
 
