@@ -124,6 +124,14 @@ def test_the_presence_sweep_requeues_a_killed_workers_trial_between_housekeeping
         farm.kill(idle)
 
 
+def unstopped_workers(database_url: str) -> int:
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        count = connection.execute(text("SELECT count(*) FROM gpu_workers WHERE stopped_at IS NULL")).scalar_one()
+    engine.dispose()
+    return int(count)
+
+
 TAKE_AND_DIE = """
 import os, sys
 from kernelfarm.core.celery_app import make_celery
@@ -141,9 +149,12 @@ def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: Ch
     # the re-send of unclaimed work a minute away, only its restore brings the trial back soon.
     farm.extra_env |= {"KERNELFARM_REDISPATCH_AFTER_SECONDS": "60", "KERNELFARM_PRESENCE_SWEEP_SECONDS": "0.5"}
     ready_coordinator(farm)
-    # Its first housekeeping re-sends every queued trial (it cannot know the broker kept them): after it.
+    # Before the message is taken: the coordinator's first housekeeping (which re-sends every queued
+    # trial: it cannot know the broker kept them), and every worker killed by the tests before this one
+    # found gone (finding one restores taken messages).
     wait_for(lambda: any("tuner.housekeeping" in line and "succeeded" in line
                          for line in farm.log("coordinator").splitlines()), 60, "the first housekeeping")  # fmt: skip
+    wait_for(lambda: unstopped_workers(farm.database_url) == 0, 60, "earlier workers found gone")
     workers: list[str] = []
     try:
         job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=20))
