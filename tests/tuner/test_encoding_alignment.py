@@ -115,7 +115,9 @@ def test_bayes_passes_the_alignment_length_prior_only_to_alignment_columns(monke
     BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, options).ask(1)
     assert seen and all(p is None for p in seen)  # the plain encoding has no alignment columns
     seen.clear()
-    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0).ask(1)  # the default selects per ask
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment_select": True, "alignment_length": 2.0}).ask(
+        1
+    )
     full = [p for p in seen if p is not None]
     assert len(full) == 1 and np.allclose(full[0][table.plain_columns :], np.log(2.0))
 
@@ -166,8 +168,10 @@ def test_alignment_select_uses_the_columns_where_alignment_matters_and_not_where
         off = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": False})
         assert off.ask(1) and off.alignment_selected is False  # switched off: never selected
     space, history = _aligned_space_history(True)
-    default = BayesianOptimizer.from_history(space, {}, history, 0)  # on by default (issue 17, fifth session)
-    assert default.ask(1) and default.alignment_selected is True
+    default = BayesianOptimizer.from_history(space, {}, history, 0)  # off by default (issue 17, fifth session)
+    assert default.ask(1) and default.alignment_selected is False
+    chosen = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": True, "alignment_length": 2.0})
+    assert chosen.ask(1) and chosen.alignment_selected is True  # the leave-one-family-out choice
 
 
 def test_alignment_select_changes_nothing_where_the_space_has_no_alignment_columns() -> None:

@@ -33,13 +33,13 @@ What makes it fit for a farm rather than a notebook:
   (transfer.py, the gate). One that agrees is probed: its best config is measured, and the prior
   admitted only if that config is the job's fastest so far; otherwise the probe is hidden and the
   job is the cold one, one evaluation later.
-- **Alignment-aware encoding, where the data ask for it.** The encoding has "is a power of two"
-  columns for integer parameters that are not all powers of two (encoding.py): on GPUs their
-  effect is often alignment, which a rank column alone shows to the GP as noise. Always on, they
-  find the convolution_milo needles but cost pnpoly its early evaluations; so at every ask the
-  objective model is fitted with and without them and the one that predicts its own points
-  better left-one-out is used (``alignment_select``; docs/benchmarks/STRATEGIES.md, issue 17's
-  fifth session).
+- **Alignment-aware encoding, options.** The encoding has "is a power of two" columns for
+  integer parameters that are not all powers of two (encoding.py): on GPUs their effect is often
+  alignment, which a rank column alone shows to the GP as noise. Always on (``alignment``), they
+  find the convolution_milo needles but cost pnpoly its early evaluations; ``alignment_select``
+  fits the objective model with and without them at every ask and uses the one that predicts its
+  own points better left-one-out. Both off by default (docs/benchmarks/STRATEGIES.md, issue 17's
+  third and fifth sessions: why).
 - **Deterministic.** Everything random draws from ``self.rng()`` (seed and history length).
 """
 
@@ -149,13 +149,11 @@ class BayesSettings:
             two) are always model features (False: ``alignment_select`` decides per ask).
         alignment_length: prior mean length scale of the alignment columns (0: the same prior as
             every other feature, log-normal around 0.5). 2.0 (long: the columns matter only where
-            the data say so): with ``alignment_select``, the leave-one-family-out all-in choice of
-            issue 17's fifth session (docs/benchmarks/STRATEGIES.md).
+            the data say so) with ``alignment_select`` is the leave-one-family-out all-in choice of
+            issue 17's fifth session (docs/benchmarks/STRATEGIES.md), not the default yet.
         design_alignment: the space-filling design spreads over the alignment columns too (by
             default it spreads over the plain columns: the parameters themselves).
-        alignment_select: (on by default: issue 17's fifth session, chosen by leave-one-family-out
-            from the grid in docs/benchmarks/STRATEGIES.md) with ``alignment`` off, the
-            objective model decides at every ask
+        alignment_select: with ``alignment`` off, the objective model decides at every ask
             whether to use the alignment columns: it is fitted with and without them, and the
             one whose leave-one-out predictive density on the fitted points is higher is used
             (gp.loo_log_predictive). Why: the columns find the convolution_milo needles but
@@ -163,7 +161,10 @@ class BayesSettings:
             find spurious structure in them (issue 17, docs/benchmarks/STRATEGIES.md); the data
             of the job, not a constant, say whether they matter. No effect where the space has
             no alignment columns. The feasibility model, the design and a prior's model keep the
-            plain columns.
+            plain columns. Off by default although leave-one-family-out picks it (with
+            ``alignment_length`` 2.0) on the cold grid: it adds 11-22 ms to an ask on spaces with
+            alignment columns, and with it the shuffled prior of the warm-start pairs cost more
+            (issue 17's fifth session, docs/benchmarks/STRATEGIES.md): the lead's call.
     """
 
     n_init: int = 10
@@ -187,9 +188,9 @@ class BayesSettings:
     gate_probe: bool = True
     gate_first: bool = True
     alignment: bool = False
-    alignment_length: float = 2.0
+    alignment_length: float = 0.0
     design_alignment: bool = False
-    alignment_select: bool = True
+    alignment_select: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
