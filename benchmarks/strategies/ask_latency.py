@@ -19,6 +19,7 @@ import json  # noqa: E402
 from dataclasses import asdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from compare_all import farm_options  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -46,7 +47,10 @@ def main() -> None:
     report: dict[str, list[dict[str, float]]] = {}
     for path in args.landscapes:
         landscape = load_landscape(path)
-        rows = measure(landscape, args.strategy, sizes, batch=args.batch, samples=args.samples, prior_size=args.prior)
+        name, options = farm_options(args.strategy)  # "bayes" or "bayes:key=value,..." as compare_all.py --farm
+        rows = measure(
+            landscape, name, sizes, batch=args.batch, samples=args.samples, prior_size=args.prior, options=options
+        )
         report[landscape_name(path)] = [asdict(r) for r in rows]
         for r in rows:
             table.add_row(

@@ -13,7 +13,7 @@ from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.encoding import alignment_columns
-from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters, loo_log_predictive
 from tests.tuner.conftest import CONTEXT, SPACE
 
 
@@ -108,7 +108,75 @@ def test_bayes_passes_the_alignment_length_prior_only_to_alignment_columns(monke
     assert prior is not None and len(prior) == table.features.shape[1]
     assert np.allclose(prior[table.plain_columns :], np.log(2.0))
     assert np.allclose(prior[: table.plain_columns], np.log(0.5))
-    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment": True}).ask(1)
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment": True, "alignment_length": 0.0}).ask(1)
     assert seen[-1] is None  # alignment_length 0: one prior for every feature
-    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment_length": 2.0}).ask(1)
-    assert seen[-1] is None  # the default encoding has no alignment columns
+    seen.clear()
+    options = {"alignment_length": 2.0, "alignment_select": False}
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, options).ask(1)
+    assert seen and all(p is None for p in seen)  # the plain encoding has no alignment columns
+    seen.clear()
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment_select": True, "alignment_length": 2.0}).ask(
+        1
+    )
+    full = [p for p in seen if p is not None]
+    assert len(full) == 1 and np.allclose(full[0][table.plain_columns :], np.log(2.0))
+
+
+def test_the_closed_form_leave_one_out_density_is_the_refit_without_each_point() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.random((12, 3))
+    y = np.sin(4 * x[:, 0]) + 0.3 * x[:, 1] + 0.05 * rng.standard_normal(12)
+    y = (y - y.mean()) / y.std()
+    hp = fit_hyperparameters(x, y)
+    expected = 0.0
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        posterior = GaussianProcess(x[keep], y[keep], hp).pool(x[i : i + 1])
+        var = float(posterior.var[0]) + hp.noise  # the left-out target is noisy like the others
+        expected += -0.5 * np.log(2 * np.pi * var) - 0.5 * (y[i] - float(posterior.mean[0])) ** 2 / var
+    # (the pool posterior uses the fast covariance: agreement to ~1e-5, not to rounding)
+    assert loo_log_predictive(x, y, hp) == pytest.approx(expected, rel=1e-4)
+
+
+def _aligned_space_history(power_of_two_matters: bool, n: int = 30) -> tuple[SearchSpace, list[Observation]]:
+    space = SearchSpace(
+        parameters=(
+            Parameter("bx", tuple(range(16, 257, 16))),
+            Parameter("by", (1, 2, 4, 8, 16)),
+            Parameter("t", (1, 2, 3, 4)),
+        ),
+    )
+    table = candidate_table(space)
+    rows = np.random.default_rng(1).choice(len(table), n, replace=False)
+    history = []
+    for row in rows.tolist():
+        c = space.config_at(table.indices[row])
+        aligned = c["bx"] & (c["bx"] - 1) == 0
+        step = (0.0 if aligned else 2.0) if power_of_two_matters else 0.01 * c["bx"]
+        history.append(Observation(c, float(np.exp(step + 0.3 * abs(np.log2(c["by"]) - 2) + 0.2 * c["t"]))))
+    return space, history
+
+
+def test_alignment_select_uses_the_columns_where_alignment_matters_and_not_where_the_time_is_smooth() -> None:
+    # the common length prior for every column, so that the choice is the comparison's alone
+    options = {"alignment_select": True, "alignment_length": 0.0}
+    for matters in (True, False):
+        space, history = _aligned_space_history(matters)
+        optimizer = BayesianOptimizer.from_history(space, {}, history, 0, options)
+        assert optimizer.ask(1)
+        assert optimizer.alignment_selected is matters
+        off = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": False})
+        assert off.ask(1) and off.alignment_selected is False  # switched off: never selected
+    space, history = _aligned_space_history(True)
+    default = BayesianOptimizer.from_history(space, {}, history, 0)  # off by default (issue 17, fifth session)
+    assert default.ask(1) and default.alignment_selected is False
+    chosen = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": True, "alignment_length": 2.0})
+    assert chosen.ask(1) and chosen.alignment_selected is True  # the leave-one-family-out choice
+
+
+def test_alignment_select_changes_nothing_where_the_space_has_no_alignment_columns() -> None:
+    space = SearchSpace(parameters=(Parameter("bx", (16, 32, 64, 128)), Parameter("by", (1, 2, 4, 8))))
+    history = [Observation(c, float(c["bx"] / c["by"] + c["by"])) for c in space.valid_configs()[::3]]
+    plain = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": False}).ask(2)
+    selecting = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": True})
+    assert selecting.ask(2) == plain and selecting.alignment_selected is False

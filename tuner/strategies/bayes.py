@@ -33,11 +33,13 @@ What makes it fit for a farm rather than a notebook:
   (transfer.py, the gate). One that agrees is probed: its best config is measured, and the prior
   admitted only if that config is the job's fastest so far; otherwise the probe is hidden and the
   job is the cold one, one evaluation later.
-- **Alignment-aware encoding, an option.** ``alignment`` gives the model "is a power of two"
-  columns for integer parameters that are not all powers of two (encoding.py): on GPUs their
-  effect is often alignment, which a rank column alone shows to the GP as noise. It finds the
-  convolution_milo needles, but its standardized score over the first 100 evaluations is not
-  higher, so leave-one-family-out keeps it off (docs/benchmarks/STRATEGIES.md).
+- **Alignment-aware encoding, options.** The encoding has "is a power of two" columns for
+  integer parameters that are not all powers of two (encoding.py): on GPUs their effect is often
+  alignment, which a rank column alone shows to the GP as noise. Always on (``alignment``), they
+  find the convolution_milo needles but cost pnpoly its early evaluations; ``alignment_select``
+  fits the objective model with and without them at every ask and uses the one that predicts its
+  own points better left-one-out. Both off by default (docs/benchmarks/STRATEGIES.md, issue 17's
+  third and fifth sessions: why).
 - **Deterministic.** Everything random draws from ``self.rng()`` (seed and history length).
 """
 
@@ -57,7 +59,13 @@ from kernelfarm.tuner.strategies.acquisition import ACQUISITIONS, acquisition
 from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
-from kernelfarm.tuner.strategies.gp import LENGTH_PRIOR, GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.strategies.gp import (
+    LENGTH_PRIOR,
+    GaussianProcess,
+    Hyperparameters,
+    fit_hyperparameters,
+    loo_log_predictive,
+)
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -138,12 +146,25 @@ class BayesSettings:
             the gate judges the prior on configs it chose itself).
         alignment: the encoding's alignment columns (encoding.py: "is a power of two" and the
             power of two dividing the value, for integer parameters that are not all powers of
-            two) are model features. Off by default: the leave-one-family-out choice (issue 17,
-            docs/benchmarks/STRATEGIES.md; on, frac@100 rises, the standardized score does not).
+            two) are always model features (False: ``alignment_select`` decides per ask).
         alignment_length: prior mean length scale of the alignment columns (0: the same prior as
-            every other feature, log-normal around 0.5).
+            every other feature, log-normal around 0.5). 2.0 (long: the columns matter only where
+            the data say so) with ``alignment_select`` is the leave-one-family-out all-in choice of
+            issue 17's fifth session (docs/benchmarks/STRATEGIES.md), not the default yet.
         design_alignment: the space-filling design spreads over the alignment columns too (by
             default it spreads over the plain columns: the parameters themselves).
+        alignment_select: with ``alignment`` off, the objective model decides at every ask
+            whether to use the alignment columns: it is fitted with and without them, and the
+            one whose leave-one-out predictive density on the fitted points is higher is used
+            (gp.loo_log_predictive). Why: the columns find the convolution_milo needles but
+            cost pnpoly its early evaluations, where ten points in more dimensions let the fit
+            find spurious structure in them (issue 17, docs/benchmarks/STRATEGIES.md); the data
+            of the job, not a constant, say whether they matter. No effect where the space has
+            no alignment columns. The feasibility model, the design and a prior's model keep the
+            plain columns. Off by default although leave-one-family-out picks it (with
+            ``alignment_length`` 2.0) on the cold grid: it adds 11-22 ms to an ask on spaces with
+            alignment columns, and with it the shuffled prior of the warm-start pairs cost more
+            (issue 17's fifth session, docs/benchmarks/STRATEGIES.md): the lead's call.
     """
 
     n_init: int = 10
@@ -169,6 +190,7 @@ class BayesSettings:
     alignment: bool = False
     alignment_length: float = 0.0
     design_alignment: bool = False
+    alignment_select: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -228,6 +250,8 @@ class BayesianOptimizer(Optimizer):
         self.prior_used = False
         # set by ask: the gate proposes the prior's best config to confirm it (gate_probe)
         self.prior_probing = False
+        # set by ask (alignment_select): the objective model used the alignment columns
+        self.alignment_selected = False
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
@@ -470,12 +494,13 @@ class BayesianOptimizer(Optimizer):
         # Hyperparameters from measured times only: imputed penalties are not smooth data.
         fit_rows = np.flatnonzero(measured)[subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
         hp = fit_hyperparameters(x[fit_rows], standardize(y[fit_rows]), length_prior=self._length_prior())
+        features, x, hp = self._select_alignment(table, train_rows, fit_rows, y, x, hp)
         prior_rows, prior_y = self._prior_targets(table, observed, rng)
         extra = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
-        x = np.vstack([x, self._x[prior_rows]])
+        x = np.vstack([x, features[prior_rows]])
         gp = GaussianProcess(x, np.concatenate([y, prior_y]), hp, extra_noise=extra)
 
-        posterior = gp.pool(self._x[scored])
+        posterior = gp.pool(features[scored])
         for i in range(len(pool), len(pool) + len(fantasies)):
             posterior.condition(i)
         feasible = self._feasibility(table, observed, np.concatenate([pool, fantasies]), rng)
@@ -509,14 +534,40 @@ class BayesianOptimizer(Optimizer):
         return chosen
 
     # ------------------------------------------------------------------------------ pieces
-    def _length_prior(self) -> np.ndarray | None:
+    def _select_alignment(
+        self,
+        table: CandidateTable,
+        train_rows: np.ndarray,
+        fit_rows: np.ndarray,
+        y: np.ndarray,
+        x: np.ndarray,
+        hp: Hyperparameters,
+    ) -> tuple[np.ndarray, np.ndarray, Hyperparameters]:
+        """The objective model's features, training inputs and hyperparameters: the plain ones
+        given, or (``alignment_select``) those with the alignment columns when their fit predicts
+        the fitted points better left-one-out (the same points and targets for both)."""
+        self.alignment_selected = False
+        full = table.features
+        if not self.settings.alignment_select or self._x.shape[1] >= full.shape[1]:
+            return self._x, x, hp
+        target = standardize(y[fit_rows])
+        x_full = full[train_rows]
+        hp_full = fit_hyperparameters(x_full[fit_rows], target, length_prior=self._length_prior(full.shape[1]))
+        if loo_log_predictive(x_full[fit_rows], target, hp_full) <= loo_log_predictive(x[fit_rows], target, hp):
+            return self._x, x, hp
+        self.alignment_selected = True
+        return full, x_full, hp_full
+
+    def _length_prior(self, dims: int | None = None) -> np.ndarray | None:
         """Prior means of the log length scales: the alignment columns' at ``alignment_length``
         (long: a column that matters on few kernels should not cost the others, whose early fits
-        on ten points in more dimensions would otherwise find spurious structure in it)."""
+        on ten points in more dimensions would otherwise find spurious structure in it).
+        ``dims``: the number of features (default: the model's, ``self._x``)."""
         plain = self._table_plain
-        if self._x.shape[1] <= plain or self.settings.alignment_length <= 0:
+        dims = self._x.shape[1] if dims is None else dims
+        if dims <= plain or self.settings.alignment_length <= 0:
             return None
-        prior = np.full(self._x.shape[1], LENGTH_PRIOR[0])
+        prior = np.full(dims, LENGTH_PRIOR[0])
         prior[plain:] = math.log(self.settings.alignment_length)
         return prior
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -52,13 +53,14 @@ def measure(
     batch: int = 8,
     samples: int = 9,
     prior_size: int = 0,
+    options: Mapping[str, Any] | None = None,
 ) -> list[Latency]:
     """``prior_size`` > 0: each ask also gets a warm-start prior of that many random trials of the
     landscape from three "other GPUs" (the landscape's own times: the cost does not depend on
     them). The prior is the same for every ask, as within one job: the first ask fits the prior's
     model, later ones reuse it (transfer.py), so the median is a job's steady state."""
     cls = get_strategy(strategy)
-    cls.from_history(landscape.space, {}, [], 0).ask(1)  # build the candidate table once (cached per space)
+    cls.from_history(landscape.space, {}, [], 0, options).ask(1)  # build the candidate table once (cached per space)
     out = []
     for n in sizes:
         times = []
@@ -70,7 +72,7 @@ def measure(
                 for o in random_history(landscape, prior_size // 3, 1000 * (g + 1))
             ]
             start = time.perf_counter()
-            cls.from_history(landscape.space, {}, history, seed, prior=prior).ask(batch)
+            cls.from_history(landscape.space, {}, history, seed, options, prior=prior).ask(batch)
             times.append(1000 * (time.perf_counter() - start))
         times.sort()
         out.append(

@@ -1,0 +1,54 @@
+"""Merge compare_all.py grid runs (same landscapes, budget, repeats and seeds) into one folder, so
+lofo.py and make_tables.py see every variant at once: ``all_keep.json`` (strategies per
+landscape) and ``all_traces.json.gz`` (traces per mode, landscape and strategy). A strategy in
+several inputs is taken from the first; the inputs are named in ``settings.merged_from``.
+
+Usage:
+    python benchmarks/strategies/merge_grids.py OUT_FOLDER GRID_FOLDER [GRID_FOLDER ...]
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _traces(folder: Path) -> dict[str, Any]:
+    plain = folder / "all_traces.json"
+    if plain.exists():
+        return json.loads(plain.read_text())  # type: ignore[no-any-return]
+    return json.loads(gzip.decompress((folder / "all_traces.json.gz").read_bytes()))  # type: ignore[no-any-return]
+
+
+def merge(out: Path, folders: list[Path]) -> None:
+    report: dict[str, Any] = {}
+    traces: dict[str, Any] = {"meta": {}, "traces": {}}
+    for folder in folders:
+        part = json.loads((folder / "all_keep.json").read_text())
+        if not report:
+            report = {"settings": dict(part["settings"]), "landscapes": {}}
+            report["settings"]["merged_from"] = []
+        report["settings"]["merged_from"].append(str(folder))
+        for name, entry in part["landscapes"].items():
+            mine = report["landscapes"].setdefault(name, {**entry, "strategies": {}})
+            for strategy, summary in entry["strategies"].items():
+                mine["strategies"].setdefault(strategy, summary)
+        data = _traces(folder)
+        traces["meta"].update(data["meta"])
+        for mode, per_landscape in data["traces"].items():
+            for name, per_strategy in per_landscape.items():
+                mine = traces["traces"].setdefault(mode, {}).setdefault(name, {})
+                for strategy, runs in per_strategy.items():
+                    mine.setdefault(strategy, runs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "all_keep.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "all_traces.json.gz").write_bytes(gzip.compress(json.dumps(traces).encode(), mtime=0))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    merge(Path(sys.argv[1]), [Path(a) for a in sys.argv[2:]])
