@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     # housekeeping tick. A killed worker's trials waited 1.5 s on average for the 3 s tick, holding
     # slots of their job's parallelism (docs/RELIABILITY.md). 0: housekeeping alone does it.
     presence_sweep_seconds: float = Field(default=1.0, ge=0.0)
+    # Set by a supervisor that starts a component as a warm spare (core/standby.py): the file whose
+    # existence promotes it, and the supervisor's pid (a spare whose supervisor is gone exits).
+    standby_gate: Path | None = None
+    standby_supervisor_pid: int | None = None
     # Trials kept queued beyond a job's parallelism, as a fraction of it (rounded up). A worker that
     # finishes then takes its next trial from the broker at once instead of idling through a
     # result -> tuner.advance -> dispatch -> claim round-trip (100-400 ms measured on 2 cores, see

@@ -28,17 +28,17 @@ from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Unauthorized
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.settings import Settings
+from kernelfarm.core.standby import open_gate, spare_env
 from kernelfarm.core.store.tokens import authenticate, create_token, revoke_token
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
-from kernelfarm.standby import open_gate, spare_env
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
 # Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
 STOPPING_FILE = "stopping"
 STACK_TAG = "KERNELFARM_STACK_TAG"  # in every component's environment: the state dir of its stack
-GATES_DIR = "gates"  # the warm spares' gates (kernelfarm/standby.py)
+GATES_DIR = "gates"  # the warm spares' gates (core/standby.py)
 HEALTH_FILE = "components.json"  # the foreground supervisor's view, read by `kernelfarm status` and /ready
 # Kept across `down`/`up` (the PostgreSQL data outlives a run): generated server passwords and the local
 # admin token, readable by the owner only.
@@ -507,7 +507,7 @@ class Supervisor:
     status` prints and the API's /ready reports (503). With ``give_up_after`` set, a component is
     left down after that many exits in the window ("gave up"), as loudly.
 
-    With ``spares``, each component but the API has a warm spare (kernelfarm/standby.py): the same
+    With ``spares``, each component but the API has a warm spare (core/standby.py): the same
     command, started ahead and held at its gate, promoted when the component dies (a worker under the
     same name, so it ends the leases its dead predecessor left as soon as it holds its lock); a new
     spare is started in its place. A restart that waits out a backoff starts from nothing.

@@ -28,8 +28,8 @@ from kernelfarm.core.dead_deliveries import Delivery, restore, taken_deliveries
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.metrics import COORDINATOR_STEP_SECONDS
 from kernelfarm.core.settings import Settings, get_settings
+from kernelfarm.core.standby import wait_at_gate
 from kernelfarm.kernels.registry import all_kernels
-from kernelfarm.standby import wait_at_gate
 
 if TYPE_CHECKING:  # types only: the module itself is imported on first use (see _coordinator)
     from kernelfarm.tuner.coordinator import Dispatch, DispatchProfiles, Housekeeping, StepResult
@@ -81,14 +81,14 @@ def _load_kernel_catalogue(**_: Any) -> None:
     the catalogue alone)."""
     all_kernels()
     _coordinator()
-    wait_at_gate()  # a warm spare (kernelfarm/standby.py) waits here, before it consumes
+    wait_at_gate(settings)  # a warm spare (core/standby.py) waits here, before it consumes
 
 
 @beat_init.connect
 def _scheduler_waits_as_a_spare(**_: Any) -> None:
     """A spare coordinator's scheduler waits before it opens its schedule or sends anything: one
-    scheduler per stack ticks, the serving coordinator's (kernelfarm/standby.py)."""
-    wait_at_gate()
+    scheduler per stack ticks, the serving coordinator's (core/standby.py)."""
+    wait_at_gate(settings)
 
 
 def dispatch_trial(trial_id: int, gpu_model: str) -> None:

@@ -30,9 +30,9 @@ from kernelfarm.core.celery_app import EVALUATE_TASK, PROFILE_TASK, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.settings import get_settings
+from kernelfarm.core.standby import wait_at_gate
 from kernelfarm.core.store import workers as worker_store
 from kernelfarm.kernels.registry import all_kernels
-from kernelfarm.standby import wait_at_gate
 from kernelfarm.worker import runner
 from kernelfarm.worker.backend_factory import make_backend
 from kernelfarm.worker.backends.base import Backend
@@ -68,7 +68,7 @@ def _backend() -> Backend:
 @worker_init.connect
 def _prepare(**_: Any) -> None:
     """Before Celery connects to the broker: build the backend and load the kernel catalogue (~0.25 s
-    with its validation), so no job's first trial pays for them. A warm spare (kernelfarm/standby.py)
+    with its validation), so no job's first trial pays for them. A warm spare (core/standby.py)
     then waits here for its supervisor, before it consumes a message, registers or touches its device."""
     if settings.worker_backend in BUILT_BY_A_SPARE:
         _backend()
@@ -76,7 +76,7 @@ def _prepare(**_: Any) -> None:
         all_kernels()
     except Exception:
         logger.warning("loading the kernel catalogue failed; the first trial will pay for it", exc_info=True)
-    wait_at_gate()
+    wait_at_gate(settings)
     _backend()
 
 

@@ -78,10 +78,11 @@ def coordinator(
 ) -> None:
     """Run the coordinator: a Celery worker on queue "tuner" and its periodic housekeeping (Celery beat),
     as one component: if either exits, or this process dies, both stop (kernelfarm/process_group.py)."""
+    from kernelfarm.core.settings import Settings
+    from kernelfarm.core.standby import beside_gate
     from kernelfarm.process_group import run_together
-    from kernelfarm.standby import beside_gate
 
-    schedule = beside_gate("celerybeat-schedule") or schedule  # a spare's scheduler keeps its own
+    schedule = beside_gate(Settings(), "celerybeat-schedule") or schedule  # a spare's scheduler keeps its own
     schedule.parent.mkdir(parents=True, exist_ok=True)
     app = "kernelfarm.tuner.tasks"
     worker_argv = celery_argv(app, "worker", "-Q", "tuner", "--pool", "prefork", "--concurrency",

@@ -56,7 +56,7 @@ class ChaosPlan:
     fast_clocks: bool = True
     # False: the same job on the same farm without any fault (the baseline a fault run is compared to).
     faults: bool = True
-    # Warm spares (kernelfarm/standby.py) of the workers (None: one per worker) and of the coordinator,
+    # Warm spares (core/standby.py) of the workers (None: one per worker) and of the coordinator,
     # as `kernelfarm up` keeps one of each component: a replacement is a promoted spare. 0: every
     # replacement starts from nothing.
     worker_spares: int | None = None

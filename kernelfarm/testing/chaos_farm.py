@@ -25,9 +25,9 @@ from sqlalchemy import create_engine, text
 
 from kernelfarm import launcher
 from kernelfarm.core.migrate import upgrade
+from kernelfarm.core.standby import open_gate, spare_env, standing_by
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
 from kernelfarm.stack import ProcessInfo, alive, api_ready, spawn
-from kernelfarm.standby import open_gate, spare_env, standing_by
 from kernelfarm.testing.clocks import FAST_TIMINGS
 from kernelfarm.testing.recordings import CONVOLUTION
 
@@ -41,7 +41,7 @@ class ChaosFarm:
     ``cwd`` is the components' working directory (the caller's when None); ``extra_env`` is passed to
     every component after the fast clocks (``fast_clocks=False``: the farm's default settings).
 
-    Warm spares (kernelfarm/standby.py) are kept: ``coordinator_spares`` of the coordinator and
+    Warm spares (core/standby.py) are kept: ``coordinator_spares`` of the coordinator and
     ``worker_spares`` of each kind of worker started. A restart (``start_coordinator``, ``start_worker``
     without a name) promotes one and starts another in its place. With 0, every restart of that
     component starts it from nothing.
@@ -181,7 +181,7 @@ class ChaosFarm:
         return info
 
     def spares_standing_by(self) -> bool:
-        """Every spare waits at its gate (kernelfarm/standby.py: each process marks its arrival)."""
+        """Every spare waits at its gate (core/standby.py: each process marks its arrival)."""
         workers = [gate for kind in self.spare_workers.values() for _, _, gate in kind]
         # a coordinator is two processes at their gates: its Celery worker and its scheduler
         coordinators = [gate for _, gate in self.spare_coordinators]

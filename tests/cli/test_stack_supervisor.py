@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from kernelfarm.api.app import create_app
 from kernelfarm.cli import app
 from kernelfarm.core.settings import Settings
+from kernelfarm.core.standby import standing_by
 from kernelfarm.services import wait_for
 from kernelfarm.stack import (
     HEALTH_FILE,
@@ -29,7 +30,6 @@ from kernelfarm.stack import (
     spawn,
     stop_processes,
 )
-from kernelfarm.standby import standing_by
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
@@ -114,12 +114,13 @@ def test_nothing_is_restarted_while_the_stack_is_being_stopped(tmp_path: Path) -
 
 def test_a_warm_spare_is_promoted_in_place_of_a_component_that_dies(tmp_path: Path) -> None:
     """With spares, the coordinator's replacement is its spare, already started and held at its gate
-    (kernelfarm/standby.py); a new spare takes its place; the API has none; stop_spares ends them."""
+    (core/standby.py); a new spare takes its place; the API has none; stop_spares ends them."""
     served = tmp_path / "served"
     served.mkdir()
     # stands in for a component: it waits at the gate when it is a spare, then says it serves
-    component = [sys.executable, "-c", "import os, sys, time; from kernelfarm.standby import wait_at_gate; "
-                 "wait_at_gate(); open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close(); time.sleep(120)",
+    component = [sys.executable, "-c", "import os, sys, time; from kernelfarm.core.settings import Settings; "
+                 "from kernelfarm.core.standby import wait_at_gate; wait_at_gate(Settings()); "
+                 "open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close(); time.sleep(120)",
                  str(served)]  # fmt: skip
     state = StackState("postgresql://unused", "redis://unused", "http://127.0.0.1:1", "token")
     state.processes = [spawn("coordinator", component, {}, tmp_path / "logs"),

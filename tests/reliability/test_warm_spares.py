@@ -1,4 +1,4 @@
-"""Warm spares (kernelfarm/standby.py): a spare worker or coordinator, started ahead, stays out of the
+"""Warm spares (core/standby.py): a spare worker or coordinator, started ahead, stays out of the
 farm until its gate opens (consumes nothing, registers nothing, sends nothing), serves once it opens,
 and exits when the supervisor that would have opened it dies. Real processes on the suite's own servers."""
 
@@ -15,9 +15,9 @@ import redis
 from sqlalchemy import create_engine, text
 
 from kernelfarm import launcher
+from kernelfarm.core.standby import open_gate, spare_env, standing_by
 from kernelfarm.services import wait_for
 from kernelfarm.stack import alive, spawn
-from kernelfarm.standby import open_gate, spare_env, standing_by
 from kernelfarm.testing.chaos_farm import ChaosFarm
 from tests.reliability.conftest import (
     QUEUE,
@@ -109,6 +109,6 @@ def test_a_gate_opened_before_the_spare_arrives_lets_it_straight_through(tmp_pat
     gate = tmp_path / "gate"
     open_gate(gate)
     env = {**spare_env(gate), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", "from kernelfarm.standby import wait_at_gate; wait_at_gate()"],
-                          env=env, timeout=60, check=True)  # fmt: skip
+    waits = "from kernelfarm.core.settings import Settings; from kernelfarm.core.standby import wait_at_gate; "
+    done = subprocess.run([sys.executable, "-c", waits + "wait_at_gate(Settings())"], env=env, timeout=60, check=True)
     assert done.returncode == 0

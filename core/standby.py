@@ -10,8 +10,9 @@ opens the gate when the component it stands in for dies, and the spare serves wi
 a second. A spare whose supervisor is gone exits, so no spare outlives the supervisor that would have
 opened its gate.
 
-Both sides are here: :func:`spare_env` (the supervisor: the variables that make a component a spare),
-:func:`open_gate` (the supervisor: promote it) and :func:`wait_at_gate` (the component, where it stops).
+Both sides are here: :func:`spare_env` (the supervisor: the variables that make a component a spare,
+read by the component through Settings), :func:`open_gate` (the supervisor: promote it) and
+:func:`wait_at_gate` (the component, where it stops).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ import os
 import time
 from pathlib import Path
 
+from kernelfarm.core.settings import Settings
+
 logger = logging.getLogger(__name__)
 
+# Settings.standby_gate and Settings.standby_supervisor_pid
 GATE_ENV = "KERNELFARM_STANDBY_GATE"
-SUPERVISOR_ENV = "KERNELFARM_STANDBY_SUPERVISOR"
+SUPERVISOR_ENV = "KERNELFARM_STANDBY_SUPERVISOR_PID"
 # How often a spare looks at its gate: a promoted spare starts at most this late, and ~100 stat()
 # calls a second cost a waiting spare nothing measurable.
 POLL_S = 0.01
@@ -43,12 +47,12 @@ def open_gate(gate: Path) -> None:
     gate.touch()
 
 
-def beside_gate(name: str) -> Path | None:
+def beside_gate(settings: Settings, name: str) -> Path | None:
     """In a spare, a path of its own beside its gate (None in a component started normally). A spare
     coordinator keeps its scheduler's schedule file there: Celery beat opens that file before the gate,
     and the serving coordinator's scheduler holds its own open."""
-    gate_path = os.environ.get(GATE_ENV)
-    return Path(f"{gate_path}.{name}") if gate_path else None
+    gate = settings.standby_gate
+    return gate.with_name(f"{gate.name}.{name}") if gate else None
 
 
 def standing_by(gate: Path) -> int:
@@ -67,14 +71,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def wait_at_gate() -> None:
+def wait_at_gate(settings: Settings) -> None:
     """Return at once in a component started normally; in a spare, wait until its gate opens. A spare
     whose supervisor has died exits (status 0: nothing failed, nobody is left to promote it)."""
-    gate_path = os.environ.get(GATE_ENV)
-    if not gate_path:
+    gate = settings.standby_gate
+    if gate is None:
         return
-    gate = Path(gate_path)
-    supervisor = int(os.environ.get(SUPERVISOR_ENV) or 0)
+    supervisor = settings.standby_supervisor_pid
     started = time.monotonic()
     gate.parent.mkdir(parents=True, exist_ok=True)
     (gate.parent / f"{gate.name}.standing-{os.getpid()}").touch()
