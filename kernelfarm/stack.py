@@ -509,8 +509,9 @@ class Supervisor:
 
     With ``spares``, each component but the API has a warm spare (core/standby.py): the same
     command, started ahead and held at its gate, promoted when the component dies (a worker under the
-    same name, so it ends the leases its dead predecessor left as soon as it holds its lock); a new
-    spare is started in its place. A restart that waits out a backoff starts from nothing.
+    same name, so it ends the leases its dead predecessor left as soon as it holds its lock), after
+    the same backoff a restart would wait; a new spare is started in its place. A spare that died
+    waiting is replaced by a start from nothing.
     """
 
     def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0,
