@@ -85,16 +85,20 @@ def _traversable_basetemp(tmp_path_factory: pytest.TempPathFactory) -> None:
 def _children_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The processes the tests start (workers, coordinators, their pools) keep their temporary files in
     this run's folder, removed at the end: a process a test kills with SIGKILL cannot clean up after
-    itself, and multiprocessing left an empty ``pymp-*`` folder in /tmp for each one."""
+    itself, and multiprocessing left an empty ``pymp-*`` folder in /tmp for each one. PyTorch's inductor
+    cache goes there too: the model profiler's tests left an empty /tmp/torchinductor_<user> (torch makes
+    it from tempfile's directory, read once, before this fixture; this variable it reads on each use)."""
     folder = tmp_path_factory.mktemp("children-tmp")
     folder.chmod(0o1777)  # like /tmp: a measuring child that dropped to another uid writes there too
-    previous = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(folder)
+    overrides = {"TMPDIR": str(folder), "TORCHINDUCTOR_CACHE_DIR": str(folder / "torchinductor")}
+    previous = {name: os.environ.get(name) for name in overrides}
+    os.environ.update(overrides)
     yield
-    if previous is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     shutil.rmtree(folder, ignore_errors=True)
 
 
