@@ -313,12 +313,8 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
     """
     unclaimed_after = 0.0 if broker_emptied else settings.redispatch_after_seconds
     with session_scope() as session:
-        # A worker process that died (its presence lock went with its connection) frees its trials
-        # now; the lease stays the rule for one that is stuck but alive (it keeps its lock). A lock
-        # taken before the server last reinitialised also needs SILENCE_HEARTBEATS silent periods (see there).
-        gone = absent_workers(session, SILENCE_HEARTBEATS * settings.heartbeat_seconds)
-        ended = trial_store.expire_leases_of(session, gone)
-        reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
+        gone = _gone_workers(session, settings)
+        ended, reaped = _reap(session, settings, gone)
         live = live_workers(session, settings.worker_ttl_seconds)
         live_models = {w.gpu_model for w in live}
         stale = trial_store.stale_queued(session, unclaimed_after, sorted(live_models))
@@ -338,10 +334,7 @@ def housekeeping(settings: Settings, broker_emptied: bool = False) -> Housekeepi
             .all()
         )
         requeued, stale = _routed(session, reaped.requeued), _routed(session, stale)
-    if gone:
-        logger.warning("worker(s) gone (presence lock released): %s; %d lease(s) ended at once", ", ".join(gone), ended)
-    if reaped.requeued or reaped.failed:
-        logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
+    _log_reaping(gone, ended, reaped)
     if broker_emptied and (stale or lost_profiles):
         logger.warning("the broker lost its messages: re-sent %d queued trial(s) at once", len(stale))
     return Housekeeping(requeued, stale, list(unfinished), lost_profiles, gone)
@@ -355,16 +348,34 @@ def sweep_gone_workers(settings: Settings) -> tuple[list[str], list[tuple[int, s
         The workers found gone now, and (trial id, route) of each trial requeued now, to send again.
     """
     with session_scope() as session:
-        gone = absent_workers(session, SILENCE_HEARTBEATS * settings.heartbeat_seconds)
+        gone = _gone_workers(session, settings)
         if not gone:
             return [], []
-        ended = trial_store.expire_leases_of(session, gone)
-        reaped = trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
+        ended, reaped = _reap(session, settings, gone)
         requeued = _routed(session, reaped.requeued)
-    logger.warning("worker(s) gone (presence lock released): %s; %d lease(s) ended at once", ", ".join(gone), ended)
-    if reaped.failed:
-        logger.warning("reaper: failed %d (retry cap)", len(reaped.failed))
+    _log_reaping(gone, ended, reaped)
     return gone, requeued
+
+
+def _gone_workers(session: Session, settings: Settings) -> list[str]:
+    """Worker processes that died: their presence lock went with their connection, so their trials are
+    freed now; the lease stays the rule for one that is stuck but alive (it keeps its lock). A lock taken
+    before the server last reinitialised also needs SILENCE_HEARTBEATS silent periods (see there)."""
+    return absent_workers(session, SILENCE_HEARTBEATS * settings.heartbeat_seconds)
+
+
+def _reap(session: Session, settings: Settings, gone: Sequence[str]) -> tuple[int, trial_store.Reaped]:
+    """End the leases of the ``gone`` workers' trials, then requeue (or fail, at the retry cap) every
+    trial whose lease ended or ran out. Returns how many leases were ended, and what was reaped."""
+    ended = trial_store.expire_leases_of(session, gone)
+    return ended, trial_store.reap_expired_leases(session, settings.lease_seconds, settings.max_attempts)
+
+
+def _log_reaping(gone: Sequence[str], ended: int, reaped: trial_store.Reaped) -> None:
+    if gone:
+        logger.warning("worker(s) gone (presence lock released): %s; %d lease(s) ended at once", ", ".join(gone), ended)
+    if reaped.requeued or reaped.failed:
+        logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
 
 
 def unclaimed_deliveries(deliveries: Sequence[Delivery]) -> list[str]:
