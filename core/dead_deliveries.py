@@ -50,9 +50,17 @@ def _parse(tag: str, raw: bytes) -> Delivery | None:
         args = json.loads(body)[0]
     except (ValueError, KeyError, IndexError, TypeError):
         return None  # not a message of the farm's protocol: left to the visibility timeout
-    if task not in (EVALUATE_TASK, PROFILE_TASK) or not isinstance(args, list):
-        return None
-    return Delivery(tag, task, args)
+    # Only the farm's own argument shapes (worker/tasks.py): a foreign or malformed message is left to
+    # the visibility timeout instead of failing the restore of every other one.
+    well_formed = isinstance(args, list) and (
+        (task == EVALUATE_TASK and len(args) == 1 and _is_id(args[0]))
+        or (task == PROFILE_TASK and len(args) == 2 and isinstance(args[1], list) and all(map(_is_id, args[1])))
+    )
+    return Delivery(tag, task, args) if well_formed else None
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def taken_deliveries(app: Celery, grace_s: float = CLAIM_GRACE_S) -> list[Delivery]:
