@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -46,6 +47,8 @@ SECRETS_FILE = "secrets.json"
 # The API's port when it is free, so a browser tab or a script keeps working across restarts.
 DEFAULT_API_PORT = 8765
 ADMIN_TOKEN_NAME = "local-stack-admin"
+# Supervisor.wait: while a dead component's process group ends or its restart backs off.
+PENDING_EXIT_POLL_S = 0.05
 
 
 def write_private(path: Path, text: str) -> None:
@@ -519,6 +522,7 @@ class Supervisor:
                  give_up_after: int | None = None, spares: bool = False) -> None:  # fmt: skip
         self.state, self.state_dir = state, state_dir.resolve()
         self.spares: dict[str, tuple[ProcessInfo, Path]] = {}
+        self._pidfds: dict[int, int] = {}  # component pid -> its pidfd (see wait)
         self._spare_count = itertools.count()
         if spares:
             for info in state.processes:
@@ -582,6 +586,35 @@ class Supervisor:
         for spare, _ in self.spares.values():
             signal_group(spare.pid, signal.SIGKILL)
         self.spares.clear()
+
+    def close(self) -> None:
+        """Stop the spares and let go of the pidfds :meth:`wait` holds."""
+        self.stop_spares()
+        for descriptor in self._pidfds.values():
+            os.close(descriptor)
+        self._pidfds.clear()
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout`` seconds, waking the moment a supervised component's process exits
+        (a pidfd each, Linux 5.3+; elsewhere the whole timeout), so :meth:`check` replaces it within
+        milliseconds of its death rather than up to a polling period later: a killed coordinator
+        left every job unstepped for that long, a killed worker its GPU idle (docs/RELIABILITY.md)."""
+        supervised = [info for info in self.state.processes if info.name not in self.given_up and info.argv]
+        if any(not alive(info.pid) for info in supervised):
+            # A death being handled (its process group still ending, or its restart's backoff
+            # running): its pidfd stays readable, so look again shortly instead of spinning.
+            time.sleep(min(timeout, PENDING_EXIT_POLL_S))
+            return
+        watched = {info.pid for info in supervised}
+        for pid in set(self._pidfds) - watched:  # replaced components
+            os.close(self._pidfds.pop(pid))
+        for pid in watched - set(self._pidfds):
+            with contextlib.suppress(OSError, AttributeError):  # gone already; no pidfd_open here
+                self._pidfds[pid] = os.pidfd_open(pid)
+        if self._pidfds:
+            select.select(list(self._pidfds.values()), [], [], timeout)
+        else:
+            time.sleep(timeout)
 
     def _note_exit(self, info: ProcessInfo, now: float) -> None:
         name = info.name

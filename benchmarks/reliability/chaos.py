@@ -44,6 +44,12 @@ def main() -> None:
         default=None,
         help="warm spares of the workers (default: one per worker, as `kernelfarm up`; 0: none of any component)",
     )
+    parser.add_argument(
+        "--restart-delay",
+        type=float,
+        default=None,
+        help="seconds from a kill to the replacement (default 0: `kernelfarm up` wakes on the death)",
+    )
     parser.add_argument("--no-faults", action="store_true", help="inject nothing: the fault-free baseline")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run gives up")
     args = parser.parse_args()
@@ -52,6 +58,8 @@ def main() -> None:
         plan = replace(plan, strategy=None, profile="all", fast_clocks=False)
     if args.spares is not None:
         plan = replace(plan, worker_spares=args.spares, coordinator_spares=min(args.spares, 1))
+    if args.restart_delay is not None:
+        plan = replace(plan, restart_delay_s=args.restart_delay)
     plan = replace(plan, faults=not args.no_faults, timeout_s=args.timeout or plan.timeout_s)
     # `timeout` and CI runners send SIGTERM: exit through the finally blocks that stop the farm.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(143)))

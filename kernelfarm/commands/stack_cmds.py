@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 
 import typer
@@ -78,7 +77,7 @@ def up(
     signal.signal(signal.SIGTERM, _stop)
     try:
         while not stopping:
-            time.sleep(0.5)
+            supervisor.wait(0.5)  # wakes at once when a component dies
             for name in supervisor.check():
                 console.print(f"[yellow]{name} exited on its own; restarted[/] (log: {ctx.state_dir / 'logs'})")
             for name, health in supervisor.health().items():
@@ -88,7 +87,7 @@ def up(
                 announced[name] = health.state
     except KeyboardInterrupt:
         pass
-    supervisor.stop_spares()
+    supervisor.close()
     _report_stop(ctx.state_dir)
 
 

@@ -61,6 +61,11 @@ class ChaosPlan:
     # replacement starts from nothing.
     worker_spares: int | None = None
     coordinator_spares: int = 1
+    # Seconds between a killed component's death and its replacement: the supervisor's reaction.
+    # `kernelfarm up` wakes on the death itself (Supervisor.wait, a pidfd per component), so 0; the
+    # harness paused 1 s before a coordinator's replacement until the sixth session, when `up`
+    # polled every 0.5 s.
+    restart_delay_s: float = 0.0
 
 
 SCALES = {
@@ -149,10 +154,11 @@ def apply(farm: ChaosFarm, fault: str, plan: ChaosPlan, rng: random.Random) -> N
         workers = farm.workers()
         if workers:
             farm.kill(rng.choice(workers), signal.SIGKILL)
+        time.sleep(plan.restart_delay_s)
         farm.start_worker(plan.sleep_ms)
     elif fault == "kill-coordinator":
         farm.kill("coordinator", signal.SIGKILL)
-        time.sleep(1.0)
+        time.sleep(plan.restart_delay_s)
         farm.start_coordinator()
     elif fault == "flush-restart-redis":
         farm.flush_and_restart_redis()

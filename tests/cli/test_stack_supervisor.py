@@ -8,6 +8,7 @@ import json
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -144,4 +145,32 @@ def test_a_warm_spare_is_promoted_in_place_of_a_component_that_dies(tmp_path: Pa
         assert not (served / str(following.pid)).exists()
     finally:
         supervisor.stop_spares()
+        stop_processes(state.processes, grace=5)
+
+
+def test_the_supervisor_wakes_the_moment_a_component_dies(tmp_path: Path) -> None:
+    """`kernelfarm up` waits in Supervisor.wait between checks: it sleeps the whole timeout while
+    everything runs, and returns within milliseconds of a death (it polled every 0.5 s before, and a
+    killed coordinator's replacement waited for the next look), so the restart follows at once."""
+    state = make_state(tmp_path)
+    supervisor = Supervisor(state, tmp_path)
+    try:
+        started = time.monotonic()
+        supervisor.wait(0.4)
+        assert time.monotonic() - started >= 0.39  # nothing died: the whole timeout
+        victim = state.processes[0].pid
+        killer = threading.Timer(0.5, signal_group, (victim, signal.SIGKILL))
+        killer.start()
+        started = time.monotonic()
+        supervisor.wait(10.0)
+        woke = time.monotonic() - started
+        killer.join()
+        assert 0.45 <= woke < 1.0, woke  # the death, not the timeout, ended the wait
+        wait_for(lambda: not alive(victim), 10, "the process to die")
+        assert supervisor.check() == ["coordinator"]
+        started = time.monotonic()
+        supervisor.wait(0.3)  # the replacement is watched in its turn
+        assert time.monotonic() - started >= 0.29
+    finally:
+        supervisor.close()
         stop_processes(state.processes, grace=5)
