@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelfarm.core.settings import Settings
@@ -45,6 +47,38 @@ def open_gate(gate: Path) -> None:
     if it has not reached its gate yet)."""
     gate.parent.mkdir(parents=True, exist_ok=True)
     gate.touch()
+
+
+@dataclass
+class SpareDemand:
+    """How many spares a supervisor keeps of one component: ``base``, plus one for each promotion in
+    the last ``window_s`` seconds that found its spare still starting, up to ``most``.
+
+    One spare covers a death every few seconds; deaths that come faster than a spare starts (a crash
+    loop, a node shedding processes, the fault runs' bursts of 2-3 kills a second) found it still
+    starting in about half the promotions, and each such replacement served 1-2 s late. The pool
+    grows while that happens and shrinks back (:meth:`surplus`) once it has stopped for a window.
+    """
+
+    base: int
+    most: int
+    window_s: float = 60.0
+    _late: deque[float] = field(default_factory=deque)
+
+    def promoted(self, ready: bool, now: float | None = None) -> None:
+        """A spare was promoted; ``ready``: it was at its gate (else still starting)."""
+        if not ready:
+            self._late.append(time.monotonic() if now is None else now)
+
+    def wanted(self, now: float | None = None) -> int:
+        now = time.monotonic() if now is None else now
+        while self._late and now - self._late[0] > self.window_s:
+            self._late.popleft()
+        return min(self.most, self.base + len(self._late))
+
+    def surplus(self, held: int, now: float | None = None) -> int:
+        """How many of ``held`` spares to stop: those beyond what is wanted now."""
+        return max(0, held - self.wanted(now))
 
 
 def beside_gate(settings: Settings, name: str) -> Path | None:

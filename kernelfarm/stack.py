@@ -29,7 +29,7 @@ from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Unauthorized
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.settings import Settings
-from kernelfarm.core.standby import open_gate, spare_env
+from kernelfarm.core.standby import SpareDemand, open_gate, spare_env, standing_by
 from kernelfarm.core.store.tokens import authenticate, create_token, revoke_token
 from kernelfarm.core.store.workers import live_workers
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port_open
@@ -514,14 +514,19 @@ class Supervisor:
     command, started ahead and held at its gate, promoted when the component dies (a worker under the
     same name, so it ends the leases its dead predecessor left as soon as it holds its lock), after
     the same backoff a restart would wait; a new spare is started in its place. A spare that died
-    waiting is replaced by a start from nothing.
+    waiting is replaced by a start from nothing. While promotions find their spare still starting
+    (deaths faster than a spare starts), a component keeps a second spare (core/standby.py's
+    SpareDemand), until a minute passes without that.
     """
 
     def __init__(self, state: StackState, state_dir: Path, burst: int = 5, window_s: float = 600.0,
                  backoff_start_s: float = 1.0, backoff_max_s: float = 60.0, stable_s: float = 60.0,
-                 give_up_after: int | None = None, spares: bool = False) -> None:  # fmt: skip
+                 give_up_after: int | None = None, spares: bool = False,
+                 spare_window_s: float = 60.0) -> None:  # fmt: skip
         self.state, self.state_dir = state, state_dir.resolve()
-        self.spares: dict[str, tuple[ProcessInfo, Path]] = {}
+        self.spares: dict[str, list[tuple[ProcessInfo, Path]]] = {}  # per component, oldest first
+        self._demands: dict[str, SpareDemand] = {}
+        self._spare_window_s = spare_window_s
         self._pidfds: dict[int, int] = {}  # component pid -> its pidfd (see wait)
         self._spare_count = itertools.count()
         if spares:
@@ -555,36 +560,50 @@ class Supervisor:
             if now < self._restart_at[name]:
                 continue
             logger.warning("%s (pid %d) exited on its own; restarting it", name, info.pid)
-            spare = self.spares.pop(name, None)
-            if spare is not None and alive(spare[0].pid):
-                open_gate(spare[1])
-                self.state.processes[index] = spare[0]
+            spares = self.spares.get(name)
+            if spares is not None:
+                for spare in [spare for spare in spares if not alive(spare[0].pid)]:  # died waiting: no spare
+                    signal_group(spare[0].pid, signal.SIGKILL)  # what it started, if anything is left
+                    spares.remove(spare)
+            if spares:
+                promoted, gate = spares.pop(0)
+                self._demands[name].promoted(ready=standing_by(gate) >= 1, now=now)
+                open_gate(gate)
+                self.state.processes[index] = promoted
             else:
-                if spare is not None:
-                    signal_group(spare[0].pid, signal.SIGKILL)
                 self.state.processes[index] = spawn(
                     name, info.argv, _component_env(self.state, self.state_dir), Path(info.log).parent
                 )
-            if spare is not None:
-                self._start_spare(self.state.processes[index])
+            if spares is not None:
+                while len(spares) < self._demands[name].wanted(now):
+                    self._start_spare(self.state.processes[index])
             self._started[name] = now
             del self._restart_at[name]
             restarted.append(name)
         if restarted:
             self.state.save(self.state_dir)
+        self._trim_spares(now)
         self.write_health()
         return restarted
+
+    def _trim_spares(self, now: float) -> None:
+        """Stop the spares a component no longer wants (the newest first: most likely still starting)."""
+        for name, spares in self.spares.items():
+            for _ in range(self._demands[name].surplus(len(spares), now)):
+                signal_group(spares.pop()[0].pid, signal.SIGKILL)
 
     def _start_spare(self, info: ProcessInfo) -> None:
         """A spare of ``info``'s component: its command, held at a gate of its own (its log is the
         component's: a promoted spare goes on writing where its predecessor did)."""
         gate = self.state_dir / GATES_DIR / f"{info.name}-{next(self._spare_count)}"
         env = {**_component_env(self.state, self.state_dir), **spare_env(gate)}
-        self.spares[info.name] = (spawn(info.name, info.argv, env, Path(info.log).parent), gate)
+        self._demands.setdefault(info.name, SpareDemand(base=1, most=2, window_s=self._spare_window_s))
+        self.spares.setdefault(info.name, []).append((spawn(info.name, info.argv, env, Path(info.log).parent), gate))
 
     def stop_spares(self) -> None:
-        for spare, _ in self.spares.values():
-            signal_group(spare.pid, signal.SIGKILL)
+        for spares in self.spares.values():
+            for spare, _ in spares:
+                signal_group(spare.pid, signal.SIGKILL)
         self.spares.clear()
 
     def close(self) -> None:

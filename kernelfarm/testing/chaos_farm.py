@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 
 from kernelfarm import launcher
 from kernelfarm.core.migrate import upgrade
-from kernelfarm.core.standby import open_gate, spare_env, standing_by
+from kernelfarm.core.standby import SpareDemand, open_gate, spare_env, standing_by
 from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, wait_for
 from kernelfarm.stack import ProcessInfo, alive, api_ready, spawn
 from kernelfarm.testing.clocks import FAST_TIMINGS
@@ -42,9 +42,10 @@ class ChaosFarm:
     every component after the fast clocks (``fast_clocks=False``: the farm's default settings).
 
     Warm spares (core/standby.py) are kept: ``coordinator_spares`` of the coordinator and
-    ``worker_spares`` of each kind of worker started. A restart (``start_coordinator``, ``start_worker``
-    without a name) promotes one and starts another in its place. With 0, every restart of that
-    component starts it from nothing.
+    ``worker_spares`` of each kind of worker started, as many again while promotions find their spare
+    still starting (core/standby.py's SpareDemand, as `kernelfarm up` keeps them). A restart
+    (``start_coordinator``, ``start_worker`` without a name) promotes one and starts another in its
+    place. With 0, every restart of that component starts it from nothing.
     """
 
     directory: Path
@@ -66,6 +67,10 @@ class ChaosFarm:
     spare_coordinators: list[tuple[ProcessInfo, Path]] = field(default_factory=list)
     # For each promotion: was the spare at its gate already (else it was still starting)?
     promotions: list[bool] = field(default_factory=list)
+    # How many spares each kind of worker (and the coordinator, under None) wants now, and for how long
+    # a promotion that found its spare still starting counts (core/standby.py's SpareDemand).
+    _demands: dict[Any, SpareDemand] = field(default_factory=dict)
+    spare_window_s: float = 60.0
 
     # ------------------------------------------------------------------ servers
     @property
@@ -136,14 +141,16 @@ class ChaosFarm:
 
     def start_coordinator(self) -> ProcessInfo:
         self.spare_coordinators[:] = [spare for spare in self.spare_coordinators if alive(spare[0].pid)]
+        demand = self._demand(None, self.coordinator_spares)
         if self.spare_coordinators:
             info, gate = self.spare_coordinators.pop(0)
             self.promotions.append(standing_by(gate) >= 2)
+            demand.promoted(self.promotions[-1])
             open_gate(gate)
             self.processes["coordinator"] = info
         else:
             info = self._start("coordinator", launcher.coordinator_argv(self.directory / "celerybeat-schedule"))
-        while len(self.spare_coordinators) < self.coordinator_spares:
+        while len(self.spare_coordinators) < demand.wanted():
             number = next(self._names)
             gate = self.directory / "gates" / f"coordinator-{number}"
             argv = launcher.coordinator_argv(self.directory / "celerybeat-schedule")
@@ -163,22 +170,39 @@ class ChaosFarm:
         kind = (sleep_ms, tuple(landscapes), tuple(sorted(env.items())))
         spares = self.spare_workers.setdefault(kind, [])
         spares[:] = [spare for spare in spares if alive(spare[1].pid)]  # one that died waiting is no spare
+        demand = self._demand(kind, self.worker_spares)
         if name is None and spares:
             name, info, gate = spares.pop(0)
             self.promotions.append(standing_by(gate) >= 1)
+            demand.promoted(self.promotions[-1])
             open_gate(gate)
             self.processes[name] = info
         else:
             name = name or f"w{next(self._names)}"
             info = self._start(name, launcher.worker_argv(name, landscapes=landscapes, sleep_ms=sleep_ms), **env)
         self._worker_args[name] = (sleep_ms, tuple(landscapes), env)
-        while len(spares) < self.worker_spares:
+        while len(spares) < demand.wanted():
             spare_name = f"w{next(self._names)}"
             gate = self.directory / "gates" / spare_name
             argv = launcher.worker_argv(spare_name, landscapes=landscapes, sleep_ms=sleep_ms)
             spare = spawn(spare_name, argv, self.env(**env, **spare_env(gate)), self.directory / "logs", cwd=self.cwd)
             spares.append((spare_name, spare, gate))
         return info
+
+    def _demand(self, kind: Any, base: int) -> SpareDemand:
+        return self._demands.setdefault(kind, SpareDemand(base, most=2 * base, window_s=self.spare_window_s))
+
+    def trim_spares(self) -> None:
+        """Stop the spares beyond what each kind wants now (the newest first: most likely still starting)."""
+        pools: list[tuple[Any, list[Any]]] = [(None, self.spare_coordinators)]
+        pools += [(kind, spares) for kind, spares in self.spare_workers.items()]
+        for kind, spares in pools:
+            demand = self._demands.get(kind)
+            for _ in range(demand.surplus(len(spares)) if demand else 0):
+                entry = spares.pop()  # (process, gate) of a coordinator, (name, process, gate) of a worker
+                info = entry[0] if kind is None else entry[1]
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(info.pid, signal.SIGKILL)
 
     def spares_standing_by(self) -> bool:
         """Every spare waits at its gate (core/standby.py: each process marks its arrival)."""
@@ -210,6 +234,7 @@ class ChaosFarm:
                 self.start_worker(sleep_ms, landscapes, **env)
             restarted.append(name)
         self.unplanned_restarts += restarted
+        self.trim_spares()
         return restarted
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:

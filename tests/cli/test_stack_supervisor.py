@@ -129,7 +129,7 @@ def test_a_warm_spare_is_promoted_in_place_of_a_component_that_dies(tmp_path: Pa
     supervisor = Supervisor(state, tmp_path, spares=True)
     try:
         assert set(supervisor.spares) == {"coordinator"}
-        spare, gate = supervisor.spares["coordinator"]
+        [(spare, gate)] = supervisor.spares["coordinator"]
         first = state.processes[0].pid
         wait_for(lambda: standing_by(gate) == 1 and (served / str(first)).exists(), 60, "the spare at its gate")
         time.sleep(0.3)
@@ -138,7 +138,7 @@ def test_a_warm_spare_is_promoted_in_place_of_a_component_that_dies(tmp_path: Pa
         assert supervisor.check() == ["coordinator"]
         assert state.processes[0].pid == spare.pid
         wait_for(lambda: (served / str(spare.pid)).exists(), 10, "the promoted spare to serve")
-        following, _ = supervisor.spares["coordinator"]
+        [(following, _)] = supervisor.spares["coordinator"]
         assert following.pid != spare.pid and alive(following.pid)
         supervisor.stop_spares()
         wait_for(lambda: not alive(following.pid), 10, "the spare to stop")
@@ -171,6 +171,33 @@ def test_the_supervisor_wakes_the_moment_a_component_dies(tmp_path: Path) -> Non
         started = time.monotonic()
         supervisor.wait(0.3)  # the replacement is watched in its turn
         assert time.monotonic() - started >= 0.29
+    finally:
+        supervisor.close()
+        stop_processes(state.processes, grace=5)
+
+
+def test_a_component_whose_spare_was_still_starting_keeps_a_second_one_for_a_while(tmp_path: Path) -> None:
+    """Deaths faster than a spare starts: the promoted spare had not reached its gate, so the
+    component keeps two spares (core/standby.py's SpareDemand); once a window passes without that,
+    the newest is stopped and one is left."""
+    # stands in for a component that takes 1.5 s to reach its gate
+    component = [sys.executable, "-c", "import time; time.sleep(1.5); "
+                 "from kernelfarm.core.settings import Settings; from kernelfarm.core.standby import wait_at_gate; "
+                 "wait_at_gate(Settings()); time.sleep(120)"]  # fmt: skip
+    state = StackState("postgresql://unused", "redis://unused", "http://127.0.0.1:1", "token")
+    state.processes = [spawn("coordinator", component, {}, tmp_path / "logs")]
+    supervisor = Supervisor(state, tmp_path, spares=True, spare_window_s=3.0)
+    try:
+        [(starting, _)] = supervisor.spares["coordinator"]
+        kill(state.processes[0].pid)
+        assert supervisor.check() == ["coordinator"]  # promoted before it reached its gate
+        assert state.processes[0].pid == starting.pid
+        spares = supervisor.spares["coordinator"]
+        assert len(spares) == 2 and all(alive(spare.pid) for spare, _ in spares)
+        older, newer = spares[0][0], spares[1][0]
+        wait_for(lambda: supervisor.check() == [] and len(supervisor.spares["coordinator"]) == 1, 10, "the trim")
+        assert supervisor.spares["coordinator"][0][0].pid == older.pid
+        wait_for(lambda: not alive(newer.pid), 10, "the surplus spare to stop")
     finally:
         supervisor.close()
         stop_processes(state.processes, grace=5)

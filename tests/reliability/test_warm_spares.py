@@ -112,3 +112,26 @@ def test_a_gate_opened_before_the_spare_arrives_lets_it_straight_through(tmp_pat
     waits = "from kernelfarm.core.settings import Settings; from kernelfarm.core.standby import wait_at_gate; "
     done = subprocess.run([sys.executable, "-c", waits + "wait_at_gate(Settings())"], env=env, timeout=60, check=True)
     assert done.returncode == 0
+
+
+def test_the_harness_keeps_more_spares_while_promotions_find_them_starting(tmp_path: Path) -> None:
+    """A worker replaced at once, before its spare reached its gate: that kind of worker keeps a
+    second spare (as `kernelfarm up` does, core/standby.py's SpareDemand), and trim_spares stops it
+    again once the window has passed."""
+    with started_farm(tmp_path, worker_spares=1, coordinator_spares=0, spare_window_s=4.0) as farm:
+        farm.start_worker(50.0, name="w-keeps")
+        [kind] = farm.spare_workers
+        wait_for(farm.spares_standing_by, STARTUP_TIMEOUT, "the first spare")
+        farm.start_worker(50.0)  # promotes the spare at its gate: one spare is enough
+        assert farm.promotions[-1] is True and len(farm.spare_workers[kind]) == 1
+        farm.start_worker(50.0)  # promotes the spare started a moment ago: still starting
+        assert farm.promotions[-1] is False
+        spares = farm.spare_workers[kind]
+        assert len(spares) == 2 and all(alive(info.pid) for _, info, _ in spares)
+        newest = spares[-1][1]
+        farm.trim_spares()
+        assert len(farm.spare_workers[kind]) == 2  # within the window: both kept
+        time.sleep(4.0)
+        farm.trim_spares()
+        assert len(farm.spare_workers[kind]) == 1
+        wait_for(lambda: not alive(newest.pid), 10, "the surplus spare to stop")
