@@ -134,7 +134,11 @@ class Trial(Base):
     config: Mapped[dict[str, Any]] = mapped_column(JSONB)
     config_key: Mapped[str] = mapped_column(String(1024))
     state: Mapped[str] = mapped_column(String(16))
-    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)  # claims so far: fences each lease's writes
+    # Worker deaths charged to this trial: the times its worker died while measuring it (the
+    # worker's oldest claim). Trials claimed behind it go back to the queue uncharged; the retry cap
+    # (Settings.max_attempts) applies to this count, not to the attempts.
+    losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker_name: Mapped[str | None] = mapped_column(String(255))
     gpu_uuid: Mapped[str | None] = mapped_column(String(128))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     # Trial leases: a running trial whose heartbeat is older than lease_seconds is presumed dead.
     heartbeat_seconds: float = 2.0
     lease_seconds: float = 15.0
+    # A trial whose worker was lost this many times while measuring it fails as "crash" (it may be
+    # what kills them); trials merely claimed behind it are requeued uncharged (core/store/trials.py).
     max_attempts: int = 3
     # A worker is "live" while its heartbeat is younger than this.
     worker_ttl_seconds: float = 15.0

@@ -235,8 +235,8 @@ def main() -> None:
     # the job starts with the harness's clock (report.events are relative to it); its end from job_seconds
     first = next((s["t"] for s in farm.samples if s.get("db") and (s["running"] or s["queued"])), started)
     job_end = first + (report.job_seconds or report.seconds)
-    result = {"verdict": verdict.ok, "verdict_detail": verdict.summary(), "job_seconds": report.job_seconds, "events": report.events,
-              "unplanned_restarts": report.unplanned_restarts,
+    result = {"verdict": verdict.ok, "verdict_detail": verdict.summary(), "job_seconds": report.job_seconds,
+              "events": report.events, "unplanned_restarts": report.unplanned_restarts,
               "breakdown": breakdown(farm, plan.workers, first, job_end)}  # fmt: skip
     print(json.dumps(result, indent=2))
     if args.json:

@@ -11,7 +11,7 @@ from sqlalchemy import func, update
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.measurement import Measurement, TimingStats
-from kernelfarm.core.models import Trial
+from kernelfarm.core.models import Job, Trial
 from kernelfarm.core.states import FailureKind, TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
@@ -88,3 +88,40 @@ def test_heartbeat_keeps_a_lease_and_reports_its_loss(database_url: str, job_id:
     with session_scope(database_url) as session:
         assert not trial_store.heartbeat(session, trial.id, claim.attempt)  # cancelled: lease gone
         assert not trial_store.record_result(session, trial.id, claim.attempt, OK)
+
+
+def test_a_lost_worker_is_charged_to_the_trial_it_was_measuring_not_to_the_one_queued_behind(
+    database_url: str, job_id: uuid.UUID
+) -> None:
+    """A worker holds the trial it measures and one claimed behind it (worker/runner.py). When it
+    dies, only the first counts toward the retry cap: a config that only ever waited behind another
+    on three lost workers is requeued again, not failed as "crash" (it was, with the attempts cap)."""
+    with session_scope(database_url) as session:
+        job = session.get_one(Job, job_id)
+        trial_store.add_trials(session, job, [("1,32,1,0", {"between_method": 1, "block_size_x": 32,
+                                                            "tile_size": 1, "use_method": 0})])  # fmt: skip
+    first, behind = trial_store_history_ids(database_url, job_id)
+    for round_ in (1, 2, 3):
+        worker = f"lost{round_}"
+        for trial_id in (first, behind):  # claimed in this order: the first is measured
+            with session_scope(database_url) as session:
+                claim = trial_store.claim(session, trial_id, worker, None)
+                assert claim is not None and claim.attempt == round_
+        with session_scope(database_url) as session:
+            assert trial_store.expire_leases_of(session, [worker]) == 2  # the worker is gone
+        with session_scope(database_url) as session:
+            reaped = trial_store.reap_expired_leases(session, lease_seconds=3600, max_attempts=3)
+        if round_ < 3:
+            assert sorted(r[0] for r in reaped.requeued) == [first, behind]
+        else:
+            assert reaped.failed == [first] and [r[0] for r in reaped.requeued] == [behind]
+    with session_scope(database_url) as session:
+        rows = {t.id: t for t in trial_store.history(session, job_id)}
+    assert rows[first].state == TrialState.FAILED and rows[first].losses == 3
+    assert "worker lost 3 times" in (rows[first].failure_message or "")
+    assert rows[behind].state == TrialState.QUEUED and rows[behind].losses == 0 and rows[behind].attempt == 3
+
+
+def trial_store_history_ids(database_url: str, job_id: uuid.UUID) -> list[int]:
+    with session_scope(database_url) as session:
+        return [t.id for t in trial_store.history(session, job_id)]
