@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 from sqlalchemy import func, select
@@ -376,6 +376,17 @@ def _log_reaping(gone: Sequence[str], ended: int, reaped: trial_store.Reaped) ->
         logger.warning("worker(s) gone (presence lock released): %s; %d lease(s) ended at once", ", ".join(gone), ended)
     if reaped.requeued or reaped.failed:
         logger.warning("reaper: requeued %d, failed %d (retry cap)", len(reaped.requeued), len(reaped.failed))
+
+
+def workers_gone_within(seconds: float) -> bool:
+    """Was a worker found gone (or stopped) in the last ``seconds``? Its taken messages may still be
+    too young to restore (core/dead_deliveries.py CLAIM_GRACE_S) when it is found: the sweeps and
+    housekeeping ticks after that look again."""
+    with session_scope() as session:
+        found = session.execute(
+            select(GpuWorker.name).where(GpuWorker.stopped_at > func.now() - timedelta(seconds=seconds)).limit(1)
+        ).first()
+    return found is not None
 
 
 def unclaimed_deliveries(deliveries: Sequence[Delivery]) -> list[str]:

@@ -24,7 +24,7 @@ from kernelfarm.core.celery_app import (
     TUNER_QUEUE,
     make_celery,
 )
-from kernelfarm.core.dead_deliveries import Delivery, restore, taken_deliveries
+from kernelfarm.core.dead_deliveries import CLAIM_GRACE_S, Delivery, restore, taken_deliveries
 from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.metrics import COORDINATOR_STEP_SECONDS
 from kernelfarm.core.settings import Settings, get_settings
@@ -62,6 +62,8 @@ class CoordinatorSteps(Protocol):
     def sweep_gone_workers(self, settings: Settings) -> tuple[list[str], list[tuple[int, str]]]: ...
 
     def unclaimed_deliveries(self, deliveries: Sequence[Delivery]) -> list[str]: ...
+
+    def workers_gone_within(self, seconds: float) -> bool: ...
 
 
 def _coordinator() -> CoordinatorSteps:
@@ -139,7 +141,7 @@ def housekeeping() -> dict[str, int]:
         dispatch_trial(trial_id, model)
     for lost_job, model, trial_ids in report.profile_batches:
         dispatch_profiles(lost_job, trial_ids, model)
-    if report.gone_workers:
+    if report.gone_workers or _restore_due(settings.reap_interval_seconds):
         _restore_dead_deliveries()
     for job_id in report.jobs_to_advance:
         # Expiring: while the coordinator is down these would pile up, one per job per round.
@@ -152,8 +154,16 @@ def presence_sweep() -> dict[str, int]:
     gone, requeued = _coordinator().sweep_gone_workers(settings)
     for trial_id, route in requeued:
         dispatch_trial(trial_id, route)
-    restored = _restore_dead_deliveries() if gone else 0
+    restored = _restore_dead_deliveries() if gone or _restore_due(settings.presence_sweep_seconds) else 0
     return {"requeued": len(requeued), "restored": restored}
+
+
+def _restore_due(period_s: float) -> bool:
+    """A worker found gone less than the claim grace and two periods ago: a message it took just
+    before it died was too young to tell from a live worker's then (core/dead_deliveries.py), and is
+    not any more. Looking only when a worker was found gone left such a message to the re-send of
+    unclaimed work (30 s): a fault run's last profile batch waited 28 s so (docs/RELIABILITY.md)."""
+    return _coordinator().workers_gone_within(CLAIM_GRACE_S + 2 * period_s)
 
 
 def _restore_dead_deliveries() -> int:

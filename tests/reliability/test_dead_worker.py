@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.dead_deliveries import CLAIM_GRACE_S
 from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.services import wait_for
 from kernelfarm.testing.chaos_farm import ChaosFarm
@@ -155,6 +156,7 @@ def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: Ch
     wait_for(lambda: any("tuner.housekeeping" in line and "succeeded" in line
                          for line in farm.log("coordinator").splitlines()), 60, "the first housekeeping")  # fmt: skip
     wait_for(lambda: unstopped_workers(farm.database_url) == 0, 60, "earlier workers found gone")
+    time.sleep(CLAIM_GRACE_S + 2.0)  # and long enough ago that nothing looks for taken messages now
     workers: list[str] = []
     try:
         job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=20))
@@ -169,6 +171,39 @@ def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: Ch
         wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
         assert time.monotonic() - killed < 20  # the re-send of unclaimed work would take 60 s
         assert "restored 1 message(s)" in farm.log("coordinator")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+    finally:
+        for name in ("KERNELFARM_REDISPATCH_AFTER_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
+            farm.extra_env.pop(name)
+        farm.kill("coordinator")
+        for name in workers:
+            farm.kill(name)
+
+
+def test_a_message_taken_just_before_its_worker_died_goes_back_once_old_enough(farm: ChaosFarm) -> None:
+    # As above, but the message is taken the moment a worker is killed: when the sweep finds that
+    # worker gone the message is younger than the claim grace (a live worker may be about to claim
+    # it). The sweeps after it look again; before, only a newly found worker started a look, and the
+    # message waited for the re-send of unclaimed work (a minute here, 30 s by default).
+    farm.extra_env |= {"KERNELFARM_REDISPATCH_AFTER_SECONDS": "60", "KERNELFARM_PRESENCE_SWEEP_SECONDS": "0.5"}
+    ready_coordinator(farm)
+    wait_for(lambda: any("tuner.housekeeping" in line and "succeeded" in line
+                         for line in farm.log("coordinator").splitlines()), 60, "the first housekeeping")  # fmt: skip
+    wait_for(lambda: unstopped_workers(farm.database_url) == 0, 60, "earlier workers found gone")
+    time.sleep(CLAIM_GRACE_S + 2.0)  # no worker found gone lately: nothing looks for taken messages
+    workers: list[str] = []
+    try:
+        doomed = ready_worker(farm, sleep_ms=100).name
+        job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=24))
+        killed = time.monotonic()
+        farm.kill(doomed, signal.SIGKILL)
+        send_evaluate(farm, trial_id)
+        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE],
+                       check=True, timeout=60)  # fmt: skip
+        assert time.monotonic() - killed < 1.5  # taken well within the grace of the kill
+        workers.append(ready_worker(farm, sleep_ms=100).name)  # to measure it once it is back
+        wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 40, "the trial to finish")
+        assert time.monotonic() - killed < 20  # the re-send of unclaimed work would take 60 s
         assert terminal_transitions(farm.database_url, trial_id) == 1
     finally:
         for name in ("KERNELFARM_REDISPATCH_AFTER_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
