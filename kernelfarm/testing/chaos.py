@@ -33,6 +33,8 @@ from kernelfarm.testing.recordings import CONVOLUTION, RTX3090
 
 logger = logging.getLogger(__name__)
 KERNEL = "convolution_kernel"
+# How long past its trials' lease a paused worker stays stopped.
+PAUSE_PAST_LEASE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class ChaosPlan:
     redis_restarts: int = 1
     postgres_restarts: int = 1
     api_restarts: int = 1
+    # A worker stopped (SIGSTOP) past its trials' lease, then let go on (SIGCONT): alive and holding
+    # its presence lock, so only the lease frees its trials, and its late results must change nothing.
+    worker_pauses: int = 1
     seed: int = 7
     timeout_s: float = 1500.0
     # The job's strategy (None: the farm's default) and profile mode, and whether the components run
@@ -79,6 +84,9 @@ SCALES = {
         parallelism=6,
         worker_kills=6,
         coordinator_kills=1,
+        # A pause past the 15 s default lease cannot fit a 6 s job (tests/reliability/test_dead_worker.py
+        # has a stopped worker on its own).
+        worker_pauses=0,
         timeout_s=150.0,
     ),
 }
@@ -105,6 +113,7 @@ def schedule(plan: ChaosPlan, rng: random.Random) -> list[tuple[float, str]]:
     events += [(0.3 + 0.05 * i, "flush-restart-redis") for i in range(plan.redis_restarts)]
     events += [(0.45 + 0.05 * i, "restart-api") for i in range(plan.api_restarts)]
     events += [(0.6 + 0.05 * i, "restart-postgres") for i in range(plan.postgres_restarts)]
+    events += [(0.5 + 0.05 * i, "pause-worker") for i in range(plan.worker_pauses)]
     return sorted(events)
 
 
@@ -167,8 +176,16 @@ def apply(farm: ChaosFarm, fault: str, plan: ChaosPlan, rng: random.Random) -> N
     elif fault == "restart-api":
         farm.kill("api", signal.SIGKILL)
         farm.start_api()
+    elif fault == "pause-worker":
+        workers = farm.workers()
+        if workers:
+            farm.pause(rng.choice(workers), seconds=lease_seconds(farm) + PAUSE_PAST_LEASE_S)
     else:
         raise ValueError(fault)
+
+
+def lease_seconds(farm: ChaosFarm) -> float:
+    return float(farm.env().get("KERNELFARM_LEASE_SECONDS", Settings().lease_seconds))
 
 
 def submit(farm: ChaosFarm, token: str, plan: ChaosPlan, total: int) -> str:
@@ -225,6 +242,7 @@ def run(plan: ChaosPlan, directory: Path, rng_seed: int = 1) -> tuple[ChaosRepor
                     apply(farm, fault, plan, rng)
                     events_done.append((round(time.monotonic() - started, 2), fault))
                     logger.info("%6.1f s  %4d/%d finished  %s", time.monotonic() - started, done, total, fault)
+            farm.resume_due()
             if not pending and job_state(farm.database_url, job_id) in ("complete", "failed", "cancelled"):
                 break
             farm.supervise()

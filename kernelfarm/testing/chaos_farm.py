@@ -65,6 +65,8 @@ class ChaosFarm:
     # Spares held at their gates, not yet in ``processes``: (name, process, gate) by kind of worker.
     spare_workers: dict[tuple[Any, ...], list[tuple[str, ProcessInfo, Path]]] = field(default_factory=dict)
     spare_coordinators: list[tuple[ProcessInfo, Path]] = field(default_factory=list)
+    # Workers stopped with SIGSTOP, and when to let each go on (monotonic clock).
+    paused: dict[str, float] = field(default_factory=dict)
     # For each promotion: was the spare at its gate already (else it was still starting)?
     promotions: list[bool] = field(default_factory=list)
     # How many spares each kind of worker (and the coordinator, under None) wants now, and for how long
@@ -239,12 +241,30 @@ class ChaosFarm:
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         info = self.processes.pop(name)
+        self.paused.pop(name, None)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(info.pid, sig)
         wait_for(lambda: not alive(info.pid), 20, f"{name} to exit")
 
     def workers(self) -> list[str]:
-        return [n for n, p in self.processes.items() if n.startswith("w") and alive(p.pid)]
+        """The workers alive and not paused."""
+        return [n for n, p in self.processes.items() if n.startswith("w") and alive(p.pid) and n not in self.paused]
+
+    def pause(self, name: str, seconds: float) -> None:
+        """Stop worker ``name`` (SIGSTOP, its whole process group) for ``seconds``: alive, holding its
+        connections and its presence lock, sending nothing; :meth:`resume_due` lets it go on."""
+        os.killpg(self.processes[name].pid, signal.SIGSTOP)
+        self.paused[name] = time.monotonic() + seconds
+
+    def resume_due(self) -> list[str]:
+        """Let the paused workers whose time is up go on (SIGCONT). Returns their names."""
+        due = [name for name, at in self.paused.items() if time.monotonic() >= at]
+        for name in due:
+            del self.paused[name]
+            if name in self.processes:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.processes[name].pid, signal.SIGCONT)
+        return due
 
     def component_log(self, name: str) -> str:
         """The log of the component serving as ``name`` now (a promoted spare's is its own file)."""
