@@ -1,5 +1,6 @@
 """Chaos run: one replay tuning job through worker kills, coordinator kills, a Redis flush-and-
-restart, a PostgreSQL restart and an API restart; then check that every trial was counted once.
+restart, a PostgreSQL restart, an API restart and a worker stopped past its lease (target scale);
+then check that every trial was counted once.
 
     python -m benchmarks.reliability.chaos                 # the target: 1044 trials, 100 worker kills, ...
     python -m benchmarks.reliability.chaos --scale ci      # the scaled-down run the test suite uses

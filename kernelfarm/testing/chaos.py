@@ -1,5 +1,6 @@
 """Chaos run: one replay tuning job through worker kills, coordinator kills, a Redis flush-and-
-restart, a PostgreSQL restart and an API restart; then check that every trial was counted once.
+restart, a PostgreSQL restart, an API restart and a worker stopped past its lease (target scale);
+then check that every trial was counted once.
 
 ``run(SCALES["target"], directory)`` is the benchmark (benchmarks/reliability/chaos.py: 1044 trials, 100
 worker kills, ...); ``SCALES["ci"]`` is the scaled-down run the test suite uses.
