@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -144,34 +145,25 @@ with app.connection_for_write() as connection:
 """
 
 
-def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: ChaosFarm) -> None:
-    # A worker that dies between taking a message and claiming its trial: nothing is running under
-    # its name, so only the message itself (in Redis's unacked set) says the trial was taken. With
-    # the re-send of unclaimed work a minute away, only its restore brings the trial back soon.
+def housekeeping_succeeded(farm: ChaosFarm) -> bool:
+    return any("tuner.housekeeping" in line and "succeeded" in line for line in farm.log("coordinator").splitlines())
+
+
+@contextmanager
+def restoring_coordinator(farm: ChaosFarm) -> Iterator[list[str]]:
+    """A coordinator sweeping every 0.5 s, with the re-send of unclaimed work a minute away, once no
+    worker has been found gone for longer than the restore looks after one: its first housekeeping
+    (which re-sends every queued trial: it cannot know the broker kept them) is over, and every worker
+    the tests before killed was found gone long enough ago. Yields a list for the test's workers,
+    killed after it with the coordinator."""
     farm.extra_env |= {"KERNELFARM_REDISPATCH_AFTER_SECONDS": "60", "KERNELFARM_PRESENCE_SWEEP_SECONDS": "0.5"}
     ready_coordinator(farm)
-    # Before the message is taken: the coordinator's first housekeeping (which re-sends every queued
-    # trial: it cannot know the broker kept them), and every worker killed by the tests before this one
-    # found gone (finding one restores taken messages).
-    wait_for(lambda: any("tuner.housekeeping" in line and "succeeded" in line
-                         for line in farm.log("coordinator").splitlines()), 60, "the first housekeeping")  # fmt: skip
-    wait_for(lambda: unstopped_workers(farm.database_url) == 0, 60, "earlier workers found gone")
-    time.sleep(CLAIM_GRACE_S + 2.0)  # and long enough ago that nothing looks for taken messages now
     workers: list[str] = []
     try:
-        job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=20))
-        send_evaluate(farm, trial_id)
-        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE],
-                       check=True, timeout=60)  # fmt: skip
-        time.sleep(2.5)  # older than the grace a live worker has to claim
-        workers = [ready_worker(farm, sleep_ms=100).name for _ in range(2)]
-        assert trial_rows(farm.database_url, job_id)[0].state == "queued"  # nobody has its message
-        killed = time.monotonic()
-        farm.kill(workers.pop(), signal.SIGKILL)  # a worker found gone: the sweep looks for taken messages
-        wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
-        assert time.monotonic() - killed < 20  # the re-send of unclaimed work would take 60 s
-        assert "restored 1 message(s)" in farm.log("coordinator")
-        assert terminal_transitions(farm.database_url, trial_id) == 1
+        wait_for(lambda: housekeeping_succeeded(farm), 60, "the first housekeeping")
+        wait_for(lambda: unstopped_workers(farm.database_url) == 0, 60, "earlier workers found gone")
+        time.sleep(CLAIM_GRACE_S + 2.0)
+        yield workers
     finally:
         for name in ("KERNELFARM_REDISPATCH_AFTER_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
             farm.extra_env.pop(name)
@@ -180,19 +172,32 @@ def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: Ch
             farm.kill(name)
 
 
+def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: ChaosFarm) -> None:
+    # A worker that dies between taking a message and claiming its trial: nothing is running under
+    # its name, so only the message itself (in Redis's unacked set) says the trial was taken. With
+    # the re-send of unclaimed work a minute away, only its restore brings the trial back soon.
+    with restoring_coordinator(farm) as workers:
+        job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=20))
+        send_evaluate(farm, trial_id)
+        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE],
+                       check=True, timeout=60)  # fmt: skip
+        time.sleep(2.5)  # older than the grace a live worker has to claim
+        workers += [ready_worker(farm, sleep_ms=100).name for _ in range(2)]
+        assert trial_rows(farm.database_url, job_id)[0].state == "queued"  # nobody has its message
+        killed = time.monotonic()
+        farm.kill(workers.pop(), signal.SIGKILL)  # a worker found gone: the sweep looks for taken messages
+        wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
+        assert time.monotonic() - killed < 20  # the re-send of unclaimed work would take 60 s
+        assert "restored 1 message(s)" in farm.log("coordinator")
+        assert terminal_transitions(farm.database_url, trial_id) == 1
+
+
 def test_a_message_taken_just_before_its_worker_died_goes_back_once_old_enough(farm: ChaosFarm) -> None:
     # As above, but the message is taken the moment a worker is killed: when the sweep finds that
     # worker gone the message is younger than the claim grace (a live worker may be about to claim
     # it). The sweeps after it look again; before, only a newly found worker started a look, and the
     # message waited for the re-send of unclaimed work (a minute here, 30 s by default).
-    farm.extra_env |= {"KERNELFARM_REDISPATCH_AFTER_SECONDS": "60", "KERNELFARM_PRESENCE_SWEEP_SECONDS": "0.5"}
-    ready_coordinator(farm)
-    wait_for(lambda: any("tuner.housekeeping" in line and "succeeded" in line
-                         for line in farm.log("coordinator").splitlines()), 60, "the first housekeeping")  # fmt: skip
-    wait_for(lambda: unstopped_workers(farm.database_url) == 0, 60, "earlier workers found gone")
-    time.sleep(CLAIM_GRACE_S + 2.0)  # no worker found gone lately: nothing looks for taken messages
-    workers: list[str] = []
-    try:
+    with restoring_coordinator(farm) as workers:
         doomed = ready_worker(farm, sleep_ms=100).name
         job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=24))
         killed = time.monotonic()
@@ -205,12 +210,6 @@ def test_a_message_taken_just_before_its_worker_died_goes_back_once_old_enough(f
         wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 40, "the trial to finish")
         assert time.monotonic() - killed < 20  # the re-send of unclaimed work would take 60 s
         assert terminal_transitions(farm.database_url, trial_id) == 1
-    finally:
-        for name in ("KERNELFARM_REDISPATCH_AFTER_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
-            farm.extra_env.pop(name)
-        farm.kill("coordinator")
-        for name in workers:
-            farm.kill(name)
 
 
 def test_a_stopped_worker_keeps_its_trial_until_the_lease_runs_out(farm: ChaosFarm) -> None:
