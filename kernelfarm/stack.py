@@ -619,12 +619,13 @@ class Supervisor:
         milliseconds of its death rather than up to a polling period later: a killed coordinator
         left every job unstepped for that long, a killed worker its GPU idle (docs/RELIABILITY.md)."""
         supervised = [info for info in self.state.processes if info.name not in self.given_up and info.argv]
-        if any(not alive(info.pid) for info in supervised):
-            # A death being handled (its process group still ending, or its restart's backoff
-            # running): its pidfd stays readable, so look again shortly instead of spinning.
-            time.sleep(min(timeout, PENDING_EXIT_POLL_S))
-            return
-        watched = {info.pid for info in supervised}
+        now = time.monotonic()
+        # A death being handled: its pidfd stays readable, so it is not watched; look again when its
+        # restart is due (its process group still ending: shortly; its backoff running: at its end).
+        due = [self._restart_at.get(info.name, now) for info in supervised if not alive(info.pid)]
+        if due:
+            timeout = min(timeout, max(PENDING_EXIT_POLL_S, min(due) - now))
+        watched = {info.pid for info in supervised if alive(info.pid)}
         for pid in set(self._pidfds) - watched:  # replaced components
             os.close(self._pidfds.pop(pid))
         for pid in watched - set(self._pidfds):

@@ -201,3 +201,22 @@ def test_a_component_whose_spare_was_still_starting_keeps_a_second_one_for_a_whi
     finally:
         supervisor.close()
         stop_processes(state.processes, grace=5)
+
+
+def test_the_supervisor_sleeps_through_a_backoff_until_the_restart_is_due(tmp_path: Path) -> None:
+    """A component that died again soon after its restart waits out a backoff: Supervisor.wait
+    neither spins on its dead process nor oversleeps the moment its restart is due."""
+    state = make_state(tmp_path)
+    supervisor = Supervisor(state, tmp_path, backoff_start_s=0.6, backoff_max_s=2)
+    try:
+        kill(state.processes[0].pid)
+        assert supervisor.check() == ["coordinator"]  # the first exit: restarted at once
+        kill(state.processes[0].pid)  # and again: the next restart waits 0.6 s
+        assert supervisor.check() == []
+        started = time.monotonic()
+        supervisor.wait(10.0)
+        assert 0.5 <= time.monotonic() - started < 1.5
+        assert supervisor.check() == ["coordinator"]
+    finally:
+        supervisor.close()
+        stop_processes(state.processes, grace=5)
