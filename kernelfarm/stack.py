@@ -543,9 +543,13 @@ class Supervisor:
         self._restart_at: dict[str, float] = {}
         self.write_health()
 
+    def stopping(self) -> bool:
+        """`kernelfarm down` is stopping (or has stopped) the stack: nothing is to be restarted."""
+        return (self.state_dir / STOPPING_FILE).exists()
+
     def check(self) -> list[str]:
         """Restart what died and has waited out its backoff. Returns the names restarted."""
-        if (self.state_dir / STOPPING_FILE).exists():
+        if self.stopping():
             return []
         restarted = []
         now = time.monotonic()

@@ -78,6 +78,10 @@ def up(
     try:
         while not stopping:
             supervisor.wait(0.5)  # wakes at once when a component dies
+            if supervisor.stopping():  # `kernelfarm down`, from another shell, stops the stack itself
+                supervisor.close()
+                console.print("stopped by `kernelfarm down`")
+                return
             for name in supervisor.check():
                 console.print(f"[yellow]{name} exited on its own; restarted[/] (log: {ctx.state_dir / 'logs'})")
             for name, health in supervisor.health().items():

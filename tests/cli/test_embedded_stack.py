@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelfarm.stack import StackState, alive
+from kernelfarm.stack import StackState, alive, tagged_processes
 from kernelfarm.testing.decoys import write_decoy_packages
 
 RTX3090 = "nvidia-geforce-rtx-3090"
@@ -101,3 +102,35 @@ def test_up_refuses_an_unknown_backend_before_starting_anything(tmp_path: Path) 
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "backend must be one of cuda, triton, replay, fake or auto" in refused.stderr
     assert StackState.load(state_dir) is None  # no server was started, no state written
+
+
+def test_a_foreground_up_ends_when_down_stops_the_stack(tmp_path: Path) -> None:
+    """`kernelfarm up` in the foreground supervises the stack; `kernelfarm down` from another shell stops
+    it, and the supervising `up` then ends (it went on supervising nothing, its embedded Redis a
+    zombie child, until Ctrl-C), its warm spares with it."""
+    tmp_path.chmod(0o711)  # the embedded PostgreSQL's own user passes through (pytest makes it 0700)
+    state_dir = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update({"KERNELFARM_STATE_DIR": str(state_dir), "COLUMNS": "200", "OMP_NUM_THREADS": "1"})
+    project = write_decoy_packages(tmp_path / "project")
+    up = subprocess.Popen([sys.executable, "-P", "-m", "kernelfarm", "up", "--workers", "1"], cwd=project, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        assert up.stdout is not None
+        said = []
+        for line in up.stdout:  # until it supervises
+            said.append(line)
+            if line.startswith("running;"):
+                break
+        else:
+            raise AssertionError(f"`up` ended before it supervised (exit {up.wait()}): {''.join(said)}")
+        stopped = run(state_dir, "down")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert up.wait(timeout=10) == 0
+        assert "stopped by `kernelfarm down`" in up.stdout.read()
+        assert not [pid for pid in tagged_processes(state_dir.resolve()) if alive(pid)]  # no spare outlives it
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGINT)
+            up.wait(timeout=60)
+        run(state_dir, "down")
