@@ -51,6 +51,7 @@ def main() -> None:
         default=None,
         help="seconds from a kill to the replacement (default 0: `kernelfarm up` wakes on the death)",
     )
+    parser.add_argument("--worker-kills", type=int, default=None, help="worker kills (default: the scale's)")
     parser.add_argument("--no-faults", action="store_true", help="inject nothing: the fault-free baseline")
     parser.add_argument("--timeout", type=float, default=None, help="seconds before the run gives up")
     args = parser.parse_args()
@@ -59,6 +60,8 @@ def main() -> None:
         plan = replace(plan, strategy=None, profile="all", fast_clocks=False)
     if args.spares is not None:
         plan = replace(plan, worker_spares=args.spares, coordinator_spares=min(args.spares, 1))
+    if args.worker_kills is not None:
+        plan = replace(plan, worker_kills=args.worker_kills)
     if args.restart_delay is not None:
         plan = replace(plan, restart_delay_s=args.restart_delay)
     plan = replace(plan, faults=not args.no_faults, timeout_s=args.timeout or plan.timeout_s)
