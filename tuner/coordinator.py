@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import lru_cache
 
 from sqlalchemy import func, select
@@ -34,7 +34,7 @@ from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.workers import SILENCE_HEARTBEATS, absent_workers, live_workers
+from kernelfarm.core.store.workers import SILENCE_HEARTBEATS, absent_workers, live_workers, stopped_within
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner.history import describe_prior, observations, prior_observations
 from kernelfarm.tuner.profiling import plan_profiles
@@ -383,10 +383,7 @@ def workers_gone_within(seconds: float) -> bool:
     too young to restore (core/dead_deliveries.py CLAIM_GRACE_S) when it is found: the sweeps and
     housekeeping ticks after that look again."""
     with session_scope() as session:
-        found = session.execute(
-            select(GpuWorker.name).where(GpuWorker.stopped_at > func.now() - timedelta(seconds=seconds)).limit(1)
-        ).first()
-    return found is not None
+        return stopped_within(session, seconds)
 
 
 def unclaimed_deliveries(deliveries: Sequence[Delivery]) -> list[str]:

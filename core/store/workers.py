@@ -59,6 +59,14 @@ def live_clause(ttl_seconds: float):
     return (GpuWorker.stopped_at.is_(None)) & (GpuWorker.last_heartbeat > func.now() - timedelta(seconds=ttl_seconds))
 
 
+def stopped_within(session: Session, seconds: float) -> bool:
+    """Was a worker stopped, or found gone (:func:`absent_workers`), in the last ``seconds``?"""
+    found = session.execute(
+        select(GpuWorker.name).where(GpuWorker.stopped_at > func.now() - timedelta(seconds=seconds)).limit(1)
+    ).first()
+    return found is not None
+
+
 def live_workers(session: Session, ttl_seconds: float, gpu_model: str | None = None) -> Sequence[GpuWorker]:
     query = select(GpuWorker).where(live_clause(ttl_seconds)).order_by(GpuWorker.gpu_model, GpuWorker.name)
     if gpu_model is not None:
