@@ -624,12 +624,12 @@ class Supervisor:
         left every job unstepped for that long, a killed worker its GPU idle (docs/RELIABILITY.md)."""
         supervised = [info for info in self.state.processes if info.name not in self.given_up and info.argv]
         now = time.monotonic()
+        watched = {info.pid for info in supervised if alive(info.pid)}
         # A death being handled: its pidfd stays readable, so it is not watched; look again when its
         # restart is due (its process group still ending: shortly; its backoff running: at its end).
-        due = [self._restart_at.get(info.name, now) for info in supervised if not alive(info.pid)]
+        due = [self._restart_at.get(info.name, now) for info in supervised if info.pid not in watched]
         if due:
             timeout = min(timeout, max(PENDING_EXIT_POLL_S, min(due) - now))
-        watched = {info.pid for info in supervised if alive(info.pid)}
         for pid in set(self._pidfds) - watched:  # replaced components
             os.close(self._pidfds.pop(pid))
         for pid in watched - set(self._pidfds):
