@@ -96,9 +96,11 @@ def test_bayes_passes_the_alignment_length_prior_only_to_alignment_columns(monke
     seen: list[np.ndarray | None] = []
     real = bayes.fit_hyperparameters
 
-    def spy(x: np.ndarray, y: np.ndarray, maxiter: int = 60, length_prior: np.ndarray | None = None) -> object:
+    def spy(
+        x: np.ndarray, y: np.ndarray, maxiter: int = 60, length_prior: np.ndarray | None = None, start: object = None
+    ) -> object:
         seen.append(length_prior)
-        return real(x, y, maxiter, length_prior)
+        return real(x, y, maxiter, length_prior, start)  # type: ignore[arg-type]
 
     monkeypatch.setattr(bayes, "fit_hyperparameters", spy)
     history = [Observation(c, float(c["tile"]) + c["bx"]) for c in SPACE.valid_configs(CONTEXT)[:12]]
@@ -168,10 +170,12 @@ def test_alignment_select_uses_the_columns_where_alignment_matters_and_not_where
         off = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": False})
         assert off.ask(1) and off.alignment_selected is False  # switched off: never selected
     space, history = _aligned_space_history(True)
-    default = BayesianOptimizer.from_history(space, {}, history, 0)  # off by default (issue 17, fifth session)
-    assert default.ask(1) and default.alignment_selected is False
-    chosen = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": True, "alignment_length": 2.0})
-    assert chosen.ask(1) and chosen.alignment_selected is True  # the leave-one-family-out choice
+    # on by default, with the long length prior: the leave-one-family-out choice (issue 17, seventh session)
+    default = BayesianOptimizer.from_history(space, {}, history, 0)
+    assert default.ask(1) and default.alignment_selected is True
+    refit = {"alignment_select": True, "alignment_length": 2.0, "select_plain_steps": -1}
+    chosen = BayesianOptimizer.from_history(space, {}, history, 0, refit)
+    assert chosen.ask(1) and chosen.alignment_selected is True  # the fifth session's rule agrees
 
 
 def test_alignment_select_changes_nothing_where_the_space_has_no_alignment_columns() -> None:

@@ -75,3 +75,21 @@ def test_fantasy_conditioning_equals_refitting_with_the_believed_value(data: tup
     refit = G.GaussianProcess(np.vstack([x, z[believed]]), np.concatenate([y, means[believed]]), hp).pool(z)
     np.testing.assert_allclose(posterior.mean, refit.mean, atol=1e-6)
     np.testing.assert_allclose(posterior.var, refit.var, rtol=1e-3, atol=1e-6)
+
+
+def test_a_fit_from_a_given_start_refines_it_and_never_leaves_the_bounds(data: tuple[np.ndarray, np.ndarray]) -> None:
+    x, y = data
+    components = _components(x)
+    fitted = G.fit_hyperparameters(x, y)
+
+    def cost(hp: G.Hyperparameters) -> float:
+        return G.negative_log_posterior(hp.to_theta(), components, y)[0]
+
+    rough = G.Hyperparameters(1.0, np.full(4, 5.0), 0.1)
+    refined = G.fit_hyperparameters(x, y, maxiter=5, start=rough)
+    assert cost(fitted) <= cost(refined) < cost(rough)  # a few steps improve on the start, short of the MAP
+    outside = G.Hyperparameters(1e3, np.full(4, 1e-6), 1.0)  # every value out of its bounds: clipped first
+    theta = G.fit_hyperparameters(x, y, maxiter=0, start=outside).to_theta()
+    low, high = G.LENGTH_BOUNDS
+    assert np.all((theta[1:-1] >= low - 1e-12) & (theta[1:-1] <= high + 1e-12))
+    assert theta[0] <= G.AMPLITUDE_BOUNDS[1] + 1e-12 and theta[-1] <= G.NOISE_BOUNDS[1] + 1e-12

@@ -167,3 +167,26 @@ def test_schedule_backs_off_from_a_bad_proposer_and_returns_to_a_good_one() -> N
     assert not schedule.due(own + bad)  # one evaluation since its last proposal, period 8
     assert schedule.due(own)  # never asked yet
     assert objective(GOOD) is not None
+
+
+def test_a_proposal_that_did_not_pay_off_is_hidden_and_one_that_did_stays() -> None:
+    """The model's data and random draws are those of the job without the proposal (one evaluation
+    later); the config is never proposed again. A new best from the arm is kept."""
+    design = drive(BayesianOptimizer, SPACE, CONTEXT, steps=12, batch=1)
+    best = min(o.value for o in design if o.value is not None)
+    tried = {tuple(sorted(o.config.items())) for o in design}
+    others = [c for c in SPACE.valid_configs(CONTEXT) if tuple(sorted(c.items())) not in tried]
+    slow = Observation(others[0], best * 3, origin="llm")
+    faster = Observation(others[1], best / 2, origin="llm")
+    running = Observation(others[2], None, pending=True, origin="llm")
+
+    def arm_off(history: list[Observation]) -> LLMAssistedBayes:
+        return LLMAssistedBayes.from_history(SPACE, CONTEXT, history, 0)  # unconfigured: no new proposals
+
+    hidden = arm_off([*design, slow, faster, running])._hidden_suggestions()
+    assert hidden.tolist() == [False] * 12 + [True, False, True]
+    after_slow = arm_off([*design, slow]).ask(2)
+    assert after_slow == BayesianOptimizer.from_history(SPACE, CONTEXT, design, 0).ask(2)
+    assert others[0] not in after_slow
+    # a plain bayes job learns from every trial, whoever proposed it
+    assert not BayesianOptimizer.from_history(SPACE, CONTEXT, [*design, slow], 0)._hidden_suggestions().any()

@@ -33,13 +33,15 @@ What makes it fit for a farm rather than a notebook:
   (transfer.py, the gate). One that agrees is probed: its best config is measured, and the prior
   admitted only if that config is the job's fastest so far; otherwise the probe is hidden and the
   job is the cold one, one evaluation later.
-- **Alignment-aware encoding, options.** The encoding has "is a power of two" columns for
+- **Alignment-aware encoding, chosen per ask.** The encoding has "is a power of two" columns for
   integer parameters that are not all powers of two (encoding.py): on GPUs their effect is often
-  alignment, which a rank column alone shows to the GP as noise. Always on (``alignment``), they
-  find the convolution_milo needles but cost pnpoly its early evaluations; ``alignment_select``
-  fits the objective model with and without them at every ask and uses the one that predicts its
-  own points better left-one-out. Both off by default (docs/benchmarks/STRATEGIES.md, issue 17's
-  third and fifth sessions: why).
+  alignment, which a rank column alone shows to the GP as noise. They find the convolution_milo
+  needles but cost pnpoly its early evaluations, so ``alignment_select`` (on) fits the objective
+  model with them at every ask and keeps them only where they predict the fitted points better
+  left-one-out than the model without them (docs/benchmarks/STRATEGIES.md, issue 17).
+- **A local arm.** Once the incumbent has stopped improving, one proposal in ``local_every`` goes
+  to its untried one-parameter neighbours (the acquisition's pick among them): the model-based
+  search otherwise settles, now and then, one parameter away from a better config (local.py).
 - **Deterministic.** Everything random draws from ``self.rng()`` (seed and history length).
 """
 
@@ -63,9 +65,11 @@ from kernelfarm.tuner.strategies.gp import (
     LENGTH_PRIOR,
     GaussianProcess,
     Hyperparameters,
+    PoolPosterior,
     fit_hyperparameters,
     loo_log_predictive,
 )
+from kernelfarm.tuner.strategies.local import local_steps_due
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -149,22 +153,32 @@ class BayesSettings:
             two) are always model features (False: ``alignment_select`` decides per ask).
         alignment_length: prior mean length scale of the alignment columns (0: the same prior as
             every other feature, log-normal around 0.5). 2.0 (long: the columns matter only where
-            the data say so) with ``alignment_select`` is the leave-one-family-out all-in choice of
-            issue 17's fifth session (docs/benchmarks/STRATEGIES.md), not the default yet.
+            the data say so), with ``alignment_select``: leave-one-family-out's choice (issue 17,
+            docs/benchmarks/STRATEGIES.md).
         design_alignment: the space-filling design spreads over the alignment columns too (by
             default it spreads over the plain columns: the parameters themselves).
         alignment_select: with ``alignment`` off, the objective model decides at every ask
-            whether to use the alignment columns: it is fitted with and without them, and the
-            one whose leave-one-out predictive density on the fitted points is higher is used
-            (gp.loo_log_predictive). Why: the columns find the convolution_milo needles but
-            cost pnpoly its early evaluations, where ten points in more dimensions let the fit
-            find spurious structure in them (issue 17, docs/benchmarks/STRATEGIES.md); the data
-            of the job, not a constant, say whether they matter. No effect where the space has
-            no alignment columns. The feasibility model, the design and a prior's model keep the
-            plain columns. Off by default although leave-one-family-out picks it (with
-            ``alignment_length`` 2.0) on the cold grid: it adds 11-22 ms to an ask on spaces with
-            alignment columns, and with it the shuffled prior of the warm-start pairs cost more
-            (issue 17's fifth session, docs/benchmarks/STRATEGIES.md): the lead's call.
+            whether to use the alignment columns: it is fitted with them, and they are kept when
+            that model's leave-one-out predictive density on the fitted points is higher than
+            the model's without them (gp.loo_log_predictive). Why: the columns find the
+            convolution_milo needles but cost pnpoly its early evaluations, where ten points in
+            more dimensions let the fit find spurious structure in them; the data of the job,
+            not a constant, say whether they matter. No effect where the space has no alignment
+            columns. The feasibility model, the design and a prior's model keep the plain
+            columns. On by default since issue 17's seventh session: leave-one-family-out picks
+            it (docs/benchmarks/STRATEGIES.md).
+        select_plain_steps: the model without the alignment columns that ``alignment_select``
+            compares with: the fit with them, the columns dropped, then refined by at most this
+            many L-BFGS steps (0: not refined); -1: a fit of its own from the generic starts
+            (issue 17's fifth session: a second full fit per ask, 10-25 ms, which took the ask
+            past its latency target on the device machine's cores). 5: leave-one-family-out's
+            choice among 0, 5, 15 and -1 (seventh session).
+        local_after: the local arm (local.py): once this many evaluations have passed without a
+            better config, proposals also go to the incumbent's untried one-parameter neighbours
+            (the model's pick among them); 0: off. 20 with ``local_every`` 2: leave-one-family-
+            out's choice among (5, 4), (10, 4), (10, 8), (20, 2), (30, 2) (issue 17, seventh session).
+        local_every: with the local arm on, one local step per this many evaluations without a
+            better config.
     """
 
     n_init: int = 10
@@ -188,9 +202,12 @@ class BayesSettings:
     gate_probe: bool = True
     gate_first: bool = True
     alignment: bool = False
-    alignment_length: float = 0.0
+    alignment_length: float = 2.0
     design_alignment: bool = False
-    alignment_select: bool = False
+    alignment_select: bool = True
+    select_plain_steps: int = 5
+    local_after: int = 20
+    local_every: int = 2
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -216,13 +233,15 @@ class BayesSettings:
         sizes = (settings.pool, settings.train_max, settings.fit_max)
         warm = (
             settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm,
-            settings.gate_nulls, settings.alignment_length, settings.gate_admit,
+            settings.gate_nulls, settings.alignment_length, settings.gate_admit, settings.local_after,
         )  # fmt: skip
-        if min(sizes) < 2 or settings.n_init < 1 or min(warm) < 0:
+        if min(sizes) < 2 or settings.n_init < 1 or settings.local_every < 1 or min(warm) < 0:
             raise InvalidInput(
-                "n_init, pool, train_max, fit_max must be positive; "
-                "prior_*, transfer_strength, n_init_warm, gate_*, alignment_length not negative"
+                "n_init, pool, train_max, fit_max, local_every must be positive; prior_*, "
+                "transfer_strength, n_init_warm, gate_*, alignment_length, local_after not negative"
             )
+        if settings.select_plain_steps < -1:
+            raise InvalidInput("strategy option 'select_plain_steps' must be -1 (a fit of its own) or more")
         # One null model has no spread to measure the prior against (transfer.calibrated_agreement_all
         # needs two), and every null model is a GP fit per ask: bounded so an option cannot stall the
         # coordinator.
@@ -269,6 +288,7 @@ class BayesianOptimizer(Optimizer):
                 verdict, hidden = self._prior_verdict(rows, models, probe)
             else:
                 verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
+            hidden = hidden | self._hidden_suggestions()
             self.prior_dropped = models is not None and verdict == "drop"
             self.prior_used = verdict == "keep"
             self.prior_probing = verdict == "probe"
@@ -300,6 +320,11 @@ class BayesianOptimizer(Optimizer):
             finally:
                 self.history = full_history
         return configs_at(self.space, table, chosen)
+
+    def _hidden_suggestions(self) -> np.ndarray:
+        """History entries the job hides from its model and random draws, like a failed probe:
+        none here; the LLM arm (bayes_llm.py) hides its proposals that did not pay off."""
+        return np.zeros(len(self.history), dtype=bool)
 
     # ------------------------------------------------------------------------------ phases
     def _propose(
@@ -493,8 +518,7 @@ class BayesianOptimizer(Optimizer):
             offset = a + b * prior_scored
         # Hyperparameters from measured times only: imputed penalties are not smooth data.
         fit_rows = np.flatnonzero(measured)[subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
-        hp = fit_hyperparameters(x[fit_rows], standardize(y[fit_rows]), length_prior=self._length_prior())
-        features, x, hp = self._select_alignment(table, train_rows, fit_rows, y, x, hp)
+        features, x, hp = self._fit_objective(table, train_rows, fit_rows, y, x)
         prior_rows, prior_y = self._prior_targets(table, observed, rng)
         extra = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
         x = np.vstack([x, features[prior_rows]])
@@ -521,38 +545,87 @@ class BayesianOptimizer(Optimizer):
                     chosen.append(int(pool[i]))
                     self.accepted.append(int(pool[i]))
                     posterior.condition(i)
+        chosen += self._local_picks(table, pool, posterior, offset, feasible, best, taken, n - len(chosen))
         for _ in range(min(n - len(chosen), int((~taken).sum()))):
-            mean = posterior.mean + offset
-            score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
-            if not np.any(score[~taken] > 0):  # EI underflow far from the incumbent: exploit the mean
-                score = -mean + np.log(np.maximum(feasible, 1e-12))
-            score[taken] = -np.inf
-            i = int(np.argmax(score))
+            i = self._best_open(posterior, offset, feasible, best, ~taken)
             taken[i] = True
             chosen.append(int(pool[i]))
             posterior.condition(i)
         return chosen
 
+    def _best_open(
+        self, posterior: PoolPosterior, offset: np.ndarray, feasible: np.ndarray, best: float, open_: np.ndarray
+    ) -> int:
+        """The pool index among ``open_`` the acquisition ranks first (the first of equals)."""
+        mean = posterior.mean + offset
+        score = acquisition(self.settings.acquisition, mean, posterior.std, best, xi=self.settings.xi) * feasible
+        if not np.any(score[open_] > 0):  # EI underflow far from the incumbent: exploit the mean
+            score = -mean + np.log(np.maximum(feasible, 1e-12))
+        where = np.flatnonzero(open_)
+        return int(where[np.argmax(score[where])])
+
     # ------------------------------------------------------------------------------ pieces
-    def _select_alignment(
+    def _local_picks(
+        self,
+        table: CandidateTable,
+        pool: np.ndarray,
+        posterior: PoolPosterior,
+        offset: np.ndarray,
+        feasible: np.ndarray,
+        best: float,
+        taken: np.ndarray,
+        n: int,
+    ) -> list[int]:
+        """The local arm's proposals (local.py): the incumbent's neighbours the acquisition ranks
+        highest, as many as are due; each conditions the posterior like any other pick. Updates
+        ``taken``."""
+        settings = self.settings
+        due, near = local_steps_due(table, self.history, self._history_rows, settings.local_after, settings.local_every)
+        local = np.zeros(len(taken), dtype=bool)
+        local[: len(pool)] = np.isin(pool, near)
+        chosen: list[int] = []
+        for _ in range(min(due, n)):
+            open_ = local & ~taken
+            if not open_.any():
+                break
+            i = self._best_open(posterior, offset, feasible, best, open_)
+            taken[i] = True
+            chosen.append(int(pool[i]))
+            posterior.condition(i)
+        return chosen
+
+    def _fit_objective(
         self,
         table: CandidateTable,
         train_rows: np.ndarray,
         fit_rows: np.ndarray,
         y: np.ndarray,
         x: np.ndarray,
-        hp: Hyperparameters,
     ) -> tuple[np.ndarray, np.ndarray, Hyperparameters]:
         """The objective model's features, training inputs and hyperparameters: the plain ones
-        given, or (``alignment_select``) those with the alignment columns when their fit predicts
-        the fitted points better left-one-out (the same points and targets for both)."""
+        (``x``: the training inputs on ``self._x``), or (``alignment_select``) those with the
+        alignment columns when they predict the fitted points better left-one-out.
+
+        Why not a fit per feature set (``select_plain_steps`` -1, issue 17's fifth session): the
+        plain model is the fitted one with the alignment columns removed (their length scales
+        taken to infinity), refined in ``select_plain_steps`` L-BFGS steps, so the comparison asks
+        "does dropping the columns cost predictive density?" for one fit and a few steps per ask,
+        which keeps the ask within its latency target (issue 17's seventh session,
+        docs/benchmarks/STRATEGIES.md)."""
         self.alignment_selected = False
+        target = standardize(y[fit_rows])
         full = table.features
         if not self.settings.alignment_select or self._x.shape[1] >= full.shape[1]:
-            return self._x, x, hp
-        target = standardize(y[fit_rows])
+            return self._x, x, fit_hyperparameters(x[fit_rows], target, length_prior=self._length_prior())
         x_full = full[train_rows]
         hp_full = fit_hyperparameters(x_full[fit_rows], target, length_prior=self._length_prior(full.shape[1]))
+        steps = self.settings.select_plain_steps
+        if steps < 0:
+            hp = fit_hyperparameters(x[fit_rows], target, length_prior=self._length_prior())
+        else:
+            hp = Hyperparameters(hp_full.amplitude, hp_full.lengths[: x.shape[1]], hp_full.noise)
+            if steps:
+                hp = fit_hyperparameters(x[fit_rows], target, steps, self._length_prior(), start=hp)
         if loo_log_predictive(x_full[fit_rows], target, hp_full) <= loo_log_predictive(x[fit_rows], target, hp):
             return self._x, x, hp
         self.alignment_selected = True

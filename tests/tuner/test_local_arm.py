@@ -1,0 +1,113 @@
+"""The local arm of ``bayes`` (tuner/strategies/local.py): once the incumbent stops improving,
+some proposals go to its untried one-parameter neighbours; the quota is rebuilt from history."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.space import Config, Parameter, SearchSpace
+from kernelfarm.tuner.strategies import bayes
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.candidates import candidate_table
+from kernelfarm.tuner.strategies.gp import Hyperparameters
+from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due
+from kernelfarm.tuner.strategies.observed import table_rows
+from tests.tuner.conftest import CONTEXT, SPACE
+
+GRID = SearchSpace(parameters=(Parameter("a", tuple(range(12))), Parameter("b", tuple(range(12)))))
+BEST: Config = {"a": 3, "b": 4}
+
+
+def _neighbour(config: Config, other: Config) -> bool:
+    return sum(config[k] != other[k] for k in config) == 1
+
+
+def _stalled_history(stalled: int) -> list[Observation]:
+    """The incumbent BEST, measured fourth, then ``stalled`` slower configs none of which is its
+    neighbour (the far corner of the grid, where the model has nothing to learn about BEST's)."""
+    start = [Observation({"a": 0, "b": 0}, 9.0), Observation({"a": 11, "b": 11}, 8.0)]
+    start.append(Observation({"a": 6, "b": 6}, 5.0))
+    far = [{"a": a, "b": b} for a in range(7, 12) for b in range(7, 12)][:stalled]
+    slower = [Observation(c, 6.0 + 0.01 * i) for i, c in enumerate(far)]
+    return [*start, Observation(BEST, 1.0), *slower]
+
+
+def _due(history: list[Observation], after: int, every: int) -> int:
+    table = candidate_table(GRID, {})
+    return local_steps_due(table, history, table_rows(table, GRID, history), after, every)[0]
+
+
+def test_the_incumbent_is_the_first_fastest_measured_trial() -> None:
+    history = [Observation(BEST, None, pending=True), Observation({"a": 1, "b": 1}, 2.0),
+               Observation({"a": 2, "b": 2}, 2.0), Observation({"a": 5, "b": 5}, None)]  # fmt: skip
+    assert incumbent_index(history) == 1
+    assert incumbent_index([Observation(BEST, None, pending=True)]) is None
+
+
+def test_steps_fall_due_after_the_stall_then_one_per_period_less_those_taken() -> None:
+    assert _due(_stalled_history(9), after=10, every=2) == 0
+    assert _due(_stalled_history(10), after=10, every=2) == 1
+    assert _due(_stalled_history(13), after=10, every=2) == 2  # stalls 10 and 12
+    assert _due(_stalled_history(20), after=0, every=2) == 0  # off
+    # a neighbour of the incumbent measured (or pending) since counts as a step taken, whoever proposed it
+    taken = [*_stalled_history(13), Observation({"a": 3, "b": 9}, None, pending=True)]
+    assert _due(taken, after=10, every=2) == 1
+    # a pending trial is not an evaluation without improvement yet
+    assert _due([*_stalled_history(9), Observation({"a": 11, "b": 0}, None, pending=True)], after=10, every=2) == 0
+
+
+def test_a_stalled_job_proposes_the_incumbents_neighbour_the_model_likes_best() -> None:
+    history = _stalled_history(20)
+    options = {"local_after": 20, "local_every": 2}
+    proposed = BayesianOptimizer.from_history(GRID, {}, history, 0, options).ask(1)
+    assert _neighbour(proposed[0], BEST)
+    # with the arm off, or its quota spent, the proposal is the model's own
+    off = BayesianOptimizer.from_history(GRID, {}, history, 0, {"local_after": 0}).ask(1)
+    assert not _neighbour(off[0], BEST)
+    spent = [*history, Observation(proposed[0], 7.0)]
+    model = BayesianOptimizer.from_history(GRID, {}, spent, 0, {"local_after": 0}).ask(1)
+    assert BayesianOptimizer.from_history(GRID, {}, spent, 0, options).ask(1) == model
+
+
+def test_the_arm_leaves_a_batch_to_the_model_but_for_the_steps_due() -> None:
+    history = _stalled_history(22)  # two steps due
+    batch = BayesianOptimizer.from_history(GRID, {}, history, 0, {"local_after": 20, "local_every": 2}).ask(4)
+    assert [_neighbour(c, BEST) for c in batch[:2]] == [True, True]
+    assert len({tuple(sorted(c.items())) for c in batch}) == 4
+
+
+def test_local_options_are_checked() -> None:
+    for bad in ({"local_every": 0}, {"local_after": -1}, {"select_plain_steps": -2}, {"local_after": 1.5}):
+        with pytest.raises(InvalidInput):
+            BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, bad)
+
+
+@pytest.mark.parametrize(("steps", "plain_fit"), [(0, None), (5, "refined"), (-1, "own")])
+def test_the_plain_model_is_the_full_fit_restricted_refined_or_fitted_apart(
+    monkeypatch: pytest.MonkeyPatch, steps: int, plain_fit: str | None
+) -> None:
+    """``select_plain_steps``: the alignment choice's plain model costs no fit (0), a few steps
+    from the full fit's answer (n), or a fit of its own (-1: issue 17's fifth session)."""
+    fits: list[tuple[int, int, Hyperparameters | None]] = []
+    real = bayes.fit_hyperparameters
+
+    def counting(x: np.ndarray, y: np.ndarray, maxiter: int = 60, length_prior=None, start=None):  # type: ignore[no-untyped-def]
+        hp = real(x, y, maxiter, length_prior, start)
+        fits.append((x.shape[1], maxiter, start))
+        return hp
+
+    monkeypatch.setattr(bayes, "fit_hyperparameters", counting)
+    table = candidate_table(SPACE, CONTEXT)
+    configs = [SPACE.config_at(i) for i in table.indices[::4]]
+    history = [Observation(c, 1.0 + 0.1 * i) for i, c in enumerate(configs[:14])]
+    BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"select_plain_steps": steps}).ask(1)
+    full, plain = table.features.shape[1], table.plain_columns
+    # every trial succeeded: no feasibility model, so these are the objective model's fits only
+    expected = {None: [(full, 60, False)], "refined": [(full, 60, False), (plain, steps, True)],
+                "own": [(full, 60, False), (plain, 60, False)]}[plain_fit]  # fmt: skip
+    assert [(dims, maxiter, start is not None) for dims, maxiter, start in fits] == expected
+    if plain_fit == "refined":  # from the full fit's answer, restricted to the plain columns
+        assert fits[1][2] is not None and len(fits[1][2].lengths) == plain

@@ -1,0 +1,62 @@
+"""The local arm of ``bayes``: when the incumbent has stopped improving, some proposals go to its
+untried one-parameter neighbours.
+
+Why: on the recorded landscapes the model-based search is bimodal. A run either finds the
+optimum's region or settles on a config that is good, not best, and spends its remaining budget
+elsewhere; on pnpoly_RTX_3090, two of ten runs ended at 0.951 of the optimum with a config within
+0.97 one parameter away, never proposed in 90 evaluations because the model ranked it low (issue
+17, docs/benchmarks/STRATEGIES.md, "seventh session").
+
+What it costs is bounded: nothing while the incumbent keeps improving (every proposal is the
+model's), then one proposal in ``every`` once ``after`` evaluations have passed without a better
+config. Which neighbour: the model's choice among them (its acquisition), so the local step is
+the most promising of the moves, not a random one. The quota is rebuilt from the history alone
+(the strategy is rebuilt at every coordinator step): local steps already taken are the
+evaluations since the incumbent that are its neighbours, whoever proposed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kernelfarm.tuner.strategies.base import Observation
+from kernelfarm.tuner.strategies.candidates import CandidateTable
+
+
+def incumbent_index(history: Sequence[Observation]) -> int | None:
+    """Position in ``history`` of the first trial with the best measured time (None: none yet)."""
+    best, where = np.inf, None
+    for i, obs in enumerate(history):
+        if not obs.pending and obs.failure is None and obs.value is not None and obs.value < best:
+            best, where = obs.value, i
+    return where
+
+
+def local_steps_due(
+    table: CandidateTable,
+    history: Sequence[Observation],
+    rows: np.ndarray,
+    after: int,
+    every: int,
+) -> tuple[int, np.ndarray]:
+    """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
+
+    ``rows``: each history entry's table row. ``after``: completed evaluations without a better
+    config before the first local step; then one step per ``every`` evaluations. Steps already
+    taken (neighbours of the incumbent measured or pending since it was found) count against
+    the quota. ``after`` 0 turns the arm off.
+    """
+    empty = np.zeros(0, dtype=np.int64)
+    where = incumbent_index(history)
+    if after <= 0 or where is None or rows[where] < 0:
+        return 0, empty
+    since = history[where + 1 :]
+    stalled = sum(1 for obs in since if not obs.pending)
+    if stalled < after:
+        return 0, empty
+    neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
+    taken = int(np.isin(rows[where + 1 :], neighbours).sum())
+    allowed = 1 + (stalled - after) // max(every, 1)
+    return max(0, allowed - taken), neighbours
