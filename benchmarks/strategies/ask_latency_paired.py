@@ -32,7 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("landscapes", type=Path)
     parser.add_argument("names", nargs="+")
-    parser.add_argument("--old", default="alignment_select=false,alignment_length=0.0")
+    parser.add_argument("--old", default="alignment_select=false,alignment_length=0.0,local_after=0")
     parser.add_argument("--new", default="")
     parser.add_argument("--observations", type=int, default=500)
     parser.add_argument("--batch", type=int, default=8)
