@@ -129,11 +129,23 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:  # a zombie (our own exited child) is not alive
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
+    # A zombie (our own exited child) is not alive. But a process's main thread shows as a zombie as soon
+    # as it has exited, while the process's other threads may still run, or still be exiting with its
+    # files open: a killed Celery worker's Redis connection, blocked in BRPOP, could still be handed a
+    # message that then died with it. So every thread must be gone or a zombie.
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return True
+        return True  # no /proc here: the signal's answer stands
+    return any(_thread_running(pid, thread) for thread in threads)
+
+
+def _thread_running(pid: int, thread: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/task/{thread}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False  # released between the listing and the read
 
 
 def spawn(name: str, argv: list[str], env: dict[str, str], log_dir: Path, cwd: Path | None = None) -> ProcessInfo:
