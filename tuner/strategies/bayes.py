@@ -69,7 +69,7 @@ from kernelfarm.tuner.strategies.gp import (
     fit_hyperparameters,
     loo_log_predictive,
 )
-from kernelfarm.tuner.strategies.local import local_steps_due
+from kernelfarm.tuner.strategies.local import local_steps_due, stalled_evaluations
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -179,6 +179,13 @@ class BayesSettings:
             out's choice among (5, 4), (10, 4), (10, 8), (20, 2), (30, 2) (issue 17, seventh session).
         local_every: with the local arm on, one local step per this many evaluations without a
             better config.
+        local_hops: 2: once none of the incumbent's one-parameter neighbours is left open, the
+            local arm steps to those two parameters away (1: one-parameter moves only).
+        pool_hops: 2: where the space is too large to score every free config, the pool also
+            holds the incumbent's two-parameter neighbours (up to a quarter of it), not only the
+            best configs' one-parameter ones and a random sample (1).
+        pool_hops_after: with ``pool_hops`` 2, only once the incumbent has gone this many
+            evaluations without a better config (0: from the first model-based ask).
     """
 
     n_init: int = 10
@@ -208,6 +215,9 @@ class BayesSettings:
     select_plain_steps: int = 5
     local_after: int = 20
     local_every: int = 2
+    local_hops: int = 1
+    pool_hops: int = 1
+    pool_hops_after: int = 0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -234,12 +244,15 @@ class BayesSettings:
         warm = (
             settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm,
             settings.gate_nulls, settings.alignment_length, settings.gate_admit, settings.local_after,
+            settings.pool_hops_after,
         )  # fmt: skip
         if min(sizes) < 2 or settings.n_init < 1 or settings.local_every < 1 or min(warm) < 0:
             raise InvalidInput(
                 "n_init, pool, train_max, fit_max, local_every must be positive; prior_*, "
-                "transfer_strength, n_init_warm, gate_*, alignment_length, local_after not negative"
+                "transfer_strength, n_init_warm, gate_*, alignment_length, local_after, pool_hops_after not negative"
             )
+        if settings.local_hops not in (1, 2) or settings.pool_hops not in (1, 2):
+            raise InvalidInput("strategy options 'local_hops' and 'pool_hops' must be 1 or 2")
         if settings.select_plain_steps < -1:
             raise InvalidInput("strategy option 'select_plain_steps' must be -1 (a fit of its own) or more")
         # One null model has no spread to measure the prior against (transfer.calibrated_agreement_all
@@ -580,13 +593,19 @@ class BayesianOptimizer(Optimizer):
         highest, as many as are due; each conditions the posterior like any other pick. Updates
         ``taken``."""
         settings = self.settings
-        due, near = local_steps_due(table, self.history, self._history_rows, settings.local_after, settings.local_every)
-        local = np.zeros(len(taken), dtype=bool)
-        local[: len(pool)] = np.isin(pool, near)
+        due, rings = local_steps_due(
+            table, self.history, self._history_rows, settings.local_after, settings.local_every, settings.local_hops
+        )
+        in_ring = []
+        for ring in rings:
+            local = np.zeros(len(taken), dtype=bool)
+            local[: len(pool)] = np.isin(pool, ring)
+            in_ring.append(local)
         chosen: list[int] = []
         for _ in range(min(due, n)):
-            open_ = local & ~taken
-            if not open_.any():
+            # the nearest ring with a move left open: two-parameter moves only once none of one is
+            open_ = next((ring & ~taken for ring in in_ring if (ring & ~taken).any()), None)
+            if open_ is None:
                 break
             i = self._best_open(posterior, offset, feasible, best, open_)
             taken[i] = True
@@ -696,6 +715,18 @@ class BayesianOptimizer(Optimizer):
         if len(near) > limit // 2:
             near = np.sort(rng.choice(near, limit // 2, replace=False))
         free[near] = False
+        if self.settings.pool_hops > 1 and stalled_evaluations(self.history) >= self.settings.pool_hops_after:
+            # The incumbent's two-parameter moves: on a large space a random sample of the rest
+            # holds almost none of them, so neither the model nor the local arm could propose one
+            # (the stalled runs of issue 17's seventh session ended two parameters from a config
+            # within 0.97 of the optimum).
+            first = table.neighbours(top[:1])
+            second = np.setdiff1d(table.neighbours(first), first)
+            second = second[free[second]]
+            if len(second) > limit // 4:
+                second = np.sort(rng.choice(second, limit // 4, replace=False))
+            free[second] = False
+            near = np.concatenate([near, second])
         rest = np.flatnonzero(free)
         sample = rng.choice(rest, min(len(rest), limit - len(near)), replace=False)
         return np.sort(np.concatenate([near, sample]))
