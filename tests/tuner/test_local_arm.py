@@ -115,54 +115,13 @@ def test_the_plain_model_is_the_full_fit_restricted_refined_or_fitted_apart(
         assert fits[1][2] is not None and len(fits[1][2].lengths) == plain
 
 
-CUBE = SearchSpace(parameters=tuple(Parameter(name, tuple(range(6))) for name in "abc"))
-CORNER: Config = {"a": 2, "b": 2, "c": 2}
-
-
-def _hops(config: Config, other: Config) -> int:
-    return sum(config[k] != other[k] for k in config)
-
-
 def _every_config(space: SearchSpace) -> list[Config]:
     return [dict(zip([p.name for p in space.parameters], v, strict=True))
             for v in itertools.product(*(p.values for p in space.parameters))]  # fmt: skip
 
 
-def _cube_history(one_parameter_moves_measured: bool, stalled: int) -> list[Observation]:
-    """CORNER the incumbent, then ``stalled`` slower configs three parameters from it, and (when
-    asked) every one of its 15 one-parameter neighbours, slower still."""
-    far = [c for c in _every_config(CUBE) if _hops(c, CORNER) == 3][:stalled]
-    near = [c for c in _every_config(CUBE) if _hops(c, CORNER) == 1]
-    history = [Observation(CORNER, 1.0), *(Observation(c, 6.0 + 0.01 * i) for i, c in enumerate(far))]
-    return history + [Observation(c, 5.0) for c in near] * one_parameter_moves_measured
-
-
-def test_the_rings_are_the_configs_one_and_two_parameters_from_the_incumbent() -> None:
-    table = candidate_table(CUBE, {})
-    history = _cube_history(False, 24)
-    rows = table_rows(table, CUBE, history)
-    due, rings = local_steps_due(table, history, rows, after=20, every=2, hops=2)
-    assert due == 3  # 24 evaluations without improvement: stalls 20, 22, 24
-    for ring, hops in zip(rings, (1, 2), strict=True):
-        found = sorted(tuple(CUBE.config_at(i).values()) for i in table.indices[ring])
-        expected = sorted(tuple(c.values()) for c in _every_config(CUBE) if _hops(c, CORNER) == hops)
-        assert found == expected and len(found) == (15, 75)[hops - 1]
-    assert len(local_steps_due(table, history, rows, after=20, every=2)[1]) == 1  # hops 1: one ring
-    # a measured two-parameter move counts as a step taken
-    step = [*history, Observation({"a": 3, "b": 3, "c": 2}, 7.0)]
-    assert local_steps_due(table, step, table_rows(table, CUBE, step), after=20, every=2, hops=2)[0] == 2
-
-
-def test_with_two_hops_the_arm_steps_two_parameters_once_no_one_parameter_move_is_left() -> None:
-    # 55 evaluations without improvement: 18 steps allowed, the 15 one-parameter moves taken
-    history = _cube_history(True, 40)
-    options = {"local_after": 20, "local_every": 2}
-    two = BayesianOptimizer.from_history(CUBE, {}, history, 0, {**options, "local_hops": 2}).ask(2)
-    assert [_hops(c, CORNER) for c in two] == [2, 2]
-    # one hop: nothing left for the arm, so the proposals are the model's own
-    own = BayesianOptimizer.from_history(CUBE, {}, history, 0, {"local_after": 0}).ask(2)
-    assert BayesianOptimizer.from_history(CUBE, {}, history, 0, options).ask(2) == own
-    assert own != two
+def _hops(config: Config, other: Config) -> int:
+    return sum(config[k] != other[k] for k in config)
 
 
 def test_pool_hops_puts_the_incumbents_two_parameter_moves_in_a_capped_pool(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,6 +153,6 @@ def test_pool_hops_puts_the_incumbents_two_parameter_moves_in_a_capped_pool(monk
 
 
 def test_hop_options_are_checked() -> None:
-    for bad in ({"local_hops": 0}, {"local_hops": 3}, {"pool_hops": 3}, {"pool_hops": True}, {"pool_hops_after": -1}):
+    for bad in ({"pool_hops": 0}, {"pool_hops": 3}, {"pool_hops": True}, {"pool_hops_after": -1}):
         with pytest.raises(InvalidInput):
             BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, bad)

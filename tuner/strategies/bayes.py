@@ -179,8 +179,6 @@ class BayesSettings:
             out's choice among (5, 4), (10, 4), (10, 8), (20, 2), (30, 2) (issue 17, seventh session).
         local_every: with the local arm on, one local step per this many evaluations without a
             better config.
-        local_hops: 2: once none of the incumbent's one-parameter neighbours is left open, the
-            local arm steps to those two parameters away (1: one-parameter moves only).
         pool_hops: 2: where the space is too large to score every free config, the pool also
             holds the incumbent's two-parameter neighbours (up to a quarter of it), not only the
             best configs' one-parameter ones and a random sample (1).
@@ -215,7 +213,6 @@ class BayesSettings:
     select_plain_steps: int = 5
     local_after: int = 20
     local_every: int = 2
-    local_hops: int = 1
     pool_hops: int = 1
     pool_hops_after: int = 0
 
@@ -251,8 +248,8 @@ class BayesSettings:
                 "n_init, pool, train_max, fit_max, local_every must be positive; prior_*, "
                 "transfer_strength, n_init_warm, gate_*, alignment_length, local_after, pool_hops_after not negative"
             )
-        if settings.local_hops not in (1, 2) or settings.pool_hops not in (1, 2):
-            raise InvalidInput("strategy options 'local_hops' and 'pool_hops' must be 1 or 2")
+        if settings.pool_hops not in (1, 2):
+            raise InvalidInput("strategy option 'pool_hops' must be 1 or 2")
         if settings.select_plain_steps < -1:
             raise InvalidInput("strategy option 'select_plain_steps' must be -1 (a fit of its own) or more")
         # One null model has no spread to measure the prior against (transfer.calibrated_agreement_all
@@ -593,19 +590,13 @@ class BayesianOptimizer(Optimizer):
         highest, as many as are due; each conditions the posterior like any other pick. Updates
         ``taken``."""
         settings = self.settings
-        due, rings = local_steps_due(
-            table, self.history, self._history_rows, settings.local_after, settings.local_every, settings.local_hops
-        )
-        in_ring = []
-        for ring in rings:
-            local = np.zeros(len(taken), dtype=bool)
-            local[: len(pool)] = np.isin(pool, ring)
-            in_ring.append(local)
+        due, near = local_steps_due(table, self.history, self._history_rows, settings.local_after, settings.local_every)
+        local = np.zeros(len(taken), dtype=bool)
+        local[: len(pool)] = np.isin(pool, near)
         chosen: list[int] = []
         for _ in range(min(due, n)):
-            # the nearest ring with a move left open: two-parameter moves only once none of one is
-            open_ = next((ring & ~taken for ring in in_ring if (ring & ~taken).any()), None)
-            if open_ is None:
+            open_ = local & ~taken
+            if not open_.any():
                 break
             i = self._best_open(posterior, offset, feasible, best, open_)
             taken[i] = True

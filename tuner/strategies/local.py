@@ -46,27 +46,22 @@ def local_steps_due(
     rows: np.ndarray,
     after: int,
     every: int,
-    hops: int = 1,
-) -> tuple[int, list[np.ndarray]]:
-    """How many proposals of this ask go to the incumbent's neighbours, and those neighbours, nearest
-    first: the configs one parameter away, then (``hops`` 2) those two parameters away, which the
-    arm proposes once no one-parameter move is left open.
+) -> tuple[int, np.ndarray]:
+    """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
 
     ``rows``: each history entry's table row. ``after``: completed evaluations without a better
     config before the first local step; then one step per ``every`` evaluations. Steps already
     taken (neighbours of the incumbent measured or pending since it was found) count against
     the quota. ``after`` 0 turns the arm off.
     """
+    empty = np.zeros(0, dtype=np.int64)
     where = incumbent_index(history)
     if after <= 0 or where is None or rows[where] < 0:
-        return 0, []
+        return 0, empty
     stalled = stalled_evaluations(history)
     if stalled < after:
-        return 0, []
-    incumbent = np.array([rows[where]], dtype=np.int64)
-    rings = [table.neighbours(incumbent)]
-    if hops > 1:
-        rings.append(np.setdiff1d(table.neighbours(rings[0]), np.concatenate([rings[0], incumbent])))
-    taken = int(np.isin(rows[where + 1 :], np.concatenate(rings)).sum())
+        return 0, empty
+    neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
+    taken = int(np.isin(rows[where + 1 :], neighbours).sum())
     allowed = 1 + (stalled - after) // max(every, 1)
-    return max(0, allowed - taken), rings
+    return max(0, allowed - taken), neighbours
