@@ -215,7 +215,6 @@ class BayesSettings:
     local_every: int = 2
     pool_hops: int = 1
     pool_hops_after: int = 0
-    pool_ring_extra: bool = False  # experiment (issue 17, eighth session): the ring on top of the pool
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -719,7 +718,6 @@ class BayesianOptimizer(Optimizer):
                 second = np.sort(rng.choice(second, limit // 4, replace=False))
             free[second] = False
             near = np.concatenate([near, second])
-            limit += len(second) if self.settings.pool_ring_extra else 0
         rest = np.flatnonzero(free)
         sample = rng.choice(rest, min(len(rest), limit - len(near)), replace=False)
         return np.sort(np.concatenate([near, sample]))
