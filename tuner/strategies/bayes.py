@@ -184,9 +184,6 @@ class BayesSettings:
             best configs' one-parameter ones and a random sample (1).
         pool_hops_after: with ``pool_hops`` 2, only once the incumbent has gone this many
             evaluations without a better config (0: from the first model-based ask).
-        local_ring: the local arm's steps go to the incumbent's one- and two-parameter
-            neighbours, the two-parameter ones added to the pool for the arm alone (the model's own
-            picks, the pool and the random draws stay those of the job without it).
     """
 
     n_init: int = 10
@@ -218,7 +215,6 @@ class BayesSettings:
     local_every: int = 2
     pool_hops: int = 1
     pool_hops_after: int = 0
-    local_ring: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -520,8 +516,6 @@ class BayesianOptimizer(Optimizer):
         suggested = np.array([r for r in self.suggestions if r not in set(already)], dtype=np.int64)
         suggested = suggested[np.isin(suggested, free_rows)]
         pool = np.union1d(pool, suggested)
-        ring = self._local_ring(table, pool, free_rows)
-        pool = np.union1d(pool, ring)
         fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
         scored = np.concatenate([pool, fantasies])
         offset = np.zeros(len(scored))
@@ -562,7 +556,6 @@ class BayesianOptimizer(Optimizer):
                     self.accepted.append(int(pool[i]))
                     posterior.condition(i)
         chosen += self._local_picks(table, pool, posterior, offset, feasible, best, taken, n - len(chosen))
-        taken[: len(pool)] |= np.isin(pool, ring)  # the ring is the local arm's alone
         for _ in range(min(n - len(chosen), int((~taken).sum()))):
             i = self._best_open(posterior, offset, feasible, best, ~taken)
             taken[i] = True
@@ -597,10 +590,7 @@ class BayesianOptimizer(Optimizer):
         highest, as many as are due; each conditions the posterior like any other pick. Updates
         ``taken``."""
         settings = self.settings
-        due, near = local_steps_due(
-            table, self.history, self._history_rows, settings.local_after, settings.local_every,
-            2 if settings.local_ring else 1,
-        )  # fmt: skip
+        due, near = local_steps_due(table, self.history, self._history_rows, settings.local_after, settings.local_every)
         local = np.zeros(len(taken), dtype=bool)
         local[: len(pool)] = np.isin(pool, near)
         chosen: list[int] = []
@@ -731,24 +721,6 @@ class BayesianOptimizer(Optimizer):
         rest = np.flatnonzero(free)
         sample = rng.choice(rest, min(len(rest), limit - len(near)), replace=False)
         return np.sort(np.concatenate([near, sample]))
-
-    def _local_ring(self, table: CandidateTable, pool: np.ndarray, free_rows: np.ndarray) -> np.ndarray:
-        """With ``local_ring``, while local steps are due: the incumbent's free two-parameter
-        neighbours the pool lacks (at most a quarter of ``pool`` setting's size), drawn from a
-        generator of their own so the pool, the random draws and the model's own picks stay the
-        default's."""
-        settings = self.settings
-        if not settings.local_ring:
-            return np.zeros(0, dtype=np.int64)
-        due, near = local_steps_due(
-            table, self.history, self._history_rows, settings.local_after, settings.local_every, 2
-        )
-        if due <= 0:
-            return np.zeros(0, dtype=np.int64)
-        ring = np.setdiff1d(near[np.isin(near, free_rows)], pool)
-        if len(ring) > settings.pool // 4:
-            ring = np.sort(np.random.default_rng(len(self.history)).choice(ring, settings.pool // 4, replace=False))
-        return ring
 
     def _feasibility(
         self,

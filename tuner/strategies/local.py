@@ -46,10 +46,8 @@ def local_steps_due(
     rows: np.ndarray,
     after: int,
     every: int,
-    hops: int = 1,
 ) -> tuple[int, np.ndarray]:
-    """How many proposals of this ask go to the incumbent's neighbours, and those neighbours (one
-    parameter away; ``hops`` 2: one or two).
+    """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
 
     ``rows``: each history entry's table row. ``after``: completed evaluations without a better
     config before the first local step; then one step per ``every`` evaluations. Steps already
@@ -64,8 +62,6 @@ def local_steps_due(
     if stalled < after:
         return 0, empty
     neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
-    if hops > 1:
-        neighbours = np.setdiff1d(np.union1d(neighbours, table.neighbours(neighbours)), rows[where : where + 1])
     taken = int(np.isin(rows[where + 1 :], neighbours).sum())
     allowed = 1 + (stalled - after) // max(every, 1)
     return max(0, allowed - taken), neighbours
