@@ -181,7 +181,9 @@ class BayesSettings:
             better config.
         pool_hops: 2: where the space is too large to score every free config, the pool also
             holds the incumbent's two-parameter neighbours (up to a quarter of it), not only the
-            best configs' one-parameter ones and a random sample (1).
+            best configs' one-parameter ones and a random sample (1). Off by default: it meets
+            convolution_milo's targets but costs gemm, and leave-one-family-out keeps it off (issue
+            17, eighth session, docs/benchmarks/STRATEGIES.md).
         pool_hops_after: with ``pool_hops`` 2, only once the incumbent has gone this many
             evaluations without a better config (0: from the first model-based ask).
     """
