@@ -37,7 +37,11 @@ def incumbent_index(history: Sequence[Observation]) -> int | None:
 def stalled_evaluations(history: Sequence[Observation]) -> int:
     """Completed evaluations since the incumbent was measured (0 while there is none)."""
     where = incumbent_index(history)
-    return 0 if where is None else sum(1 for obs in history[where + 1 :] if not obs.pending)
+    return 0 if where is None else _completed_after(history, where)
+
+
+def _completed_after(history: Sequence[Observation], where: int) -> int:
+    return sum(1 for obs in history[where + 1 :] if not obs.pending)
 
 
 def local_steps_due(
@@ -58,7 +62,7 @@ def local_steps_due(
     where = incumbent_index(history)
     if after <= 0 or where is None or rows[where] < 0:
         return 0, empty
-    stalled = stalled_evaluations(history)
+    stalled = _completed_after(history, where)  # the incumbent is found once, above
     if stalled < after:
         return 0, empty
     neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
