@@ -68,7 +68,7 @@ def busy_processes(count: int) -> Iterator[None]:
 
 def ready_worker(farm: chaos_farm.ChaosFarm) -> str:
     name = farm.start_worker(sleep_ms=100).name
-    wait_for(lambda: " ready." in farm.log(name), 120, f"worker {name} to start")
+    wait_for(lambda: farm.worker_ready(name), 120, f"worker {name} to start")
     return name
 
 

@@ -165,6 +165,10 @@ class ChaosFarm:
         """The coordinator's Celery worker consumes its queue (its log says so once it does)."""
         return "coordinator" in self.processes and " ready." in self.component_log("coordinator")
 
+    def worker_ready(self, name: str) -> bool:
+        """Worker ``name`` has registered and consumes its queue (its log says so once it does)."""
+        return " ready." in self.log(name)
+
     def start_worker(
         self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), name: str | None = None, **env: str
     ) -> ProcessInfo:

@@ -39,7 +39,7 @@ STARTUP_TIMEOUT = 300.0
 def ready_worker(farm: ChaosFarm, **options: Any) -> ProcessInfo:
     """``farm.start_worker(**options)``, returned once the worker has registered and consumes."""
     info = farm.start_worker(**options)
-    wait_for(lambda: " ready." in farm.log(info.name), STARTUP_TIMEOUT, f"worker {info.name} to start")
+    wait_for(lambda: farm.worker_ready(info.name), STARTUP_TIMEOUT, f"worker {info.name} to start")
     return info
 
 

@@ -60,7 +60,7 @@ def farm(own_farm: ChaosFarm) -> Iterator[ChaosFarm]:
     ready_coordinator(own_farm)
     for _ in range(2):
         own_farm.start_worker(sleep_ms=20)
-    wait_for(lambda: all(" ready." in own_farm.log(w) for w in own_farm.workers()), STARTUP_TIMEOUT, "the workers")
+    wait_for(lambda: all(map(own_farm.worker_ready, own_farm.workers())), STARTUP_TIMEOUT, "the workers")
     yield own_farm
 
 
