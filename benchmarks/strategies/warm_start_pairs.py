@@ -20,7 +20,9 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import pickle
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -41,23 +43,50 @@ from kernelfarm.tuner.strategy_benchmark.transfer import shuffled
 ARMS = ("cold", "warm", "unrelated")
 
 
+PriorKey = tuple[str, int, bool]  # (source GPU's landscape, repeat's seed, unrelated)
+
+
+def _source_run(job: tuple[Path, str, int, bool, argparse.Namespace]) -> list[Observation]:
+    """One source's earlier job: its trials, marked with that GPU as their source."""
+    path, name, seed, unrelated, args = job
+    landscape = load_landscape(path)
+    if unrelated:
+        landscape = shuffled(landscape, 30_000 + seed)
+    run = replay(landscape, get_strategy(args.prior_strategy), args.prior_trials, 1000 + seed)
+    return [replace(o, source=name) for o in run.history]
+
+
 def _prior(paths: dict[str, Path], sources: list[str], args: argparse.Namespace, seed: int, unrelated: bool):
     out: list[Observation] = []
     for name in sources:
-        landscape = load_landscape(paths[name])
-        if unrelated:
-            landscape = shuffled(landscape, 30_000 + seed)
-        run = replay(landscape, get_strategy(args.prior_strategy), args.prior_trials, 1000 + seed)
-        out += [replace(o, source=name) for o in run.history]
+        out += _source_run((paths[name], name, seed, unrelated, args))
     return out
 
 
+def _source_runs(
+    paths: dict[str, Path], keys: set[PriorKey], args: argparse.Namespace, pool: ProcessPoolExecutor
+) -> dict[PriorKey, list[Observation]]:
+    """Every source job the targets' priors need, each run once (a source's job at a seed is the
+    same whichever target it serves), kept in ``--prior-cache`` for later runs with other options."""
+    cache: dict[PriorKey, list[Observation]] = {}
+    path = args.prior_cache
+    if path is not None and path.exists():
+        cache = pickle.loads(gzip.decompress(path.read_bytes()))
+    missing = sorted(keys - set(cache))
+    jobs = [(paths[name], name, seed, unrelated, args) for name, seed, unrelated in missing]
+    cache.update(zip(missing, pool.map(_source_run, jobs), strict=True))
+    if path is not None and missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gzip.compress(pickle.dumps(cache)))
+    return cache
+
+
 def _task(
-    job: tuple[str, dict[str, Path], list[str], str, int, argparse.Namespace],
+    job: tuple[str, dict[str, Path], list[Observation], str, int, argparse.Namespace],
 ) -> tuple[list[float | None], float | None]:
-    target, paths, sources, arm, seed, args = job
+    target, paths, prior, arm, seed, args = job
+    sources = sorted({o.source for o in prior if o.source is not None})
     landscape = load_landscape(paths[target])
-    prior = [] if arm == "cold" else _prior(paths, sources, args, seed, unrelated=arm == "unrelated")
     best_of_prior = None
     done = [o for o in prior if o.value is not None]
     if arm == "warm" and done:
@@ -86,16 +115,28 @@ def main() -> None:
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--prior-cache", type=Path,
+        help="a file keeping the source jobs (pickle, gzip) for runs that change only --strategy; "
+        "it is only valid for the same --prior-strategy, --prior-trials and landscapes",
+    )  # fmt: skip
     args = parser.parse_args()
     paths = {landscape_name(p): p for p in sorted(args.landscapes.glob("*.json*"))}
     families = by_family(paths)
     targets = [t for t in paths if not args.only or t in args.only]
     arms = args.arms.split(",")
-    jobs = [
-        (t, paths, [s for s in families[family_of(t)] if s != t], arm, args.seed + r, args)
-        for t in targets for arm in arms for r in range(args.repeats)
-    ]  # fmt: skip
+    sources = {t: [s for s in families[family_of(t)] if s != t] for t in targets}
+    warm_arms = [arm for arm in arms if arm != "cold"]
+    keys = {(s, args.seed + r, arm == "unrelated")
+            for t in targets for arm in warm_arms for s in sources[t] for r in range(args.repeats)}  # fmt: skip
     with ProcessPoolExecutor(args.jobs) as pool:
+        runs = _source_runs(paths, keys, args, pool)
+
+        def prior(target: str, arm: str, seed: int) -> list[Observation]:
+            return [] if arm == "cold" else [o for s in sources[target] for o in runs[s, seed, arm == "unrelated"]]
+
+        jobs = [(t, paths, prior(t, arm, args.seed + r), arm, args.seed + r, args)
+                for t in targets for arm in arms for r in range(args.repeats)]  # fmt: skip
         results = list(pool.map(_task, jobs))
     report: dict[str, Any] = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                               "landscapes": {}}  # fmt: skip
