@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,10 +14,12 @@ import pytest
 from kernelfarm.core.states import FailureKind
 from kernelfarm.tuner.coordinator import _prior_status
 from kernelfarm.tuner.history import describe_prior
-from kernelfarm.tuner.strategies import bayes
+from kernelfarm.tuner.strategies import bayes, transfer
 from kernelfarm.tuner.strategies.base import Observation
-from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.bayes import BayesianOptimizer, BayesSettings
+from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.design import maximin
+from kernelfarm.tuner.strategies.observed import table_rows
 from kernelfarm.tuner.strategies.registry import get_strategy
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -24,6 +28,7 @@ from kernelfarm.tuner.strategies.transfer import (
     prefix_agreement,
     prior_models,
     rank_agreement,
+    summarize_prior,
 )
 from tests.tuner.conftest import CONTEXT, SPACE, objective
 
@@ -310,3 +315,68 @@ def test_a_banned_row_is_never_picked_and_leaves_the_other_picks_as_they_were() 
     # a banned row that would not have been picked changes nothing: the random draws are the same
     unpicked = int(np.setdiff1d(free, plain)[0])
     assert maximin(features, free, placed, 6, np.random.default_rng(7), banned=np.array([unpicked])) == plain
+
+
+@pytest.mark.parametrize(
+    ("agreement", "gate_drop", "verdict"),
+    [
+        ([-0.4, 3.0], 0.0, "drop"),  # the default: a prefix below the null models drops the prior
+        ([-0.4, 3.0], 0.5, "keep"),  # within the margin: held back, then admitted
+        ([-0.6, 3.0], 0.5, "drop"),  # past it: dropped for good
+    ],
+)
+def test_gate_drop_is_how_far_below_the_null_models_a_prefix_may_fall(
+    monkeypatch: pytest.MonkeyPatch, agreement: list[float], gate_drop: float, verdict: str
+) -> None:
+    history, related, _ = _history_and_priors()
+    monkeypatch.setattr(bayes, "calibrated_agreement", lambda *args: np.array(agreement))
+    options = {"gate_probe": False, "gate_admit": 2.0, "gate_drop": gate_drop}
+    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, options, prior=related)
+    warm.ask(2)
+    assert warm.prior_dropped == (verdict == "drop")
+    assert warm.prior_used == (verdict == "keep")
+
+
+def _fresh_prior_caches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Empty model caches for this test, and the sizes every prior fit of hyperparameters gets."""
+    monkeypatch.setattr(transfer, "_MODELS", OrderedDict())
+    monkeypatch.setattr(transfer, "_HYPERPARAMETERS", OrderedDict())
+    sizes: list[int] = []
+    fit = transfer.fit_hyperparameters
+
+    def counted(x: np.ndarray, y: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(x))
+        return fit(x, y, *args, **kwargs)
+
+    monkeypatch.setattr(transfer, "fit_hyperparameters", counted)
+    return sizes
+
+
+def test_prior_fit_max_is_how_many_prior_points_fit_the_prior_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prior's GP and its null models fit their hyperparameters on ``prior_fit_max`` of its
+    points (0: the objective model's ``fit_max``)."""
+    history, related, _ = _history_and_priors()
+    for options, expected in (({"fit_max": 16}, 16), ({"fit_max": 16, "prior_fit_max": 40}, 40)):
+        sizes = _fresh_prior_caches(monkeypatch)
+        BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, options, prior=related).ask(1)
+        assert sizes == [expected] * (1 + BayesSettings().gate_nulls)
+
+
+def test_prior_models_evicted_from_the_cache_are_rebuilt_without_refitting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More warm jobs than the model cache keeps: their hyperparameters are still known, so the
+    models come back the same without a fit (a fit of 9 models can take a second)."""
+    _, related, _ = _history_and_priors()
+    sizes = _fresh_prior_caches(monkeypatch)
+    table = candidate_table(SPACE, CONTEXT)
+    features = table.model_features(False)
+    summary = summarize_prior(related, table_rows(table, SPACE, related), "copula")
+    assert summary is not None
+    first = prior_models(table, features, summary, 8, 256, 64)
+    fits = len(sizes)
+    assert fits == 9
+    transfer._MODELS.clear()
+    again = prior_models(table, features, summary, 8, 256, 64)
+    assert len(sizes) == fits and again is not first
+    for old, new in zip((first.prior, *first.nulls), (again.prior, *again.nulls), strict=True):
+        np.testing.assert_array_equal(old.mean(features), new.mean(features))
+    assert again.predicted_best == first.predicted_best == int(np.argmin(first.prior.mean(features)))

@@ -148,6 +148,14 @@ class BayesSettings:
             measured configs are the cold job's space-filling design, and the prior's seeds and
             model come after them only if it passes (False: the seeds are proposed first, and
             the gate judges the prior on configs it chose itself).
+        gate_drop: with null models, how far below them (in their standard deviations) a prefix's
+            agreement may fall before the gate drops a prior it has not admitted yet (0: at the
+            first prefix below them).
+        gate_probe_model: the probe is the config the prior's model predicts fastest (False: the
+            fastest config the prior measured).
+        prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
+            the null models (0: ``fit_max``, as the job's own model). They are fitted once per
+            prior and process (transfer.prior_models), not at every ask.
         alignment: the encoding's alignment columns (encoding.py: "is a power of two" and the
             power of two dividing the value, for integer parameters that are not all powers of
             two) are always model features (False: ``alignment_select`` decides per ask).
@@ -208,6 +216,9 @@ class BayesSettings:
     gate_admit: float = 0.5
     gate_probe: bool = True
     gate_first: bool = True
+    gate_probe_model: bool = False
+    prior_fit_max: int = 0
+    gate_drop: float = 0.0
     alignment: bool = False
     alignment_length: float = 2.0
     design_alignment: bool = False
@@ -243,7 +254,7 @@ class BayesSettings:
         warm = (
             settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm,
             settings.gate_nulls, settings.alignment_length, settings.gate_admit, settings.local_after,
-            settings.pool_hops_after,
+            settings.pool_hops_after, settings.prior_fit_max, settings.gate_drop,
         )  # fmt: skip
         if min(sizes) < 2 or settings.n_init < 1 or settings.local_every < 1 or min(warm) < 0:
             raise InvalidInput(
@@ -395,7 +406,8 @@ class BayesianOptimizer(Optimizer):
 
     def _prior_models(self, table: CandidateTable, summary: PriorSummary) -> PriorModels:
         nulls = self.settings.gate_nulls if self.settings.transfer_gate >= 0 else 0
-        return prior_models(table, self._x, summary, nulls, self.settings.train_max, self.settings.fit_max)
+        fit_max = self.settings.prior_fit_max or self.settings.fit_max
+        return prior_models(table, self._x, summary, nulls, self.settings.train_max, fit_max)
 
     def _probe_row(self, summary: PriorSummary | None, models: PriorModels | None) -> int | None:
         """The table row of the prior's best config when the gate probes (``gate_probe``, with a
@@ -403,7 +415,9 @@ class BayesianOptimizer(Optimizer):
         settings = self.settings
         if summary is None or models is None or not models.nulls or not settings.gate_probe:
             return None
-        return None if settings.transfer_gate < 0 else summary.best(1)[0]
+        if settings.transfer_gate < 0:
+            return None
+        return models.predicted_best if settings.gate_probe_model else summary.best(1)[0]
 
     def _prior_verdict(self, rows: np.ndarray, models: PriorModels, probe: int | None) -> tuple[str, np.ndarray]:
         """The gate (transfer.py): "keep", "wait" (not judged yet: the job goes on as the cold one
@@ -454,7 +468,7 @@ class BayesianOptimizer(Optimizer):
         early, early_log = first_successes(visible, rows[~hidden], STICKY_MAX)
         admitted_at = None  # the prefix (its length) that admitted the prior
         for k, z in enumerate(self._agreement(models, early, early_log).tolist(), start=GATE_MIN):
-            if z < 0:
+            if z < -settings.gate_drop:
                 return "drop", hidden
             if z >= settings.gate_admit:
                 admitted_at = k

@@ -45,13 +45,14 @@ import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import kendalltau
 
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.candidates import CandidateTable
-from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters
+from kernelfarm.tuner.strategies.gp import GaussianProcess, Hyperparameters, fit_hyperparameters
 from kernelfarm.tuner.strategies.observed import observe_rows
 from kernelfarm.tuner.strategies.warping import standardize, subset, warp
 
@@ -104,10 +105,19 @@ class PriorModels:
 
     prior: GaussianProcess
     nulls: tuple[GaussianProcess, ...]
+    # the table row the prior's model predicts fastest (the gate's probe with ``gate_probe_model``)
+    predicted_best: int
 
 
-_MODELS: OrderedDict[tuple[bytes, bytes, bytes, int, int, int, int], PriorModels] = OrderedDict()
+ModelsKey = tuple[bytes, bytes, bytes, int, int, int, int]
+_MODELS: OrderedDict[ModelsKey, PriorModels] = OrderedDict()
 _MODELS_KEPT = 8
+# Fitting the hyperparameters is what costs (up to a second for 9 models of 256 points, where
+# building a GP from them takes milliseconds), and they take a few hundred bytes per prior: many
+# more are kept than models, so a coordinator stepping more warm jobs than _MODELS_KEPT in turn
+# rebuilds their models instead of refitting them at every step.
+_HYPERPARAMETERS: OrderedDict[ModelsKey, tuple[Hyperparameters, ...]] = OrderedDict()
+_HYPERPARAMETERS_KEPT = 1024
 
 
 def prior_models(
@@ -127,26 +137,42 @@ def prior_models(
         return _MODELS[key]
     seed = int(hashlib.blake2b(summary.rows.tobytes(), digest_size=8).hexdigest(), 16)
     shuffle = np.random.default_rng(seed + 1)
-    shuffled = [summary.score[shuffle.permutation(len(summary.score))] for _ in range(nulls)]
-    models = PriorModels(
-        _fit_prior(features, summary.rows, summary.score, seed, train_max, fit_max),
-        tuple(_fit_prior(features, summary.rows, score, seed, train_max, fit_max) for score in shuffled),
-    )
-    _MODELS[key] = models
-    while len(_MODELS) > _MODELS_KEPT:
-        _MODELS.popitem(last=False)
+    scores = [summary.score, *(summary.score[shuffle.permutation(len(summary.score))] for _ in range(nulls))]
+    fitted = _HYPERPARAMETERS.get(key) or (None,) * len(scores)
+    gps = [_fit_prior(features, summary.rows, score, seed, train_max, fit_max, hp)
+           for score, hp in zip(scores, fitted, strict=True)]  # fmt: skip
+    models = PriorModels(gps[0], tuple(gps[1:]), int(np.argmin(gps[0].mean(features))))
+    _keep(_MODELS, key, models, _MODELS_KEPT)
+    _keep(_HYPERPARAMETERS, key, tuple(gp.hp for gp in gps), _HYPERPARAMETERS_KEPT)
     return models
 
 
+def _keep(cache: OrderedDict[ModelsKey, Any], key: ModelsKey, value: Any, kept: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > kept:
+        cache.popitem(last=False)
+
+
 def _fit_prior(
-    features: np.ndarray, rows: np.ndarray, score: np.ndarray, seed: int, train_max: int, fit_max: int
+    features: np.ndarray,
+    rows: np.ndarray,
+    score: np.ndarray,
+    seed: int,
+    train_max: int,
+    fit_max: int,
+    hp: Hyperparameters | None = None,
 ) -> GaussianProcess:
+    """The GP on ``score`` at ``rows`` (at most ``train_max``, the best quarter always in), its
+    hyperparameters fitted on at most ``fit_max`` of them unless given (``hp``: fitted before)."""
     rng = np.random.default_rng(seed)
     keep = subset(len(rows), train_max, score, rng)
     rows, score = rows[keep], standardize(score[keep])
     x = features[rows]
-    fit = subset(len(rows), fit_max, score, rng)
-    return GaussianProcess(x, score, fit_hyperparameters(x[fit], score[fit]))
+    if hp is None:
+        fit = subset(len(rows), fit_max, score, rng)
+        hp = fit_hyperparameters(x[fit], score[fit])
+    return GaussianProcess(x, score, hp)
 
 
 def learned_scale(prior_mean: np.ndarray, target: np.ndarray, strength: float) -> tuple[float, float]:
