@@ -356,7 +356,7 @@ def test_prior_fit_max_is_how_many_prior_points_fit_the_prior_models(monkeypatch
     """The prior's GP and its null models fit their hyperparameters on ``prior_fit_max`` of its
     points (0: the objective model's ``fit_max``)."""
     history, related, _ = _history_and_priors()
-    for options, expected in (({"fit_max": 16}, 16), ({"fit_max": 16, "prior_fit_max": 40}, 40)):
+    for options, expected in (({"fit_max": 16, "prior_fit_max": 0}, 16), ({"fit_max": 16, "prior_fit_max": 40}, 40)):
         sizes = _fresh_prior_caches(monkeypatch)
         BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, options, prior=related).ask(1)
         assert sizes == [expected] * (1 + BayesSettings().gate_nulls)
@@ -379,4 +379,3 @@ def test_prior_models_evicted_from_the_cache_are_rebuilt_without_refitting(monke
     assert len(sizes) == fits and again is not first
     for old, new in zip((first.prior, *first.nulls), (again.prior, *again.nulls), strict=True):
         np.testing.assert_array_equal(old.mean(features), new.mean(features))
-    assert again.predicted_best == first.predicted_best == int(np.argmin(first.prior.mean(features)))

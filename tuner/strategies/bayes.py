@@ -151,11 +151,12 @@ class BayesSettings:
         gate_drop: with null models, how far below them (in their standard deviations) a prefix's
             agreement may fall before the gate drops a prior it has not admitted yet (0: at the
             first prefix below them).
-        gate_probe_model: the probe is the config the prior's model predicts fastest (False: the
-            fastest config the prior measured).
         prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
-            the null models (0: ``fit_max``, as the job's own model). They are fitted once per
-            prior and process (transfer.prior_models), not at every ask.
+            the null models (0: ``fit_max``, as the job's own model). 256 (all a prior of three
+            100-trial jobs holds, where 64 left the model's length scales to a quarter of them):
+            leave-one-family-out's choice on the real pairs (issue 17, ninth session,
+            docs/benchmarks/STRATEGIES.md). Fitted once per prior and process
+            (transfer.prior_models), not at every ask: about a second on the first warm ask.
         alignment: the encoding's alignment columns (encoding.py: "is a power of two" and the
             power of two dividing the value, for integer parameters that are not all powers of
             two) are always model features (False: ``alignment_select`` decides per ask).
@@ -216,8 +217,7 @@ class BayesSettings:
     gate_admit: float = 0.5
     gate_probe: bool = True
     gate_first: bool = True
-    gate_probe_model: bool = False
-    prior_fit_max: int = 0
+    prior_fit_max: int = 256
     gate_drop: float = 0.0
     alignment: bool = False
     alignment_length: float = 2.0
@@ -415,9 +415,7 @@ class BayesianOptimizer(Optimizer):
         settings = self.settings
         if summary is None or models is None or not models.nulls or not settings.gate_probe:
             return None
-        if settings.transfer_gate < 0:
-            return None
-        return models.predicted_best if settings.gate_probe_model else summary.best(1)[0]
+        return None if settings.transfer_gate < 0 else summary.best(1)[0]
 
     def _prior_verdict(self, rows: np.ndarray, models: PriorModels, probe: int | None) -> tuple[str, np.ndarray]:
         """The gate (transfer.py): "keep", "wait" (not judged yet: the job goes on as the cold one

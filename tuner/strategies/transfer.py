@@ -105,8 +105,6 @@ class PriorModels:
 
     prior: GaussianProcess
     nulls: tuple[GaussianProcess, ...]
-    # the table row the prior's model predicts fastest (the gate's probe with ``gate_probe_model``)
-    predicted_best: int
 
 
 ModelsKey = tuple[bytes, bytes, bytes, int, int, int, int]
@@ -141,7 +139,7 @@ def prior_models(
     fitted = _HYPERPARAMETERS.get(key) or (None,) * len(scores)
     gps = [_fit_prior(features, summary.rows, score, seed, train_max, fit_max, hp)
            for score, hp in zip(scores, fitted, strict=True)]  # fmt: skip
-    models = PriorModels(gps[0], tuple(gps[1:]), int(np.argmin(gps[0].mean(features))))
+    models = PriorModels(gps[0], tuple(gps[1:]))
     _keep(_MODELS, key, models, _MODELS_KEPT)
     _keep(_HYPERPARAMETERS, key, tuple(gp.hp for gp in gps), _HYPERPARAMETERS_KEPT)
     return models
