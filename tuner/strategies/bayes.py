@@ -152,11 +152,12 @@ class BayesSettings:
             agreement may fall before the gate drops a prior it has not admitted yet (0: at the
             first prefix below them).
         prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
-            the null models (0: ``fit_max``, as the job's own model). 256 (all a prior of three
-            100-trial jobs holds, where 64 left the model's length scales to a quarter of them):
-            leave-one-family-out's choice on the real pairs (issue 17, ninth session,
-            docs/benchmarks/STRATEGIES.md). Fitted once per prior and process
-            (transfer.prior_models), not at every ask: about a second on the first warm ask.
+            the null models (0: ``fit_max``, as the job's own model). 256: all the points of a
+            prior of three 100-trial jobs, where ``fit_max`` (64) fitted its length scales on a
+            quarter of them; leave-one-family-out's choice on the real pairs (issue 17, ninth
+            session, docs/benchmarks/STRATEGIES.md). Fitted once per prior and process
+            (transfer.prior_models), not at every ask: 0.3-0.7 s on one core at a job's first
+            warm ask, against 0.06 s with 64.
         alignment: the encoding's alignment columns (encoding.py: "is a power of two" and the
             power of two dividing the value, for integer parameters that are not all powers of
             two) are always model features (False: ``alignment_select`` decides per ask).
