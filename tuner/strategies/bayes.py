@@ -151,6 +151,15 @@ class BayesSettings:
         gate_drop: with null models, how far below them (in their standard deviations) a prefix's
             agreement may fall before the gate drops a prior it has not admitted yet (0: at the
             first prefix below them).
+        gate_rescue: with ``gate_probe``, a prior whose ranking of the job's first configs falls
+            below the null models is probed before it is dropped: if its best config then
+            measures faster than every config the job measured before it, the prior is admitted
+            on that (the prefix checks that follow an admission are skipped: its ranking of the
+            job's design has already disagreed; past ``STICKY_MAX`` all measured configs are
+            judged as for any admitted prior); if not, it is dropped and the probe is shown to
+            the job as one of its own measurements. Why: the other GPUs of a family can agree on
+            the best configs and disagree on the mediocre ones a space-filling design measures
+            first (issue 17, convolution_milo_A4000: Spearman 0.14-0.48 over whole recordings).
         prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
             the null models (0: ``fit_max``, as the job's own model). 256: all the points of a
             prior of three 100-trial jobs, where ``fit_max`` (64) fitted its length scales on a
@@ -220,6 +229,7 @@ class BayesSettings:
     gate_first: bool = True
     prior_fit_max: int = 256
     gate_drop: float = 0.0
+    gate_rescue: bool = False
     alignment: bool = False
     alignment_length: float = 2.0
     design_alignment: bool = False
@@ -466,13 +476,17 @@ class BayesianOptimizer(Optimizer):
         visible = [o for o, h in zip(self.history, hidden.tolist(), strict=True) if not h]
         early, early_log = first_successes(visible, rows[~hidden], STICKY_MAX)
         admitted_at = None  # the prefix (its length) that admitted the prior
+        rescue = False  # the ranking disagreed, and the probe decides (``gate_rescue``)
         for k, z in enumerate(self._agreement(models, early, early_log).tolist(), start=GATE_MIN):
             if z < -settings.gate_drop:
-                return "drop", hidden
+                if not (settings.gate_rescue and probe is not None):
+                    return "drop", hidden
+                rescue = True
+                break
             if z >= settings.gate_admit:
                 admitted_at = k
                 break
-        if admitted_at is None:
+        if admitted_at is None and not rescue:
             return ("drop" if len(early) >= STICKY_MAX else undecided), hidden
         if probe is not None:
             measured = np.flatnonzero(hidden)
@@ -485,16 +499,19 @@ class BayesianOptimizer(Optimizer):
             before = [o.value for o in visible[: first - int(hidden[:first].sum())]
                       if o.value is not None and o.failure is None and not o.pending]  # fmt: skip
             if trial.value is None or trial.failure is not None or (before and trial.value >= min(before)):
-                return "drop", hidden
+                # a failed rescue probe is one more config of the job's own: only the probe of a
+                # ranking that agreed is hidden, so that such a prior costs exactly one evaluation
+                return "drop", (shown if rescue else hidden)
             # confirmed: the probe is a measurement like any other from here on, and the prefixes
             # that include it must agree as well
             hidden = shown
             early, early_log = first_successes(self.history, rows, STICKY_MAX)
             at = np.flatnonzero(early == probe)
             admitted_at = int(at[0]) if len(at) else len(early)
-        for k, z in enumerate(self._agreement(models, early, early_log).tolist(), start=GATE_MIN):
-            if k > admitted_at and z < settings.transfer_gate:
-                return "drop", hidden
+        if admitted_at is not None and not rescue:
+            for k, z in enumerate(self._agreement(models, early, early_log).tolist(), start=GATE_MIN):
+                if k > admitted_at and z < settings.transfer_gate:
+                    return "drop", hidden
         observed = observe_rows(self.history, rows)
         if len(observed.success_rows) <= len(early):
             return "keep", hidden
