@@ -117,11 +117,13 @@ def tagged_processes() -> list[int]:
                 command = handle.read()
         except OSError:
             continue
-        zombie, parent = fields[0] == "Z", int(fields[1])
+        parent = int(fields[1])
         # The test process's own multiprocessing resource tracker (started by a process pool a test used,
         # e.g. joblib's) lives exactly as long as this process and exits with it: not a survivor.
         own_tracker = parent == os.getpid() and b"multiprocessing.resource_tracker" in command
-        if tagged and not zombie and not own_tracker:
+        # stack.alive, not the main thread's state: a process whose main thread has exited is still
+        # there while its other threads run or exit (and hold its sockets open)
+        if tagged and not own_tracker and alive(int(name)):
             found.append(int(name))
     return found
 
