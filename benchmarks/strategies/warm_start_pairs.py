@@ -35,7 +35,7 @@ from kernelfarm.core.landscape import load_landscape
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.registry import get_strategy
 from kernelfarm.tuner.strategy_benchmark.families import by_family, family_of
-from kernelfarm.tuner.strategy_benchmark.metrics import summarize
+from kernelfarm.tuner.strategy_benchmark.metrics import evaluations_to, fraction_curve, summarize
 from kernelfarm.tuner.strategy_benchmark.replay import replay
 from kernelfarm.tuner.strategy_benchmark.runner import landscape_name
 from kernelfarm.tuner.strategy_benchmark.transfer import shuffled
@@ -150,6 +150,9 @@ def main() -> None:
             summary: dict[str, Any] = summarize([v for v, _ in runs], optimum, args.budget).as_dict()
             copied = [optimum / b for _, b in runs if b]
             summary["prior_best_fraction"] = statistics.fmean(copied) if copied else None
+            # each run's evaluations to 0.95, in seed order: arms and reports compare run by run
+            # (paired_harm.py), not only by their medians
+            summary["n95_runs"] = [evaluations_to(fraction_curve(v, optimum, args.budget), 0.95) for v, _ in runs]
             entry[arm] = summary
             print(t, arm, summary["frac_at"], summary["n95_median"], summary["n95_success"], flush=True)
         report["landscapes"][t] = entry

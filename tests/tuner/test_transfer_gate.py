@@ -379,3 +379,76 @@ def test_prior_models_evicted_from_the_cache_are_rebuilt_without_refitting(monke
     assert len(sizes) == fits and again is not first
     for old, new in zip((first.prior, *first.nulls), (again.prior, *again.nulls), strict=True):
         np.testing.assert_array_equal(old.mean(features), new.mean(features))
+
+
+def _always_disagrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every prefix of the job's measured configs ranks against the prior (3 null-model SDs below)."""
+    monkeypatch.setattr(bayes, "calibrated_agreement", lambda prior, nulls, target, start: np.full(
+        max(len(target) - start + 1, 0), -3.0))  # fmt: skip
+
+
+def _prior_best(prior: list[Observation], k: int) -> list[Any]:
+    """The prior's k best configs, best first (one source: its scores rank as its times)."""
+    return [o.config for o in sorted(prior, key=lambda o: o.value or math.inf)[:k]]
+
+
+def test_without_gate_rescue_a_disagreeing_ranking_drops_the_prior_unprobed(monkeypatch: pytest.MonkeyPatch) -> None:
+    _always_disagrees(monkeypatch)
+    _, related, _ = _history_and_priors()
+    warm, states = _drive(related, 8, {})
+    cold, _ = _drive([], 8, {})
+    assert "probe" not in states and states[-1] == "drop"
+    assert [o.config for o in warm] == [o.config for o in cold]
+
+
+def test_gate_rescue_admits_a_prior_whose_two_best_configs_beat_the_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranking disagrees (forced), but the prior's best config, probed, and then its second
+    best are each faster than every config the job measured before the probe: admitted, and kept
+    (its later prefixes are not checked within ``STICKY_MAX``)."""
+    _always_disagrees(monkeypatch)
+    _, related, _ = _history_and_priors()
+    warm, states = _drive(related, 10, {"gate_rescue": True})
+    best, second = _prior_best(related, 2)
+    probe = states.index("probe")
+    assert states[:probe] == ["wait"] * probe and _successes(warm[:probe]) == GATE_MIN
+    assert warm[probe].config == best
+    fastest_before = min(objective(o.config) or math.inf for o in warm[:probe])
+    assert objective(best) < fastest_before and objective(second) < fastest_before
+    assert warm[probe + 1].config == second  # the admitted prior's seeds come first
+    assert states[probe + 1 :] == ["keep"] * (10 - probe - 1)
+
+
+def test_gate_rescue_drops_a_prior_whose_probe_is_slow_and_keeps_the_probe_as_the_jobs_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failed rescue probe is not hidden: from there on the job makes the cold job's proposals
+    for its history, the probe's measurement included."""
+    _always_disagrees(monkeypatch)
+    _, related, _ = _history_and_priors()
+    slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
+    misleading = [Observation(o.config, 1e-3 if o is slowest else o.value, source=o.source) for o in related]
+    warm, states = _drive(misleading, 12, {"gate_rescue": True})
+    probe = states.index("probe")
+    assert warm[probe].config == slowest.config
+    assert states[probe + 1 :] == ["drop"] * (12 - probe - 1)
+    for step in range(probe + 1, 12):
+        (cold_pick,) = BayesianOptimizer.from_history(SPACE, CONTEXT, warm[:step], 0, {}).ask(1)
+        assert warm[step].config == cold_pick
+
+
+def test_gate_rescue_drops_a_prior_whose_second_best_config_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe beats the job's configs, but the prior's second best config, measured next, does
+    not: one fast config is chance for an unrelated prior 1 in k + 1 times, so the rescue needs two."""
+    _always_disagrees(monkeypatch)
+    _, related, _ = _history_and_priors()
+    best = min(related, key=lambda o: o.value or math.inf)
+    slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
+    # the slowest config on the target becomes the prior's second best
+    second_slow = [Observation(o.config, (best.value or 0.0) * 1.001 if o is slowest else o.value, source=o.source)
+                   for o in related]  # fmt: skip
+    assert _prior_best(second_slow, 2) == [best.config, slowest.config]
+    warm, states = _drive(second_slow, 12, {"gate_rescue": True})
+    probe = states.index("probe")
+    assert warm[probe].config == best.config and warm[probe + 1].config == slowest.config
+    assert states[probe + 1] == "keep"  # admitted on the probe; its second best is proposed
+    assert states[probe + 2 :] == ["drop"] * (12 - probe - 2)

@@ -1,0 +1,80 @@
+"""What an unrelated prior costs, run by run: each run with the shuffled prior against the cold run
+of the same seed (warm_start_pairs.py reports with ``n95_runs``; a run that missed 0.95 within the
+budget counts as budget + 1).
+
+Why not the medians alone: lofo_warm.py's *harm* sums, per target, how much later the unrelated
+arm's median is than the cold arm's, and 0 where it is earlier. A gate that changes an unrelated
+job's course at all (a probe it keeps, say) moves each median up or down by chance, and the sum
+of the ups counts the chance as cost. Paired differences show both directions: their mean over
+all runs, with a bootstrap interval, is what the prior costs on average.
+
+Usage:
+    python benchmarks/strategies/paired_harm.py --cold COLD.json LABEL=REPORT.json [...] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def runs(report: dict[str, Any], arm: str) -> dict[str, np.ndarray]:
+    """Per target, each run's evaluations to 0.95 (budget + 1 where it missed)."""
+    miss = int(report["settings"]["budget"]) + 1
+    out = {}
+    for target, entry in report["landscapes"].items():
+        if arm in entry and "n95_runs" in entry[arm]:
+            out[target] = np.array([miss if n is None else n for n in entry[arm]["n95_runs"]], dtype=float)
+    return out
+
+
+def bootstrap_mean(values: np.ndarray, draws: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """95 % interval of the mean by resampling runs."""
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), (draws, len(values)))].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("variants", nargs="+", help="LABEL=REPORT.json (its unrelated arm)")
+    parser.add_argument("--cold", type=Path, required=True, help="a report with the cold arm's runs")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    cold = runs(json.loads(args.cold.read_text()), "cold")
+    labels, reports = [], []
+    for spec in args.variants:
+        label, path = spec.split("=", 1)
+        labels.append(label)
+        reports.append(runs(json.loads(Path(path).read_text()), "unrelated"))
+    targets = [t for t in cold if all(t in r for r in reports)]
+    print("mean evaluations to 0.95 with the unrelated prior minus cold, same seed (runs later / earlier)\n")
+    print("| target | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    summary: dict[str, Any] = {"targets": {}, "all": {}}
+    for t in targets:
+        cells = []
+        for label, report in zip(labels, reports, strict=True):
+            diff = report[t] - cold[t]
+            cells.append(f"{diff.mean():+.1f} ({int((diff > 0).sum())} / {int((diff < 0).sum())})")
+            summary["targets"].setdefault(t, {})[label] = {
+                "mean": float(diff.mean()), "later": int((diff > 0).sum()), "earlier": int((diff < 0).sum())
+            }  # fmt: skip
+        print(f"| {t} | " + " | ".join(cells) + " |")
+    cells = []
+    for label, report in zip(labels, reports, strict=True):
+        diff = np.concatenate([report[t] - cold[t] for t in targets])
+        low, high = bootstrap_mean(diff)
+        cells.append(f"**{diff.mean():+.2f}** [{low:+.2f}, {high:+.2f}]")
+        summary["all"][label] = {"mean": float(diff.mean()), "ci95": [low, high], "runs": len(diff)}
+    print("| **all runs: mean [95 % bootstrap interval]** | " + " | ".join(cells) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
