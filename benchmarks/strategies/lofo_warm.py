@@ -14,9 +14,15 @@ reference's (``--reference``, the gate it would replace), the one with the lowes
 median (ties: the first listed). *All-in*: chosen on the five families; *held out*, per family
 F: chosen on the other four, scored on F.
 
+``--paired``: *harm* is instead the mean over the target's runs of (unrelated - cold) with the same
+seed (reports with ``n95_runs``, paired_harm.py), signed: a median moved up by chance is not counted
+as cost while one moved down is dropped (issue 17, tenth session: a gate that keeps a probe's
+measurement moved the unrelated medians up on 9 targets and down on 7, summed harm 21.5 against a
+signed -0.5).
+
 Usage:
     python benchmarks/strategies/lofo_warm.py --cold COLD.json --reference LABEL \
-        LABEL=REPORT.json [LABEL=REPORT.json ...] [--json OUT.json]
+        LABEL=REPORT.json [LABEL=REPORT.json ...] [--paired] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from paired_harm import runs
 
 from kernelfarm.tuner.strategy_benchmark.families import by_family
 
@@ -40,21 +48,39 @@ def medians(report: dict[str, Any], arm: str) -> dict[str, float]:
     return out
 
 
+def merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report from several runs of the same variant (``LABEL=A.json,B.json``: the warm arm
+    from one, the unrelated arm's runs from another): each target's arm from the first that has it."""
+    out: dict[str, Any] = {"settings": reports[0]["settings"], "landscapes": {}}
+    for report in reports:
+        for target, entry in report["landscapes"].items():
+            mine = out["landscapes"].setdefault(target, {})
+            for arm, value in entry.items():
+                mine.setdefault(arm, value)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("variants", nargs="+", help="LABEL=REPORT.json")
+    parser.add_argument("variants", nargs="+", help="LABEL=REPORT.json[,REPORT.json ...]")
     parser.add_argument("--cold", type=Path, required=True, help="a report with the cold arm")
     parser.add_argument("--reference", required=True, help="the label whose harm bounds the choice")
+    parser.add_argument("--paired", action="store_true", help="harm: mean paired difference, run by run")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    cold = medians(json.loads(args.cold.read_text()), "cold")
+    cold_report = json.loads(args.cold.read_text())
+    cold = medians(cold_report, "cold")
+    cold_runs = runs(cold_report, "cold")
     warm: dict[str, dict[str, float]] = {}
     harm: dict[str, dict[str, float]] = {}
     for item in args.variants:
-        label, _, path = item.partition("=")
-        report = json.loads(Path(path).read_text())
+        label, _, paths = item.partition("=")
+        report = merged([json.loads(Path(path).read_text()) for path in paths.split(",")])
         warm[label] = medians(report, "warm")
-        harm[label] = {t: max(0.0, v - cold[t]) for t, v in medians(report, "unrelated").items()}
+        if args.paired:
+            harm[label] = {t: float((r - cold_runs[t]).mean()) for t, r in runs(report, "unrelated").items()}
+        else:
+            harm[label] = {t: max(0.0, v - cold[t]) for t, v in medians(report, "unrelated").items()}
     labels = list(warm)
     targets = sorted(cold)
     families = by_family(targets)

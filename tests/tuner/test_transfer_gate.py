@@ -418,27 +418,25 @@ def test_gate_rescue_admits_a_prior_whose_two_best_configs_beat_the_jobs(monkeyp
     assert states[probe + 1 :] == ["keep"] * (10 - probe - 1)
 
 
-def test_gate_rescue_drops_a_prior_whose_probe_is_slow_and_keeps_the_probe_as_the_jobs_own(
+def test_gate_rescue_drops_a_prior_whose_probe_is_slow_and_the_job_is_the_cold_one_a_step_later(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A failed rescue probe is not hidden: from there on the job makes the cold job's proposals
-    for its history, the probe's measurement included."""
     _always_disagrees(monkeypatch)
     _, related, _ = _history_and_priors()
     slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
     misleading = [Observation(o.config, 1e-3 if o is slowest else o.value, source=o.source) for o in related]
-    warm, states = _drive(misleading, 12, {"gate_rescue": True})
+    warm, states = _drive(misleading, 13, {"gate_rescue": True})
+    cold, _ = _drive([], 12, {})
     probe = states.index("probe")
     assert warm[probe].config == slowest.config
-    assert states[probe + 1 :] == ["drop"] * (12 - probe - 1)
-    for step in range(probe + 1, 12):
-        (cold_pick,) = BayesianOptimizer.from_history(SPACE, CONTEXT, warm[:step], 0, {}).ask(1)
-        assert warm[step].config == cold_pick
+    assert states[probe + 1 :] == ["drop"] * (13 - probe - 1)
+    assert [o.config for o in warm[:probe] + warm[probe + 1 :]] == [o.config for o in cold]
 
 
 def test_gate_rescue_drops_a_prior_whose_second_best_config_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
     """The probe beats the job's configs, but the prior's second best config, measured next, does
-    not: one fast config is chance for an unrelated prior 1 in k + 1 times, so the rescue needs two."""
+    not: one fast config is chance for an unrelated prior 1 in k + 1 times, so the rescue needs two.
+    Both are hidden: the job is the cold one, two evaluations later."""
     _always_disagrees(monkeypatch)
     _, related, _ = _history_and_priors()
     best = min(related, key=lambda o: o.value or math.inf)
@@ -447,8 +445,10 @@ def test_gate_rescue_drops_a_prior_whose_second_best_config_is_slow(monkeypatch:
     second_slow = [Observation(o.config, (best.value or 0.0) * 1.001 if o is slowest else o.value, source=o.source)
                    for o in related]  # fmt: skip
     assert _prior_best(second_slow, 2) == [best.config, slowest.config]
-    warm, states = _drive(second_slow, 12, {"gate_rescue": True})
+    warm, states = _drive(second_slow, 14, {"gate_rescue": True})
+    cold, _ = _drive([], 12, {})
     probe = states.index("probe")
     assert warm[probe].config == best.config and warm[probe + 1].config == slowest.config
     assert states[probe + 1] == "keep"  # admitted on the probe; its second best is proposed
-    assert states[probe + 2 :] == ["drop"] * (12 - probe - 2)
+    assert states[probe + 2 :] == ["drop"] * (14 - probe - 2)
+    assert [o.config for o in warm[:probe] + warm[probe + 2 :]] == [o.config for o in cold]

@@ -154,10 +154,12 @@ class BayesSettings:
         gate_rescue: with ``gate_probe``, a prior whose ranking of the job's first configs falls
             below the null models is probed before it is dropped: it is admitted if its best
             config, then its second best, each measure faster than every config the job measured
-            before the probe (_rescue_confirmed), and the prefix checks that follow an admission
+            before the probe (_rescue_failed), and the prefix checks that follow an admission
             are skipped (its ranking of the job's design has already disagreed; past
             ``STICKY_MAX`` all measured configs are judged as for any admitted prior). A rescue
-            that fails drops the prior, and its probe stays one of the job's own measurements.
+            that fails drops the prior and hides what it measured (the probe, and the second
+            best config where that was the one to fail): the job is the cold one, one or two
+            evaluations later.
             Why: the other GPUs of a family can agree on the best configs and disagree on the
             mediocre ones a space-filling design measures first (issue 17, convolution_milo_A4000:
             Spearman 0.14-0.48 over whole recordings; docs/benchmarks/STRATEGIES.md, tenth session).
@@ -504,11 +506,11 @@ class BayesianOptimizer(Optimizer):
             before = [o.value for o in visible[: first - int(hidden[:first].sum())]
                       if o.value is not None and o.failure is None and not o.pending]  # fmt: skip
             if trial.value is None or trial.failure is not None or (before and trial.value >= min(before)):
-                # a failed rescue probe is one more config of the job's own: only the probe of a
-                # ranking that agreed is hidden, so that such a prior costs exactly one evaluation
-                return "drop", (shown if rescue else hidden)
-            if rescue and confirm is not None and not self._rescue_confirmed(rows, first, confirm):
-                return "drop", shown
+                return "drop", hidden
+            if rescue and confirm is not None:
+                failed = self._rescue_failed(rows, first, confirm)
+                if failed is not None:
+                    return "drop", hidden | (np.arange(len(rows)) == failed)
             # confirmed: the probe is a measurement like any other from here on, and the prefixes
             # that include it must agree as well
             hidden = shown
@@ -527,22 +529,26 @@ class BayesianOptimizer(Optimizer):
         z_all = calibrated_agreement_all(models.prior.mean(x), nulls, observed.log_time)
         return ("keep" if z_all >= settings.transfer_gate else "drop"), hidden
 
-    def _rescue_confirmed(self, rows: np.ndarray, probe_at: int, confirm: int) -> bool:
+    def _rescue_failed(self, rows: np.ndarray, probe_at: int, confirm: int) -> int | None:
         """A rescued prior (``gate_rescue``) is confirmed twice: its second best config (the
         ``confirm`` row, the first seed proposed once it is admitted) must also measure faster
-        than every other config the job measured before the probe (at ``probe_at`` in the
-        history). One fast config is chance for an unrelated prior 1 in k + 1 times after k
-        configs; two in a row about 1 in (k + 1)(k + 2). Measured (issue 17, tenth session): with
-        the probe alone, shuffled priors rescued by chance cost the job 25.5 evaluations over 19
-        targets, against 3.5 without the rescue. True also while that config is not measured yet
-        (the prior is kept and proposes it)."""
-        at = np.flatnonzero(rows == confirm)
-        if len(at) == 0 or self.history[int(at[0])].pending:
-            return True
-        trial = self.history[int(at[0])]
-        before = [o.value for i, o in enumerate(self.history[:probe_at])
-                  if i != at[0] and o.value is not None and o.failure is None and not o.pending]  # fmt: skip
-        return trial.failure is None and trial.value is not None and (not before or trial.value < min(before))
+        than every config the job measured before the probe (at ``probe_at`` in the history). One
+        fast config is chance for an unrelated prior 1 in k + 1 times after k configs; two in a
+        row about 1 in (k + 1)(k + 2). Returns the history index of that config where it failed
+        (it is then hidden with the probe: the job is the cold one, two evaluations later), else
+        None (also while it is not measured yet: the prior is kept and proposes it).
+
+        Why hidden, not kept as the job's own measurements: kept, they sent the job elsewhere,
+        and on gemm_RTX_3090 an unrelated prior then cost 6 evaluations to 0.95 on average, 22 of
+        30 runs later than cold (issue 17, tenth session, docs/benchmarks/STRATEGIES.md)."""
+        after = [i for i in np.flatnonzero(rows == confirm).tolist() if i > probe_at]
+        if not after or self.history[after[0]].pending:
+            return None
+        trial = self.history[after[0]]
+        before = [o.value for o in self.history[:probe_at]
+                  if o.value is not None and o.failure is None and not o.pending]  # fmt: skip
+        fast = trial.failure is None and trial.value is not None and (not before or trial.value < min(before))
+        return None if fast else after[0]
 
     def _agreement(self, models: PriorModels, early: np.ndarray, early_log: np.ndarray) -> np.ndarray:
         """The gate's statistic on each prefix of the job's first measured configs (GATE_MIN on)."""
