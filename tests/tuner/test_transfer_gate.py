@@ -105,7 +105,8 @@ def test_a_prior_that_ranks_the_jobs_configs_alike_is_kept() -> None:
 
 def test_a_misleading_prior_is_dropped_and_the_job_continues_cold() -> None:
     history, _, reversed_ = _history_and_priors()
-    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=reversed_)
+    # the ranking alone (gate_rescue off) drops it at once
+    warm = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"gate_rescue": False}, prior=reversed_)
     cold = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {})
     proposed = warm.ask(2)
     assert warm.prior_dropped
@@ -116,6 +117,14 @@ def test_a_misleading_prior_is_dropped_and_the_job_continues_cold() -> None:
     kept = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"transfer_gate": -1.0}, prior=reversed_)
     assert kept.ask(2) != proposed
     assert not kept.prior_dropped
+    # the default rescues nothing here: the probe (the prior's best config, the job's slowest) is
+    # measured, hidden, and the job makes the cold job's proposals, one evaluation later
+    rescuing = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=reversed_)
+    (probe, _) = rescuing.ask(2)
+    assert rescuing.prior_probing and probe == min(reversed_, key=lambda o: o.value or math.inf).config
+    measured = [*history, Observation(probe, objective(probe))]
+    after = BayesianOptimizer.from_history(SPACE, CONTEXT, measured, 0, {}, prior=reversed_)
+    assert after.ask(2) == proposed and after.prior_dropped
 
 
 def test_before_the_gate_the_prior_waits_and_the_job_is_the_cold_one() -> None:
@@ -137,17 +146,17 @@ def test_before_the_gate_the_prior_waits_and_the_job_is_the_cold_one() -> None:
 
 
 def test_a_prior_the_gate_drops_leaves_the_job_exactly_the_cold_one() -> None:
-    """A job driven step by step with a misleading prior makes the cold job's every proposal."""
+    """A job driven step by step with a misleading prior makes the cold job's every proposal: with
+    the ranking alone (``gate_rescue`` off) from the start; by default around the one config the
+    rescue probes (the prior's best, the job's slowest), which is hidden: one evaluation later."""
     _, _, reversed_ = _history_and_priors()
-    runs = []
-    for prior in (reversed_, []):
-        done: list[Observation] = []
-        for _ in range(12):
-            (config,) = BayesianOptimizer.from_history(SPACE, CONTEXT, done, 0, {}, prior=prior).ask(1)
-            value = objective(config)
-            done.append(Observation(config, value, None if value is not None else FailureKind.LAUNCH))
-        runs.append([o.config for o in done])
-    assert runs[0] == runs[1]
+    cold, _ = _drive([], 12, {})
+    ranking_only, _ = _drive(reversed_, 12, {"gate_rescue": False})
+    assert [o.config for o in ranking_only] == [o.config for o in cold]
+    rescuing, states = _drive(reversed_, 13, {})
+    probe = states.index("probe")
+    assert states[probe + 1 :] == ["drop"] * (12 - probe)
+    assert [o.config for o in rescuing[:probe] + rescuing[probe + 1 :]] == [o.config for o in cold]
 
 
 def test_calibrated_agreement_measures_tau_against_the_null_models_spread() -> None:
@@ -395,7 +404,7 @@ def _prior_best(prior: list[Observation], k: int) -> list[Any]:
 def test_without_gate_rescue_a_disagreeing_ranking_drops_the_prior_unprobed(monkeypatch: pytest.MonkeyPatch) -> None:
     _always_disagrees(monkeypatch)
     _, related, _ = _history_and_priors()
-    warm, states = _drive(related, 8, {})
+    warm, states = _drive(related, 8, {"gate_rescue": False})
     cold, _ = _drive([], 8, {})
     assert "probe" not in states and states[-1] == "drop"
     assert [o.config for o in warm] == [o.config for o in cold]
@@ -407,7 +416,7 @@ def test_gate_rescue_admits_a_prior_whose_two_best_configs_beat_the_jobs(monkeyp
     (its later prefixes are not checked within ``STICKY_MAX``)."""
     _always_disagrees(monkeypatch)
     _, related, _ = _history_and_priors()
-    warm, states = _drive(related, 10, {"gate_rescue": True})
+    warm, states = _drive(related, 10, {})
     best, second = _prior_best(related, 2)
     probe = states.index("probe")
     assert states[:probe] == ["wait"] * probe and _successes(warm[:probe]) == GATE_MIN
@@ -425,7 +434,7 @@ def test_gate_rescue_drops_a_prior_whose_probe_is_slow_and_the_job_is_the_cold_o
     _, related, _ = _history_and_priors()
     slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
     misleading = [Observation(o.config, 1e-3 if o is slowest else o.value, source=o.source) for o in related]
-    warm, states = _drive(misleading, 13, {"gate_rescue": True})
+    warm, states = _drive(misleading, 13, {})
     cold, _ = _drive([], 12, {})
     probe = states.index("probe")
     assert warm[probe].config == slowest.config
@@ -445,7 +454,7 @@ def test_gate_rescue_drops_a_prior_whose_second_best_config_is_slow(monkeypatch:
     second_slow = [Observation(o.config, (best.value or 0.0) * 1.001 if o is slowest else o.value, source=o.source)
                    for o in related]  # fmt: skip
     assert _prior_best(second_slow, 2) == [best.config, slowest.config]
-    warm, states = _drive(second_slow, 14, {"gate_rescue": True})
+    warm, states = _drive(second_slow, 14, {})
     cold, _ = _drive([], 12, {})
     probe = states.index("probe")
     assert warm[probe].config == best.config and warm[probe + 1].config == slowest.config

@@ -232,7 +232,7 @@ class BayesSettings:
     gate_first: bool = True
     prior_fit_max: int = 256
     gate_drop: float = 0.0
-    gate_rescue: bool = False
+    gate_rescue: bool = True
     alignment: bool = False
     alignment_length: float = 2.0
     design_alignment: bool = False

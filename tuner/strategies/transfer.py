@@ -36,6 +36,15 @@ not used at all), so a prior that is never probed costs nothing; one that is adm
 best configs proposed next and becomes the model's mean. A prior dropped after admission is
 removed from every part of the model (mean, seeds, feasibility) and the job continues as a cold
 job whose design is topped up to the cold size.
+
+A ranking that falls below the null models is not the end either (``gate_rescue``, on by default
+since issue 17's tenth session): the other GPUs of a family can agree on the best configs and
+disagree on the mediocre ones a space-filling design measures first (convolution_milo_A4000: its
+AMD sources dropped at the 4th-5th config in 3 of 4 traced runs, where the prior without a gate
+reached 0.95 in 8). So the prior is probed then too, and admitted only if its best config and
+then its second best each measure faster than every config the job measured before the probe
+(an unrelated prior passes both about once in (k + 1)(k + 2)); what a failed rescue measured is
+hidden, so it costs the job one or two evaluations.
 """
 
 from __future__ import annotations
