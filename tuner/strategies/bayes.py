@@ -461,7 +461,11 @@ class BayesianOptimizer(Optimizer):
         null models (``gate_nulls`` 0): the gate before, tau's analytic standard error and only
         its sign on the prefixes.
 
-        ``gate_first`` off: "wait" means "keep" (the prior is trusted until judged)."""
+        ``gate_first`` off: "wait" means "keep" (the prior is trusted until judged).
+
+        ``gate_rescue`` (``confirm``: the prior's second best config): a prefix below the null
+        models probes the prior instead of dropping it, and the probe, then ``confirm``, must each
+        beat every config measured before the probe (:meth:`_rescue_failed`); what fails is hidden."""
         settings = self.settings
         shown = np.zeros(len(rows), dtype=bool)
         if settings.transfer_gate < 0:
@@ -536,7 +540,9 @@ class BayesianOptimizer(Optimizer):
         fast config is chance for an unrelated prior 1 in k + 1 times after k configs; two in a
         row about 1 in (k + 1)(k + 2). Returns the history index of that config where it failed
         (it is then hidden with the probe: the job is the cold one, two evaluations later), else
-        None (also while it is not measured yet: the prior is kept and proposes it).
+        None (also while it is not measured yet: the prior is kept and proposes it; and where the
+        cold job measured that config before the probe, which the probe then beat: hiding it
+        would change the prefixes the gate has judged, so the probe's confirmation stands alone).
 
         Why hidden, not kept as the job's own measurements: kept, they sent the job elsewhere,
         and on gemm_RTX_3090 an unrelated prior then cost 6 evaluations to 0.95 on average, 22 of
