@@ -237,21 +237,36 @@ def _successes(history: list[Observation]) -> int:
     return sum(1 for o in history if o.value is not None)
 
 
-def _always_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every prefix of the job's measured configs agrees with the prior at 3 null-model SDs."""
+def _slowest_on_target(prior: list[Observation]) -> Observation:
+    """The prior's observation whose config is the slowest on the job's own objective."""
+    return max((o for o in prior if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
+
+
+def _forced_agreement(monkeypatch: pytest.MonkeyPatch, z: float) -> None:
+    """Every prefix of the job's measured configs agrees with the prior at z null-model SDs."""
     monkeypatch.setattr(bayes, "calibrated_agreement", lambda prior, nulls, target, start: np.full(
-        max(len(target) - start + 1, 0), 3.0))  # fmt: skip
+        max(len(target) - start + 1, 0), z))  # fmt: skip
 
 
+def _always_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forced_agreement(monkeypatch, 3.0)
+
+
+def _always_disagrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    _forced_agreement(monkeypatch, -3.0)
+
+
+@pytest.mark.parametrize("z", [3.0, -3.0])
 def test_a_probe_that_is_slow_drops_the_prior_and_leaves_the_job_the_cold_one_a_step_later(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, z: float
 ) -> None:
-    """The prior ranks the job's configs alike (forced), but its best config is slow here: the
-    probe measures slower than a config the job already has, so the prior is dropped and the probe
-    hidden: every later proposal is the cold job's, one evaluation later."""
-    _always_agrees(monkeypatch)
+    """The prior ranks the job's configs alike (forced: z = 3), or against them (z = -3: the probe
+    is ``gate_rescue``'s), but its best config is slow here: the probe measures slower than a config
+    the job already has, so the prior is dropped and the probe hidden: every later proposal is the
+    cold job's, one evaluation later."""
+    _forced_agreement(monkeypatch, z)
     _, related, _ = _history_and_priors()
-    slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
+    slowest = _slowest_on_target(related)
     misleading = [Observation(o.config, 1e-3 if o is slowest else o.value, source=o.source) for o in related]
     warm, states = _drive(misleading, 14, {})
     cold, _ = _drive([], 13, {})
@@ -390,12 +405,6 @@ def test_prior_models_evicted_from_the_cache_are_rebuilt_without_refitting(monke
         np.testing.assert_array_equal(old.mean(features), new.mean(features))
 
 
-def _always_disagrees(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every prefix of the job's measured configs ranks against the prior (3 null-model SDs below)."""
-    monkeypatch.setattr(bayes, "calibrated_agreement", lambda prior, nulls, target, start: np.full(
-        max(len(target) - start + 1, 0), -3.0))  # fmt: skip
-
-
 def _prior_best(prior: list[Observation], k: int) -> list[Any]:
     """The prior's k best configs, best first (one source: its scores rank as its times)."""
     return [o.config for o in sorted(prior, key=lambda o: o.value or math.inf)[:k]]
@@ -427,21 +436,6 @@ def test_gate_rescue_admits_a_prior_whose_two_best_configs_beat_the_jobs(monkeyp
     assert states[probe + 1 :] == ["keep"] * (10 - probe - 1)
 
 
-def test_gate_rescue_drops_a_prior_whose_probe_is_slow_and_the_job_is_the_cold_one_a_step_later(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _always_disagrees(monkeypatch)
-    _, related, _ = _history_and_priors()
-    slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
-    misleading = [Observation(o.config, 1e-3 if o is slowest else o.value, source=o.source) for o in related]
-    warm, states = _drive(misleading, 13, {})
-    cold, _ = _drive([], 12, {})
-    probe = states.index("probe")
-    assert warm[probe].config == slowest.config
-    assert states[probe + 1 :] == ["drop"] * (13 - probe - 1)
-    assert [o.config for o in warm[:probe] + warm[probe + 1 :]] == [o.config for o in cold]
-
-
 def test_gate_rescue_drops_a_prior_whose_second_best_config_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
     """The probe beats the job's configs, but the prior's second best config, measured next, does
     not: one fast config is chance for an unrelated prior 1 in k + 1 times, so the rescue needs two.
@@ -449,7 +443,7 @@ def test_gate_rescue_drops_a_prior_whose_second_best_config_is_slow(monkeypatch:
     _always_disagrees(monkeypatch)
     _, related, _ = _history_and_priors()
     best = min(related, key=lambda o: o.value or math.inf)
-    slowest = max((o for o in related if objective(o.config) is not None), key=lambda o: objective(o.config) or 0.0)
+    slowest = _slowest_on_target(related)
     # the slowest config on the target becomes the prior's second best
     second_slow = [Observation(o.config, (best.value or 0.0) * 1.001 if o is slowest else o.value, source=o.source)
                    for o in related]  # fmt: skip
