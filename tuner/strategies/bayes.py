@@ -163,9 +163,6 @@ class BayesSettings:
             Why: the other GPUs of a family can agree on the best configs and disagree on the
             mediocre ones a space-filling design measures first (issue 17, convolution_milo_A4000:
             Spearman 0.14-0.48 over whole recordings; docs/benchmarks/STRATEGIES.md, tenth session).
-        rescue_seeds: with ``gate_rescue``, a rescued prior gives the job its best configs and
-            nothing else: no mean for the model, no prior outcomes in the feasibility model, the
-            cold job's whole design (its ranking disagreed; only its best configs were confirmed).
         prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
             the null models (0: ``fit_max``, as the job's own model). 256: all the points of a
             prior of three 100-trial jobs, where ``fit_max`` (64) fitted its length scales on a
@@ -236,7 +233,6 @@ class BayesSettings:
     prior_fit_max: int = 256
     gate_drop: float = 0.0
     gate_rescue: bool = True
-    rescue_seeds: bool = False
     alignment: bool = False
     alignment_length: float = 2.0
     design_alignment: bool = False
@@ -308,8 +304,6 @@ class BayesianOptimizer(Optimizer):
         self.prior_dropped = False
         # set by ask: the prior shapes this ask's proposals (not dropped, not waiting for the gate)
         self.prior_used = False
-        # set by ask: a rescued prior gives only its best configs (rescue_seeds)
-        self.prior_seeds_only = False
         # set by ask: the gate proposes the prior's best config to confirm it (gate_probe)
         self.prior_probing = False
         # set by ask (alignment_select): the objective model used the alignment columns
@@ -335,8 +329,7 @@ class BayesianOptimizer(Optimizer):
                 verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
             hidden = hidden | self._hidden_suggestions()
             self.prior_dropped = models is not None and verdict == "drop"
-            self.prior_used = verdict in ("keep", "seeds")
-            self.prior_seeds_only = verdict == "seeds"
+            self.prior_used = verdict == "keep"
             self.prior_probing = verdict == "probe"
             full_history = self.history
             try:
@@ -361,7 +354,7 @@ class BayesianOptimizer(Optimizer):
                     used = verdict == "keep"
                     chosen += self._propose(
                         table, observed, free_rows, n - len(chosen), rng,
-                        summary if used or self.prior_seeds_only else None, models if used else None,
+                        summary if used else None, models if used else None,
                     )  # fmt: skip
             finally:
                 self.history = full_history
@@ -388,9 +381,7 @@ class BayesianOptimizer(Optimizer):
         judges it on the cold job's own measurements first, so until it admits the prior the
         job's history is the cold job's, and a prior it never admits has cost nothing)."""
         seeds = summary.best(self.settings.prior_init) if summary is not None else []
-        n_init = self.settings.n_init
-        if summary is not None and not self.prior_seeds_only:
-            n_init = min(n_init, self.settings.n_init_warm)
+        n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
         seen = set(observed.seen_rows.tolist())
         seeds_left = [r for r in seeds if r not in seen]
         placed = len(seen) - (len(seeds) - len(seeds_left))  # design (and model) points, not seeds
@@ -524,8 +515,6 @@ class BayesianOptimizer(Optimizer):
                 failed = self._rescue_failed(rows, first, confirm)
                 if failed is not None:
                     return "drop", hidden | (np.arange(len(rows)) == failed)
-                if settings.rescue_seeds:
-                    return "seeds", shown
             # confirmed: the probe is a measurement like any other from here on, and the prefixes
             # that include it must agree as well
             hidden = shown
@@ -812,7 +801,7 @@ class BayesianOptimizer(Optimizer):
         if self.settings.failures not in ("feasibility", "both"):
             return np.ones(len(rows))
         ok, bad = observed.success_rows, observed.failed_rows
-        if self.prior_used and not self.prior_seeds_only:  # prior outcomes count where the job has no observation
+        if self.prior_used:  # prior outcomes count where the job has no observation
             prior = observe_rows(self.prior, self._prior_rows(table))
             own = set(observed.seen_rows.tolist())
             ok = np.union1d(ok, [r for r in prior.success_rows.tolist() if r not in own])
