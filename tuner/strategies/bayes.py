@@ -58,7 +58,7 @@ from threadpoolctl import threadpool_limits
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.space import Config
 from kernelfarm.tuner.strategies.acquisition import ACQUISITIONS, acquisition
-from kernelfarm.tuner.strategies.base import Optimizer
+from kernelfarm.tuner.strategies.base import Observation, Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import (
@@ -509,10 +509,10 @@ class BayesianOptimizer(Optimizer):
                 return "wait", hidden
             before = [o.value for o in visible[: first - int(hidden[:first].sum())]
                       if o.value is not None and o.failure is None and not o.pending]  # fmt: skip
-            if trial.value is None or trial.failure is not None or (before and trial.value >= min(before)):
+            if not _faster_than_all(trial, before):
                 return "drop", hidden
             if rescue and confirm is not None:
-                failed = self._rescue_failed(rows, first, confirm)
+                failed = self._rescue_failed(rows, first, confirm, before)
                 if failed is not None:
                     return "drop", hidden | (np.arange(len(rows)) == failed)
             # confirmed: the probe is a measurement like any other from here on, and the prefixes
@@ -533,10 +533,11 @@ class BayesianOptimizer(Optimizer):
         z_all = calibrated_agreement_all(models.prior.mean(x), nulls, observed.log_time)
         return ("keep" if z_all >= settings.transfer_gate else "drop"), hidden
 
-    def _rescue_failed(self, rows: np.ndarray, probe_at: int, confirm: int) -> int | None:
+    def _rescue_failed(self, rows: np.ndarray, probe_at: int, confirm: int, before: list[float]) -> int | None:
         """A rescued prior (``gate_rescue``) is confirmed twice: its second best config (the
         ``confirm`` row, the first seed proposed once it is admitted) must also measure faster
-        than every config the job measured before the probe (at ``probe_at`` in the history). One
+        than every config the job measured before the probe (at ``probe_at`` in the history; their
+        times: ``before``). One
         fast config is chance for an unrelated prior 1 in k + 1 times after k configs; two in a
         row about 1 in (k + 1)(k + 2). Returns the history index of that config where it failed
         (it is then hidden with the probe: the job is the cold one, two evaluations later), else
@@ -550,11 +551,7 @@ class BayesianOptimizer(Optimizer):
         after = [i for i in np.flatnonzero(rows == confirm).tolist() if i > probe_at]
         if not after or self.history[after[0]].pending:
             return None
-        trial = self.history[after[0]]
-        before = [o.value for o in self.history[:probe_at]
-                  if o.value is not None and o.failure is None and not o.pending]  # fmt: skip
-        fast = trial.failure is None and trial.value is not None and (not before or trial.value < min(before))
-        return None if fast else after[0]
+        return None if _faster_than_all(self.history[after[0]], before) else after[0]
 
     def _agreement(self, models: PriorModels, early: np.ndarray, early_log: np.ndarray) -> np.ndarray:
         """The gate's statistic on each prefix of the job's first measured configs (GATE_MIN on)."""
@@ -821,3 +818,8 @@ class BayesianOptimizer(Optimizer):
         mean = GaussianProcess(x, target, hp).mean(self._x[rows])
         p_ok = np.clip(1.0 - (rate + mean), 0.01, 1.0)
         return p_ok**self.settings.feasibility_power
+
+
+def _faster_than_all(trial: Observation, before: list[float]) -> bool:
+    """The gate's probe test: ``trial`` measured, and faster than every time in ``before``."""
+    return trial.failure is None and trial.value is not None and (not before or trial.value < min(before))
