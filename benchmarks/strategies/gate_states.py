@@ -2,12 +2,12 @@
 gate change moves a job, and what it did there.
 
 For each seed, the target is replayed with the prior warm_start_pairs.py builds for it (the other
-GPUs of its family; ``--unrelated``: their times shuffled), once per option set. Each run prints its
+GPUs of its family; ``--arm``: unrelated priors instead), once per option set. Each run prints its
 evaluations to 0.95 and one letter per ask: w (the prior waits), P (probe), K (kept), D (dropped).
 
 Usage:
     python benchmarks/strategies/gate_states.py --landscapes LANDSCAPES --target NAME \
-        --prior-cache prior_cache.pkl.gz [--seeds 0:8] [--unrelated] [--options '{}' '{"gate_rescue": false}']
+        --prior-cache prior_cache.pkl.gz [--seeds 0:8] [--arm unrelated] [--options '{}' '{"gate_rescue": false}']
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ def main() -> None:
     parser.add_argument("--target", required=True)
     parser.add_argument("--prior-cache", type=Path, required=True, help="warm_start_pairs.py's --prior-cache")
     parser.add_argument("--seeds", default="0:8", help="first:last (exclusive)")
-    parser.add_argument("--unrelated", action="store_true", help="the shuffled priors")
+    parser.add_argument(
+        "--arm", default="warm", choices=["warm", "unrelated", "unrelated_random"],
+        help="whose priors: the other GPUs' jobs, their times shuffled, or random configs (warm_start_pairs.py's arms)",
+    )  # fmt: skip
     parser.add_argument("--budget", type=int, default=50)
     parser.add_argument("--options", nargs=2, default=["{}", '{"gate_rescue": false}'], help="two JSON objects")
     args = parser.parse_args()
@@ -58,7 +61,7 @@ def main() -> None:
     first, last = (int(x) for x in args.seeds.split(":"))
     print(f"{args.target}, options {args.options[0]} | {args.options[1]}: evaluations to 0.95, then states")
     for seed in range(first, last):
-        prior = [o for s in sources for o in cache[s, seed, args.unrelated]]
+        prior = [o for s in sources for o in cache[s, seed, args.arm]]
         cells = []
         for option in options:
             Traced.states = []

@@ -66,7 +66,7 @@ def _task(job: tuple[str, dict[str, Path], list[str], int, argparse.Namespace]) 
     out: dict[str, Any] = {"target": target, "seed": seed, "early_log": early_log.tolist(),
                            "values": [v for v in cold.values]}  # fmt: skip
     for arm in ("real", "shuffled"):
-        prior = _prior(paths, sources, args, seed, unrelated=arm == "shuffled")
+        prior = _prior(paths, sources, args, seed, "unrelated" if arm == "shuffled" else "warm")
         summary = summarize_prior(prior, table_rows(table, space, prior), "copula")
         if summary is None:
             out[arm] = None

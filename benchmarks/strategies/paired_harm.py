@@ -8,8 +8,11 @@ job's course at all (a probe it keeps, say) moves each median up or down by chan
 of the ups counts the chance as cost. Paired differences show both directions: their mean over
 all runs, with a bootstrap interval, is what the prior costs on average.
 
+Each variant is ``LABEL=REPORT.json`` (its ``unrelated`` arm) or ``LABEL=REPORT.json@ARM`` (another
+arm, e.g. ``unrelated_random``).
+
 Usage:
-    python benchmarks/strategies/paired_harm.py --cold COLD.json LABEL=REPORT.json [...] [--json OUT.json]
+    python benchmarks/strategies/paired_harm.py --cold COLD.json LABEL=REPORT.json[@ARM] [...] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def bootstrap_mean(values: np.ndarray, draws: int = 10_000, seed: int = 0) -> tu
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("variants", nargs="+", help="LABEL=REPORT.json (its unrelated arm)")
+    parser.add_argument("variants", nargs="+", help="LABEL=REPORT.json[@ARM] (default arm: unrelated)")
     parser.add_argument("--cold", type=Path, required=True, help="a report with the cold arm's runs")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -49,10 +52,11 @@ def main() -> None:
     labels, reports = [], []
     for spec in args.variants:
         label, path = spec.split("=", 1)
+        path, _, arm = path.partition("@")
         labels.append(label)
-        reports.append(runs(json.loads(Path(path).read_text()), "unrelated"))
+        reports.append(runs(json.loads(Path(path).read_text()), arm or "unrelated"))
     targets = [t for t in cold if all(t in r for r in reports)]
-    print("mean evaluations to 0.95 with the unrelated prior minus cold, same seed (runs later / earlier)\n")
+    print("mean evaluations to 0.95 with an unrelated prior minus cold, same seed (runs later / earlier)\n")
     print("| target | " + " | ".join(labels) + " |")
     print("|---|" + "---|" * len(labels))
     summary: dict[str, Any] = {"targets": {}, "all": {}}

@@ -49,7 +49,7 @@ def main() -> None:
         good = fraction >= 0.95
         sources = [s for s in families[family_of(target)] if s != target]
         for r in range(args.repeats):
-            prior = _prior(paths, sources, args, r, unrelated=False)
+            prior = _prior(paths, sources, args, r, "warm")
             summary = summarize_prior(prior, table_rows(table, space, prior), "copula")
             if summary is None:
                 continue

@@ -7,6 +7,10 @@ that GPU as the observation's source), and a new job on the target runs ``--stra
 prior, compared with the same job cold (seed r) and with an *unrelated* prior: the same earlier
 trials with their times shuffled among them (tuner/strategy_benchmark/transfer.py ``shuffled``
 applied to each source), which keeps every config valid but breaks any relation to the target.
+That prior's configs are still the ones a tuner chose on related GPUs, so they lean towards
+regions that are good on the target too; the arm ``unrelated_random`` is stricter: each source's
+earlier job is ``random`` sampling (``--prior-trials`` configs drawn uniformly, seed 1000 + r) on
+the shuffled source, so neither its configs nor its times carry anything about the target.
 Failed configs are kept (each costs an evaluation). Also reported: the target fraction of the
 best config of the prior (what copying the other GPUs' winner would give, no tuning).
 
@@ -40,26 +44,27 @@ from kernelfarm.tuner.strategy_benchmark.replay import replay
 from kernelfarm.tuner.strategy_benchmark.runner import landscape_name
 from kernelfarm.tuner.strategy_benchmark.transfer import shuffled
 
-ARMS = ("cold", "warm", "unrelated")
+ARMS = ("cold", "warm", "unrelated", "unrelated_random")
 
 
-PriorKey = tuple[str, int, bool]  # (source GPU's landscape, repeat's seed, unrelated)
+PriorKey = tuple[str, int, str]  # (source GPU's landscape, repeat's seed, arm)
 
 
-def _source_run(job: tuple[Path, str, int, bool, argparse.Namespace]) -> list[Observation]:
-    """One source's earlier job: its trials, marked with that GPU as their source."""
-    path, name, seed, unrelated, args = job
+def _source_run(job: tuple[Path, str, int, str, argparse.Namespace]) -> list[Observation]:
+    """One source's earlier job for a warm arm: its trials, marked with that GPU as their source."""
+    path, name, seed, arm, args = job
     landscape = load_landscape(path)
-    if unrelated:
+    if arm != "warm":
         landscape = shuffled(landscape, 30_000 + seed)
-    run = replay(landscape, get_strategy(args.prior_strategy), args.prior_trials, 1000 + seed)
+    strategy = "random" if arm == "unrelated_random" else args.prior_strategy
+    run = replay(landscape, get_strategy(strategy), args.prior_trials, 1000 + seed)
     return [replace(o, source=name) for o in run.history]
 
 
-def _prior(paths: dict[str, Path], sources: list[str], args: argparse.Namespace, seed: int, unrelated: bool):
+def _prior(paths: dict[str, Path], sources: list[str], args: argparse.Namespace, seed: int, arm: str):
     out: list[Observation] = []
     for name in sources:
-        out += _source_run((paths[name], name, seed, unrelated, args))
+        out += _source_run((paths[name], name, seed, arm, args))
     return out
 
 
@@ -73,7 +78,7 @@ def _source_runs(
     if path is not None and path.exists():
         cache = pickle.loads(gzip.decompress(path.read_bytes()))
     missing = sorted(keys - set(cache))
-    jobs = [(paths[name], name, seed, unrelated, args) for name, seed, unrelated in missing]
+    jobs = [(paths[name], name, seed, arm, args) for name, seed, arm in missing]
     cache.update(zip(missing, pool.map(_source_run, jobs), strict=True))
     if path is not None and missing:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,19 +126,21 @@ def main() -> None:
         "it is only valid for the same --prior-strategy, --prior-trials and landscapes",
     )  # fmt: skip
     args = parser.parse_args()
+    if unknown := set(args.arms.split(",")) - set(ARMS):
+        parser.error(f"unknown arms {sorted(unknown)}; choose from {', '.join(ARMS)}")
     paths = {landscape_name(p): p for p in sorted(args.landscapes.glob("*.json*"))}
     families = by_family(paths)
     targets = [t for t in paths if not args.only or t in args.only]
     arms = args.arms.split(",")
     sources = {t: [s for s in families[family_of(t)] if s != t] for t in targets}
     warm_arms = [arm for arm in arms if arm != "cold"]
-    keys = {(s, args.seed + r, arm == "unrelated")
+    keys = {(s, args.seed + r, arm)
             for t in targets for arm in warm_arms for s in sources[t] for r in range(args.repeats)}  # fmt: skip
     with ProcessPoolExecutor(args.jobs) as pool:
         runs = _source_runs(paths, keys, args, pool)
 
         def prior(target: str, arm: str, seed: int) -> list[Observation]:
-            return [] if arm == "cold" else [o for s in sources[target] for o in runs[s, seed, arm == "unrelated"]]
+            return [] if arm == "cold" else [o for s in sources[target] for o in runs[s, seed, arm]]
 
         jobs = [(t, paths, prior(t, arm, args.seed + r), arm, args.seed + r, args)
                 for t in targets for arm in arms for r in range(args.repeats)]  # fmt: skip
