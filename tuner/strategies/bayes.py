@@ -163,6 +163,9 @@ class BayesSettings:
             Why: the other GPUs of a family can agree on the best configs and disagree on the
             mediocre ones a space-filling design measures first (issue 17, convolution_milo_A4000:
             Spearman 0.14-0.48 over whole recordings; docs/benchmarks/STRATEGIES.md, tenth session).
+        prior_consensus: the prior's best configs (the gate's probe, the rescue's confirmation,
+            the seeds) are taken first among those that two or more of its source GPUs measured
+            (transfer.PriorSummary.best): one GPU's best config may be that GPU's alone.
         prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
             the null models (0: ``fit_max``, as the job's own model). 256: all the points of a
             prior of three 100-trial jobs, where ``fit_max`` (64) fitted its length scales on a
@@ -233,6 +236,7 @@ class BayesSettings:
     prior_fit_max: int = 256
     gate_drop: float = 0.0
     gate_rescue: bool = True
+    prior_consensus: bool = False
     alignment: bool = False
     alignment_length: float = 2.0
     design_alignment: bool = False
@@ -323,7 +327,7 @@ class BayesianOptimizer(Optimizer):
             probe = self._probe_row(summary, models)
             if models is not None:
                 # the prior's second best config: a rescued prior's second confirmation
-                confirm = summary.best(2)[1] if summary is not None and self.settings.gate_rescue else None
+                confirm = self._prior_best(summary, 2)[1] if summary is not None and self.settings.gate_rescue else None
                 verdict, hidden = self._prior_verdict(rows, models, probe, confirm)
             else:
                 verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
@@ -380,7 +384,7 @@ class BayesianOptimizer(Optimizer):
         prior, or one dropped: the job's own trials disagree with it, or one waiting: the gate
         judges it on the cold job's own measurements first, so until it admits the prior the
         job's history is the cold job's, and a prior it never admits has cost nothing)."""
-        seeds = summary.best(self.settings.prior_init) if summary is not None else []
+        seeds = self._prior_best(summary, self.settings.prior_init) if summary is not None else []
         n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
         seen = set(observed.seen_rows.tolist())
         seeds_left = [r for r in seeds if r not in seen]
@@ -431,7 +435,12 @@ class BayesianOptimizer(Optimizer):
         settings = self.settings
         if summary is None or models is None or not models.nulls or not settings.gate_probe:
             return None
-        return None if settings.transfer_gate < 0 else summary.best(1)[0]
+        return None if settings.transfer_gate < 0 else self._prior_best(summary, 1)[0]
+
+    def _prior_best(self, summary: PriorSummary, k: int) -> list[int]:
+        """The prior's ``k`` best configs (table rows): the probe, the rescue's confirmation and
+        the seeds, in that order (``prior_consensus``: configs several sources measured first)."""
+        return summary.best(k, self.settings.prior_consensus)
 
     def _prior_verdict(
         self, rows: np.ndarray, models: PriorModels, probe: int | None, confirm: int | None = None

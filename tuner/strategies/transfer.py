@@ -74,13 +74,26 @@ NULL_SD_MIN = 0.05  # floor of the null models' tau spread (all nulls can tie on
 @dataclass(frozen=True)
 class PriorSummary:
     """Prior successes as rows of this job's table with one standardized score each (lower is
-    better; the mean over the sources that measured the row)."""
+    better; the mean over the sources that measured the row) and ``sources``: how many source
+    GPUs measured it."""
 
     rows: np.ndarray
     score: np.ndarray
+    sources: np.ndarray
 
-    def best(self, k: int) -> list[int]:
-        return [int(r) for r in self.rows[np.argsort(self.score, kind="stable")[:k]]]
+    def best(self, k: int, consensus: bool = False) -> list[int]:
+        """The ``k`` best-scored rows; ``consensus``: those that two or more sources measured first
+        (a prior of one source, or whose sources measured no config in common, keeps its order).
+
+        Why: a config one GPU measured among its best may be that GPU's own (convolution_milo's
+        A4000 among AMD sources: the prior's best config for MI250X was at 0.07-0.19 of MI250X's
+        optimum in all 8 traced seeds where the gate's probe failed, while the best of the
+        configs several sources measured was at 0.97-0.98 in 6 of them; issue 17, eleventh
+        session). Configs that several GPUs measured well are good across the family."""
+        order = np.argsort(self.score, kind="stable")
+        if consensus:
+            order = order[np.argsort(self.sources[order] < 2, kind="stable")]
+        return [int(r) for r in self.rows[order[:k]]]
 
 
 def summarize_prior(prior: Sequence[Observation], rows: np.ndarray, transform: str) -> PriorSummary | None:
@@ -103,7 +116,8 @@ def summarize_prior(prior: Sequence[Observation], rows: np.ndarray, transform: s
     if len(total) < MIN_PRIOR:
         return None
     rows = np.array(sorted(total), dtype=np.int64)
-    return PriorSummary(rows, np.array([total[r] / count[r] for r in rows.tolist()]))
+    counts = np.array([count[r] for r in rows.tolist()], dtype=np.int64)
+    return PriorSummary(rows, np.array([total[r] / count[r] for r in rows.tolist()]), counts)
 
 
 @dataclass(frozen=True)
