@@ -163,9 +163,10 @@ class BayesSettings:
             Why: the other GPUs of a family can agree on the best configs and disagree on the
             mediocre ones a space-filling design measures first (issue 17, convolution_milo_A4000:
             Spearman 0.14-0.48 over whole recordings; docs/benchmarks/STRATEGIES.md, tenth session).
-        prior_consensus: the prior's best configs (the gate's probe, the rescue's confirmation,
-            the seeds) are taken first among those that two or more of its source GPUs measured
-            (transfer.PriorSummary.best): one GPU's best config may be that GPU's alone.
+        prior_consensus: above 0, the prior's best configs (the gate's probe, the rescue's
+            confirmation, the seeds) are taken first among those that two or more of its source
+            GPUs measured among their best fraction ``prior_consensus`` (transfer.PriorSummary.best):
+            one GPU's best config may be that GPU's alone. 0: by score alone.
         prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
             the null models (0: ``fit_max``, as the job's own model). 256: all the points of a
             prior of three 100-trial jobs, where ``fit_max`` (64) fitted its length scales on a
@@ -236,7 +237,7 @@ class BayesSettings:
     prior_fit_max: int = 256
     gate_drop: float = 0.0
     gate_rescue: bool = True
-    prior_consensus: bool = False
+    prior_consensus: float = 0.0
     alignment: bool = False
     alignment_length: float = 2.0
     design_alignment: bool = False
@@ -279,6 +280,8 @@ class BayesSettings:
                 "n_init, pool, train_max, fit_max, local_every must be positive; prior_*, "
                 "transfer_strength, n_init_warm, gate_*, alignment_length, local_after, pool_hops_after not negative"
             )
+        if not 0 <= settings.prior_consensus <= 1:  # also NaN
+            raise InvalidInput("strategy option 'prior_consensus' must be a fraction from 0 to 1")
         if settings.pool_hops not in (1, 2):
             raise InvalidInput("strategy option 'pool_hops' must be 1 or 2")
         if settings.select_plain_steps < -1:

@@ -74,25 +74,29 @@ NULL_SD_MIN = 0.05  # floor of the null models' tau spread (all nulls can tie on
 @dataclass(frozen=True)
 class PriorSummary:
     """Prior successes as rows of this job's table with one standardized score each (lower is
-    better; the mean over the sources that measured the row) and ``sources``: how many source
-    GPUs measured it."""
+    better; the mean over the sources that measured the row) and ``runner_up``: the second best
+    of the row's rank quantiles over the sources that measured it ((position + 1) / configs that
+    source measured: its best config is 1 / n; inf where fewer than two sources measured it)."""
 
     rows: np.ndarray
     score: np.ndarray
-    sources: np.ndarray
+    runner_up: np.ndarray
 
-    def best(self, k: int, consensus: bool = False) -> list[int]:
-        """The ``k`` best-scored rows; ``consensus``: those that two or more sources measured first
-        (a prior of one source, or whose sources measured no config in common, keeps its order).
+    def best(self, k: int, consensus: float = 0.0) -> list[int]:
+        """The ``k`` best-scored rows; ``consensus`` > 0: those that two or more sources measured
+        among their best fraction ``consensus`` first (a prior of one source, or whose sources
+        share no such config, keeps its order).
 
         Why: a config one GPU measured among its best may be that GPU's own (convolution_milo's
         A4000 among AMD sources: the prior's best config for MI250X was at 0.07-0.19 of MI250X's
         optimum in all 8 traced seeds where the gate's probe failed, while the best of the
         configs several sources measured was at 0.97-0.98 in 6 of them; issue 17, eleventh
-        session). Configs that several GPUs measured well are good across the family."""
+        session). Configs that several GPUs measured among their best are good across the family;
+        configs they merely all measured are not (jobs seeded alike share their design's
+        configs: first among those, gemm_RTX_2080_Ti's warm start went from 6 to over 50)."""
         order = np.argsort(self.score, kind="stable")
-        if consensus:
-            order = order[np.argsort(self.sources[order] < 2, kind="stable")]
+        if consensus > 0:
+            order = order[np.argsort(self.runner_up[order] > consensus, kind="stable")]
         return [int(r) for r in self.rows[order[:k]]]
 
 
@@ -105,19 +109,25 @@ def summarize_prior(prior: Sequence[Observation], rows: np.ndarray, transform: s
         groups.setdefault(obs.source, []).append(i)
     total: dict[int, float] = {}
     count: dict[int, int] = {}
+    quantiles: dict[int, list[float]] = {}
     for members in groups.values():
         seen = observe_rows([prior[i] for i in members], rows[members])
         if len(seen.success_rows) < 2:
             continue
         z = standardize(warp(seen.log_time, transform))
+        position = np.empty(len(z))
+        position[np.argsort(seen.log_time, kind="stable")] = np.arange(1, len(z) + 1)
+        for row, quantile in zip(seen.success_rows.tolist(), (position / len(z)).tolist(), strict=True):
+            quantiles.setdefault(row, []).append(quantile)
         for row, value in zip(seen.success_rows.tolist(), z.tolist(), strict=True):
             total[row] = total.get(row, 0.0) + value
             count[row] = count.get(row, 0) + 1
     if len(total) < MIN_PRIOR:
         return None
     rows = np.array(sorted(total), dtype=np.int64)
-    counts = np.array([count[r] for r in rows.tolist()], dtype=np.int64)
-    return PriorSummary(rows, np.array([total[r] / count[r] for r in rows.tolist()]), counts)
+    score = np.array([total[r] / count[r] for r in rows.tolist()])
+    runner_up = np.array([sorted(quantiles[r])[1] if len(quantiles[r]) > 1 else np.inf for r in rows.tolist()])
+    return PriorSummary(rows, score, runner_up)
 
 
 @dataclass(frozen=True)
