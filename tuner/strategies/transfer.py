@@ -54,6 +54,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,10 @@ class PriorSummary:
         configs: first among those, gemm_RTX_2080_Ti's warm start went from 6 to over 50)."""
         order = np.argsort(self.score, kind="stable")
         if consensus > 0:
-            order = order[np.argsort(self.runner_up[order] > consensus, kind="stable")]
+            agreed = order[self.runner_up[order] <= consensus]
+            # alternately: the best agreed config, then the best by score, ... (each once)
+            merged = [int(i) for pair in zip_longest(agreed, order[: len(agreed)]) for i in pair if i is not None]
+            order = np.array(list(dict.fromkeys([*merged, *order.tolist()])), dtype=np.int64)
         return [int(r) for r in self.rows[order[:k]]]
 
 
