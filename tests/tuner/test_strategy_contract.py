@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -143,7 +145,8 @@ def test_bayes_learns_to_avoid_failing_configs() -> None:
 def test_bayes_rejects_unknown_or_malformed_options() -> None:
     from kernelfarm.core.errors import InvalidInput
 
-    for bad in ({"n_inti": 3}, {"n_init": "3"}, {"failures": "pray"}, {"xi": True}, {"pool": 0}):
+    bad_consensus = ({"prior_consensus": v} for v in (math.nan, -0.1, 1.5, "0.1", True))
+    for bad in ({"n_inti": 3}, {"n_init": "3"}, {"failures": "pray"}, {"xi": True}, {"pool": 0}, *bad_consensus):
         with pytest.raises(InvalidInput):
             get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, bad)
     assert get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, {"xi": 0, "n_init": 3}).ask(1)

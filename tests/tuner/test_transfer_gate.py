@@ -455,3 +455,55 @@ def test_gate_rescue_drops_a_prior_whose_second_best_config_is_slow(monkeypatch:
     assert states[probe + 1] == "keep"  # admitted on the probe; its second best is proposed
     assert states[probe + 2 :] == ["drop"] * (14 - probe - 2)
     assert [o.config for o in warm[:probe] + warm[probe + 2 :]] == [o.config for o in cold]
+
+
+def test_the_prior_summary_knows_how_far_up_a_second_source_ranks_each_config() -> None:
+    """``runner_up``: the second best of a config's rank quantiles over the sources that measured
+    it ((position + 1) / configs that source measured); inf where one source measured it."""
+    valid = [c for c in SPACE.valid_configs(CONTEXT) if objective(c) is not None][:6]
+    times = {
+        "a": [1.0, 2.0, 3.0, 4.0, None, None],
+        "b": [2.0, 1.0, None, None, 3.0, 4.0],
+        "c": [2.0, None, 1.0, None, None, None],
+    }
+    prior = [Observation(c, t, source=s) for s, ts in times.items()
+             for c, t in zip(valid, ts, strict=True) if t is not None]  # fmt: skip
+    table = candidate_table(SPACE, CONTEXT)
+    summary = summarize_prior(prior, table_rows(table, SPACE, prior), "copula")
+    assert summary is not None
+    config_rows = table_rows(table, SPACE, [Observation(c, 1.0) for c in valid]).tolist()
+    by_config = dict(zip(config_rows, range(6), strict=True))
+    runner_up = {by_config[r]: q for r, q in zip(summary.rows.tolist(), summary.runner_up.tolist(), strict=True)}
+    # config 0: a 1/4, b 2/4, c 2/2; config 1: a 2/4, b 1/4; config 2: a 3/4, c 1/2
+    assert runner_up == {0: 0.5, 1: 0.5, 2: 0.75, 3: math.inf, 4: math.inf, 5: math.inf}
+
+
+def _specialty_prior() -> tuple[list[Observation], Any, Any]:
+    """Two sources that rank alike, and a third whose best config is its own: the slowest config
+    on the job's objective, which it measured fastest of 30. Returns the prior, the best config of
+    the two (agreed on) and the third's own."""
+    _, related, _ = _history_and_priors()
+    shared, own = related[:22], related[22:]
+    specialty = _slowest_on_target(own)
+    prior = [Observation(o.config, o.value, source=s) for s in ("a", "b") for o in shared]
+    prior += [Observation(o.config, 1e-3 if o is specialty else o.value, source="c") for o in own]
+    agreed = min(shared, key=lambda o: o.value or math.inf)
+    return prior, agreed.config, specialty.config
+
+
+def test_prior_consensus_probes_a_config_two_sources_rank_among_their_best(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By score the third source's own best config comes first; with ``prior_consensus`` the
+    config the other two both rank first is probed instead, and admits the prior; without it, the
+    specialty is probed, measures slow here, and the prior is dropped."""
+    _always_agrees(monkeypatch)
+    prior, agreed, specialty = _specialty_prior()
+    table = candidate_table(SPACE, CONTEXT)
+    summary = summarize_prior(prior, table_rows(table, SPACE, prior), "copula")
+    assert summary is not None
+    (best,) = summary.best(1)
+    assert table_rows(table, SPACE, [Observation(specialty, 1.0)]).tolist() == [best]
+    for options, expected, then in (({"prior_consensus": 0.1}, agreed, "keep"), ({}, specialty, "drop")):
+        warm, states = _drive(prior, 10, options)
+        probe = states.index("probe")
+        assert warm[probe].config == expected
+        assert states[probe + 1 :] == [then] * (10 - probe - 1)
