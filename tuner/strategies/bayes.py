@@ -330,7 +330,7 @@ class BayesianOptimizer(Optimizer):
             probe = self._probe_row(summary, models)
             if models is not None:
                 # the prior's second best config: a rescued prior's second confirmation
-                confirm = self._prior_best(summary, 2)[1] if summary is not None and self.settings.gate_rescue else None
+                confirm = summary.best(2)[1] if summary is not None and self.settings.gate_rescue else None
                 verdict, hidden = self._prior_verdict(rows, models, probe, confirm)
             else:
                 verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
@@ -387,7 +387,7 @@ class BayesianOptimizer(Optimizer):
         prior, or one dropped: the job's own trials disagree with it, or one waiting: the gate
         judges it on the cold job's own measurements first, so until it admits the prior the
         job's history is the cold job's, and a prior it never admits has cost nothing)."""
-        seeds = self._prior_best(summary, self.settings.prior_init) if summary is not None else []
+        seeds = summary.best(self.settings.prior_init) if summary is not None else []
         n_init = self.settings.n_init if summary is None else min(self.settings.n_init, self.settings.n_init_warm)
         seen = set(observed.seen_rows.tolist())
         seeds_left = [r for r in seeds if r not in seen]
