@@ -478,6 +478,20 @@ def test_the_prior_summary_knows_how_far_up_a_second_source_ranks_each_config() 
     assert runner_up == {0: 0.5, 1: 0.5, 2: 0.75, 3: math.inf, 4: math.inf, 5: math.inf}
 
 
+def test_prior_best_puts_the_agreed_configs_first_only_with_consensus() -> None:
+    """Rows 10 and 12 lead by score; 11 and 13 are among two sources' best tenth / third."""
+    summary = transfer.PriorSummary(
+        rows=np.array([10, 11, 12, 13]),
+        score=np.array([-2.0, -1.5, -1.0, 0.5]),
+        runner_up=np.array([math.inf, 0.05, math.inf, 0.3]),
+    )
+    assert summary.best(3) == [10, 11, 12]
+    assert summary.best(3, 0.1) == [11, 10, 12]
+    assert summary.best(4, 0.5) == [11, 13, 10, 12]
+    one_source = transfer.PriorSummary(summary.rows, summary.score, np.full(4, math.inf))
+    assert one_source.best(4, 0.1) == one_source.best(4) == [10, 11, 12, 13]
+
+
 def _specialty_prior() -> tuple[list[Observation], Any, Any]:
     """Two sources that rank alike, and a third whose best config is its own: the slowest config
     on the job's objective, which it measured fastest of 30. Returns the prior, the best config of
@@ -492,7 +506,7 @@ def _specialty_prior() -> tuple[list[Observation], Any, Any]:
 
 
 def test_prior_consensus_probes_a_config_two_sources_rank_among_their_best(monkeypatch: pytest.MonkeyPatch) -> None:
-    """By score the third source's own best config comes first; with ``prior_consensus`` the
+    """By score the third source's own best config comes first; with ``prior_consensus`` (default) the
     config the other two both rank first is probed instead, and admits the prior; without it, the
     specialty is probed, measures slow here, and the prior is dropped."""
     _always_agrees(monkeypatch)
@@ -502,8 +516,27 @@ def test_prior_consensus_probes_a_config_two_sources_rank_among_their_best(monke
     assert summary is not None
     (best,) = summary.best(1)
     assert table_rows(table, SPACE, [Observation(specialty, 1.0)]).tolist() == [best]
-    for options, expected, then in (({"prior_consensus": 0.1}, agreed, "keep"), ({}, specialty, "drop")):
+    for options, expected, then in (({}, agreed, "keep"), ({"prior_consensus": 0.0}, specialty, "drop")):
         warm, states = _drive(prior, 10, options)
         probe = states.index("probe")
         assert warm[probe].config == expected
         assert states[probe + 1 :] == [then] * (10 - probe - 1)
+
+
+def test_a_rescue_is_confirmed_by_another_config_than_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agreed config the gate probes is also the prior's second best by score, so the rescue's
+    second confirmation is its best by score: the third source's own, slow here. The rescue fails
+    on it and both are hidden: the job is the cold one, two evaluations later (confirmed by the
+    probe again, the prior would have been admitted on one fast config)."""
+    _always_disagrees(monkeypatch)
+    prior, agreed, specialty = _specialty_prior()
+    table = candidate_table(SPACE, CONTEXT)
+    summary = summarize_prior(prior, table_rows(table, SPACE, prior), "copula")
+    assert summary is not None
+    assert summary.best(2)[1] == summary.best(1, 0.1)[0]  # the probe is the second by score
+    warm, states = _drive(prior, 14, {})
+    cold, _ = _drive([], 12, {})
+    probe = states.index("probe")
+    assert warm[probe].config == agreed and warm[probe + 1].config == specialty
+    assert states[probe + 2 :] == ["drop"] * (14 - probe - 2)
+    assert [o.config for o in warm[:probe] + warm[probe + 2 :]] == [o.config for o in cold]

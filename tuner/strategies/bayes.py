@@ -163,10 +163,16 @@ class BayesSettings:
             Why: the other GPUs of a family can agree on the best configs and disagree on the
             mediocre ones a space-filling design measures first (issue 17, convolution_milo_A4000:
             Spearman 0.14-0.48 over whole recordings; docs/benchmarks/STRATEGIES.md, tenth session).
-        prior_consensus: above 0, the prior's best configs (the gate's probe, the rescue's
-            confirmation, the seeds) are taken first among those that two or more of its source
-            GPUs measured among their best fraction ``prior_consensus`` (transfer.PriorSummary.best):
-            one GPU's best config may be that GPU's alone. 0: by score alone.
+        prior_consensus: above 0, the gate's probe is the prior's best config among those that
+            two or more of its source GPUs measured among their best fraction ``prior_consensus``
+            (transfer.PriorSummary.best; where there is none, or one source, the best by score):
+            one GPU's best config may be that GPU's alone. 0: the best by score. The rescue's
+            confirmation and the seeds stay the best by score: with those taken the same way,
+            gemm_RTX_2080_Ti's warm start went from 6 to 16 evaluations (its two sources' agreed
+            configs are at 0.79-0.85 there, their best by score at up to 1.0). 0.1: the all-in
+            choice of leave-one-family-out on the real pairs, under both harm criteria; held out,
+            convolution_milo (where it helps: MI250X 21 -> 5.5) keeps 0 (issue 17, eleventh
+            session, docs/benchmarks/STRATEGIES.md).
         prior_fit_max: how many of the prior's points fit the hyperparameters of its model and of
             the null models (0: ``fit_max``, as the job's own model). 256: all the points of a
             prior of three 100-trial jobs, where ``fit_max`` (64) fitted its length scales on a
@@ -237,7 +243,7 @@ class BayesSettings:
     prior_fit_max: int = 256
     gate_drop: float = 0.0
     gate_rescue: bool = True
-    prior_consensus: float = 0.0
+    prior_consensus: float = 0.1
     alignment: bool = False
     alignment_length: float = 2.0
     design_alignment: bool = False
@@ -329,8 +335,11 @@ class BayesianOptimizer(Optimizer):
             models = self._prior_models(table, summary) if summary is not None else None
             probe = self._probe_row(summary, models)
             if models is not None:
-                # the prior's second best config: a rescued prior's second confirmation
-                confirm = summary.best(2)[1] if summary is not None and self.settings.gate_rescue else None
+                # a rescued prior's second confirmation: its best config by score other than the
+                # probe (the probe, with ``prior_consensus``, may be the second by score itself)
+                confirm = None
+                if summary is not None and self.settings.gate_rescue and probe is not None:
+                    confirm = next(r for r in summary.best(2) if r != probe)
                 verdict, hidden = self._prior_verdict(rows, models, probe, confirm)
             else:
                 verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
@@ -438,12 +447,7 @@ class BayesianOptimizer(Optimizer):
         settings = self.settings
         if summary is None or models is None or not models.nulls or not settings.gate_probe:
             return None
-        return None if settings.transfer_gate < 0 else self._prior_best(summary, 1)[0]
-
-    def _prior_best(self, summary: PriorSummary, k: int) -> list[int]:
-        """The prior's ``k`` best configs (table rows): the probe, the rescue's confirmation and
-        the seeds, in that order (``prior_consensus``: configs several sources measured first)."""
-        return summary.best(k, self.settings.prior_consensus)
+        return None if settings.transfer_gate < 0 else summary.best(1, settings.prior_consensus)[0]
 
     def _prior_verdict(
         self, rows: np.ndarray, models: PriorModels, probe: int | None, confirm: int | None = None

@@ -54,7 +54,6 @@ import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import zip_longest
 from typing import Any
 
 import numpy as np
@@ -89,18 +88,15 @@ class PriorSummary:
         share no such config, keeps its order).
 
         Why: a config one GPU measured among its best may be that GPU's own (convolution_milo's
-        A4000 among AMD sources: the prior's best config for MI250X was at 0.07-0.19 of MI250X's
-        optimum in all 8 traced seeds where the gate's probe failed, while the best of the
-        configs several sources measured was at 0.97-0.98 in 6 of them; issue 17, eleventh
-        session). Configs that several GPUs measured among their best are good across the family;
-        configs they merely all measured are not (jobs seeded alike share their design's
-        configs: first among those, gemm_RTX_2080_Ti's warm start went from 6 to over 50)."""
+        A4000 among AMD sources: by score, the prior's best config for MI250X was at 0.07-0.19 of
+        MI250X's optimum in 8 of the 30 seeds, and the gate's probe failed on it; issue 17,
+        eleventh session, prior_best.py). Configs that several GPUs measured among their best are
+        good across the family; configs they merely all measured are not (jobs seeded alike
+        share their design's configs: with those first, gemm_RTX_2080_Ti's warm start went from 6
+        evaluations to over 50)."""
         order = np.argsort(self.score, kind="stable")
         if consensus > 0:
-            agreed = order[self.runner_up[order] <= consensus]
-            # alternately: the best agreed config, then the best by score, ... (each once)
-            merged = [int(i) for pair in zip_longest(agreed, order[: len(agreed)]) for i in pair if i is not None]
-            order = np.array(list(dict.fromkeys([*merged, *order.tolist()])), dtype=np.int64)
+            order = order[np.argsort(self.runner_up[order] > consensus, kind="stable")]
         return [int(r) for r in self.rows[order[:k]]]
 
 
