@@ -45,6 +45,14 @@ reached 0.95 in 8). So the prior is probed then too, and admitted only if its be
 then its second best each measure faster than every config the job measured before the probe
 (an unrelated prior passes both about once in (k + 1)(k + 2)); what a failed rescue measured is
 hidden, so it costs the job one or two evaluations.
+
+Which config is probed (``prior_consensus``, on by default since issue 17's eleventh session): the
+prior's best config that two or more of its sources measured among their best tenth, where there
+is one (:meth:`PriorSummary.best`), not simply the best-scored one, which may be one GPU's own:
+a prior for convolution_milo_MI250X pools an NVIDIA A4000 with two AMD GPUs, and its best-scored
+config was below half of MI250X's optimum in 20 of 30 seeds, so the probe failed and a useful
+prior was dropped. The rescue's second confirmation is then the best-scored config other than
+the probe.
 """
 
 from __future__ import annotations
@@ -88,12 +96,12 @@ class PriorSummary:
         share no such config, keeps its order).
 
         Why: a config one GPU measured among its best may be that GPU's own (convolution_milo's
-        A4000 among AMD sources: by score, the prior's best config for MI250X was at 0.07-0.19 of
-        MI250X's optimum in 8 of the 30 seeds, and the gate's probe failed on it; issue 17,
-        eleventh session, prior_best.py). Configs that several GPUs measured among their best are
-        good across the family; configs they merely all measured are not (jobs seeded alike
-        share their design's configs: with those first, gemm_RTX_2080_Ti's warm start went from 6
-        evaluations to over 50)."""
+        A4000 among AMD sources: by score, the prior's best config for MI250X was below half of
+        MI250X's optimum in 20 of 30 seeds, median 0.19; with ``consensus`` 0.1 in 11, median
+        0.97; issue 17, eleventh session, prior_best.py). Configs that several GPUs measured
+        among their best are good across the family; configs they merely all measured are not
+        (jobs seeded alike share their design's configs: with those first, gemm_RTX_2080_Ti's
+        warm start went from 6 evaluations to over 50)."""
         order = np.argsort(self.score, kind="stable")
         if consensus > 0:
             order = order[np.argsort(self.runner_up[order] > consensus, kind="stable")]
