@@ -3,9 +3,10 @@ job's first seeds (issue 17, eleventh session: ``prior_consensus``).
 
 For each seed, the prior is the one warm_start_pairs.py builds for the target (the other GPUs of
 its family, read from its ``--prior-cache``). Printed: the target fraction (target optimum / time,
-0 for a failing config) of the prior's first ``--k`` configs by score (transfer.PriorSummary.best,
-the default's order) and with ``consensus`` (configs that two or more sources measured among
-their best fraction ``consensus`` first), one column per ``--consensus`` value.
+0 for a failing config) of the prior's first ``--k`` configs by score (transfer.PriorSummary.best:
+the seeds' order, and the probe's with ``prior_consensus=0``) and with ``consensus`` (configs that
+two or more sources measured among their best fraction ``consensus`` first: the default probes
+the first with 0.1), one column per ``--consensus`` value.
 
 Usage:
     python benchmarks/strategies/prior_best.py --landscapes LANDSCAPES --target NAME \
