@@ -13,11 +13,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import pickle
 from pathlib import Path
 from typing import Any, ClassVar
+
+from warm_start_pairs import WARM_ARMS, read_prior_cache
 
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--prior-cache", type=Path, required=True, help="warm_start_pairs.py's --prior-cache")
     parser.add_argument("--seeds", default="0:8", help="first:last (exclusive)")
     parser.add_argument(
-        "--arm", default="warm", choices=["warm", "unrelated", "unrelated_random"],
+        "--arm", default="warm", choices=WARM_ARMS,
         help="whose priors: the other GPUs' jobs, their times shuffled, or random configs (warm_start_pairs.py's arms)",
     )  # fmt: skip
     parser.add_argument("--budget", type=int, default=50)
@@ -54,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     paths = {landscape_name(p): p for p in sorted(args.landscapes.glob("*.json*"))}
     sources = sorted(s for s in paths if family_of(s) == family_of(args.target) and s != args.target)
-    cache = pickle.loads(gzip.decompress(args.prior_cache.read_bytes()))
+    cache = read_prior_cache(args.prior_cache)
     landscape = load_landscape(paths[args.target])
     optimum = min(r.mean_ms for r in landscape.entries.values() if r.mean_ms is not None)
     options = [json.loads(o) for o in args.options]

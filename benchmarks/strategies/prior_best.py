@@ -16,11 +16,10 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import gzip
-import pickle
 from pathlib import Path
 
 from miss_evidence import fractions
+from warm_start_pairs import WARM_ARMS, read_prior_cache
 
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.tuner.strategies.candidates import candidate_table
@@ -35,14 +34,14 @@ def main() -> None:
     parser.add_argument("--landscapes", type=Path, required=True)
     parser.add_argument("--target", required=True)
     parser.add_argument("--prior-cache", type=Path, required=True, help="warm_start_pairs.py's --prior-cache")
-    parser.add_argument("--arm", default="warm", choices=["warm", "unrelated", "unrelated_random"])
+    parser.add_argument("--arm", default="warm", choices=WARM_ARMS)
     parser.add_argument("--seeds", default="0:30", help="first:last (exclusive)")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--consensus", type=float, action="append", help="default: 0.1 and 1.0")
     args = parser.parse_args()
     paths = {landscape_name(p): p for p in sorted(args.landscapes.glob("*.json*"))}
     sources = sorted(s for s in paths if family_of(s) == family_of(args.target) and s != args.target)
-    cache = pickle.loads(gzip.decompress(args.prior_cache.read_bytes()))
+    cache = read_prior_cache(args.prior_cache)
     landscape = load_landscape(paths[args.target])
     table = candidate_table(landscape.space, {})
     fraction = fractions(landscape, table)

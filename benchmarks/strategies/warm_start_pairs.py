@@ -45,6 +45,7 @@ from kernelfarm.tuner.strategy_benchmark.runner import landscape_name
 from kernelfarm.tuner.strategy_benchmark.transfer import shuffled
 
 ARMS = ("cold", "warm", "unrelated", "unrelated_random")
+WARM_ARMS = ARMS[1:]  # the arms with a prior
 
 
 PriorKey = tuple[str, int, str]  # (source GPU's landscape, repeat's seed, arm)
@@ -68,6 +69,12 @@ def _prior(paths: dict[str, Path], sources: list[str], args: argparse.Namespace,
     return out
 
 
+def read_prior_cache(path: Path) -> dict[PriorKey, list[Observation]]:
+    """The source jobs kept by ``--prior-cache``."""
+    cached: dict[PriorKey, list[Observation]] = pickle.loads(gzip.decompress(path.read_bytes()))
+    return cached
+
+
 def _source_runs(
     paths: dict[str, Path], keys: set[PriorKey], args: argparse.Namespace, pool: ProcessPoolExecutor
 ) -> dict[PriorKey, list[Observation]]:
@@ -76,7 +83,7 @@ def _source_runs(
     cache: dict[PriorKey, list[Observation]] = {}
     path = args.prior_cache
     if path is not None and path.exists():
-        cache = pickle.loads(gzip.decompress(path.read_bytes()))
+        cache = read_prior_cache(path)
     missing = sorted(keys - set(cache))
     jobs = [(paths[name], name, seed, arm, args) for name, seed, arm in missing]
     cache.update(zip(missing, pool.map(_source_run, jobs), strict=True))

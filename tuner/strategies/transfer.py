@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
+from scipy.stats import kendalltau, rankdata
 
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.candidates import CandidateTable
@@ -115,26 +115,22 @@ def summarize_prior(prior: Sequence[Observation], rows: np.ndarray, transform: s
     groups: dict[str | None, list[int]] = {}
     for i, obs in enumerate(prior):
         groups.setdefault(obs.source, []).append(i)
-    total: dict[int, float] = {}
-    count: dict[int, int] = {}
-    quantiles: dict[int, list[float]] = {}
+    # per row, one (score, rank quantile) per source that measured it
+    measured: dict[int, list[tuple[float, float]]] = {}
     for members in groups.values():
         seen = observe_rows([prior[i] for i in members], rows[members])
         if len(seen.success_rows) < 2:
             continue
         z = standardize(warp(seen.log_time, transform))
-        position = np.empty(len(z))
-        position[np.argsort(seen.log_time, kind="stable")] = np.arange(1, len(z) + 1)
-        for row, quantile in zip(seen.success_rows.tolist(), (position / len(z)).tolist(), strict=True):
-            quantiles.setdefault(row, []).append(quantile)
-        for row, value in zip(seen.success_rows.tolist(), z.tolist(), strict=True):
-            total[row] = total.get(row, 0.0) + value
-            count[row] = count.get(row, 0) + 1
-    if len(total) < MIN_PRIOR:
+        quantile = rankdata(seen.log_time, method="ordinal") / len(z)
+        for row, value, q in zip(seen.success_rows.tolist(), z.tolist(), quantile.tolist(), strict=True):
+            measured.setdefault(row, []).append((value, q))
+    if len(measured) < MIN_PRIOR:
         return None
-    rows = np.array(sorted(total), dtype=np.int64)
-    score = np.array([total[r] / count[r] for r in rows.tolist()])
-    runner_up = np.array([sorted(quantiles[r])[1] if len(quantiles[r]) > 1 else np.inf for r in rows.tolist()])
+    rows = np.array(sorted(measured), dtype=np.int64)
+    by_row = [measured[r] for r in rows.tolist()]
+    score = np.array([sum(value for value, _ in m) / len(m) for m in by_row])
+    runner_up = np.array([sorted(q for _, q in m)[1] if len(m) > 1 else np.inf for m in by_row])
     return PriorSummary(rows, score, runner_up)
 
 
