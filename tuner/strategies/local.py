@@ -34,6 +34,19 @@ def incumbent_index(history: Sequence[Observation]) -> int | None:
     return where
 
 
+def plateau_start(history: Sequence[Observation], where: int, tolerance: float) -> int:
+    """Position of the first measured trial within ``tolerance`` (a fraction) of the incumbent at
+    ``where``: a run that creeps along a plateau (0.673 -> 0.675 of the optimum) has stalled since
+    it reached the plateau, not since its last hair's-breadth gain."""
+    best = history[where].value
+    if tolerance <= 0 or best is None:
+        return where
+    for i, obs in enumerate(history[: where + 1]):
+        if not obs.pending and obs.failure is None and obs.value is not None and obs.value <= best * (1 + tolerance):
+            return i
+    return where
+
+
 def stalled_evaluations(history: Sequence[Observation]) -> int:
     """Completed evaluations since the incumbent was measured (0 while there is none)."""
     where = incumbent_index(history)
@@ -50,8 +63,14 @@ def local_steps_due(
     rows: np.ndarray,
     after: int,
     every: int,
+    tolerance: float = 0.0,
+    hops: int = 1,
 ) -> tuple[int, np.ndarray]:
     """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
+
+    ``tolerance``: a gain smaller than this fraction does not end a stall (plateau_start).
+    ``hops`` 2: once every one-parameter neighbour has been measured, the neighbours are the
+    two-parameter ones (the incumbent is then a local optimum for one-parameter steps).
 
     ``rows``: each history entry's table row. ``after``: completed evaluations without a better
     config before the first local step; then one step per ``every`` evaluations. Steps already
@@ -62,10 +81,15 @@ def local_steps_due(
     where = incumbent_index(history)
     if after <= 0 or where is None or rows[where] < 0:
         return 0, empty
-    stalled = _completed_after(history, where)  # the incumbent is found once, above
+    start = plateau_start(history, where, tolerance)
+    stalled = _completed_after(history, start)
     if stalled < after:
         return 0, empty
     neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
-    taken = int(np.isin(rows[where + 1 :], neighbours).sum())
+    steps = neighbours
+    if hops > 1 and np.isin(neighbours, rows).all():
+        ring = np.setdiff1d(table.neighbours(neighbours), np.append(neighbours, rows[where]))
+        steps, neighbours = np.union1d(neighbours, ring), ring
+    taken = int(np.isin(rows[start + 1 :], steps).sum())
     allowed = 1 + (stalled - after) // max(every, 1)
     return max(0, allowed - taken), neighbours
