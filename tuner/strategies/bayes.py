@@ -220,9 +220,6 @@ class BayesSettings:
             evaluations without a better config (0: from the first model-based ask).
         local_tolerance: a gain smaller than this fraction of the incumbent's time does not end
             the stall the local arm waits for (local.plateau_start); 0: any gain does.
-        local_hops: 2: once every one-parameter neighbour of the incumbent has been measured, the
-            local arm steps to its two-parameter neighbours, added to the pool for the arm alone
-            (the model's own picks and the random draws stay those of the job without it).
     """
 
     n_init: int = 10
@@ -259,7 +256,6 @@ class BayesSettings:
     pool_hops: int = 1
     pool_hops_after: int = 0
     local_tolerance: float = 0.0
-    local_hops: int = 1
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -295,8 +291,8 @@ class BayesSettings:
             )
         if not 0 <= settings.prior_consensus <= 1:  # also NaN
             raise InvalidInput("strategy option 'prior_consensus' must be a fraction from 0 to 1")
-        if settings.pool_hops not in (1, 2) or settings.local_hops not in (1, 2):
-            raise InvalidInput("strategy options 'pool_hops' and 'local_hops' must be 1 or 2")
+        if settings.pool_hops not in (1, 2):
+            raise InvalidInput("strategy option 'pool_hops' must be 1 or 2")
         if not 0 <= settings.local_tolerance <= 1:  # also NaN
             raise InvalidInput("strategy option 'local_tolerance' must be a fraction from 0 to 1")
         if settings.select_plain_steps < -1:
@@ -606,13 +602,6 @@ class BayesianOptimizer(Optimizer):
         suggested = np.array([r for r in self.suggestions if r not in set(already)], dtype=np.int64)
         suggested = suggested[np.isin(suggested, free_rows)]
         pool = np.union1d(pool, suggested)
-        due, near = self._local_due(table)
-        ring = np.zeros(0, dtype=np.int64)
-        if due and self.settings.local_hops > 1:  # two-parameter moves: few are in a large space's pool
-            ring = np.setdiff1d(near[np.isin(near, free_rows)], pool)
-        if len(ring) > (cap := self.settings.pool // 4):  # own generator: the job's draws stay the same
-            ring = np.sort(np.random.default_rng(len(self.history)).choice(ring, cap, replace=False))
-        pool = np.union1d(pool, ring)
         fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
         scored = np.concatenate([pool, fantasies])
         offset = np.zeros(len(scored))
@@ -652,8 +641,7 @@ class BayesianOptimizer(Optimizer):
                     chosen.append(int(pool[i]))
                     self.accepted.append(int(pool[i]))
                     posterior.condition(i)
-        chosen += self._local_picks(pool, (due, near), posterior, offset, feasible, best, taken, n - len(chosen))
-        taken[: len(pool)] |= np.isin(pool, ring)  # rows added for the local arm are its alone
+        chosen += self._local_picks(table, pool, posterior, offset, feasible, best, taken, n - len(chosen))
         for _ in range(min(n - len(chosen), int((~taken).sum()))):
             i = self._best_open(posterior, offset, feasible, best, ~taken)
             taken[i] = True
@@ -673,18 +661,10 @@ class BayesianOptimizer(Optimizer):
         return int(where[np.argmax(score[where])])
 
     # ------------------------------------------------------------------------------ pieces
-    def _local_due(self, table: CandidateTable) -> tuple[int, np.ndarray]:
-        """The local arm's due steps and the rows they may go to (local.local_steps_due)."""
-        settings = self.settings
-        return local_steps_due(
-            table, self.history, self._history_rows, settings.local_after, settings.local_every,
-            settings.local_tolerance, settings.local_hops,
-        )  # fmt: skip
-
     def _local_picks(
         self,
+        table: CandidateTable,
         pool: np.ndarray,
-        local_due: tuple[int, np.ndarray],
         posterior: PoolPosterior,
         offset: np.ndarray,
         feasible: np.ndarray,
@@ -695,7 +675,11 @@ class BayesianOptimizer(Optimizer):
         """The local arm's proposals (local.py): the incumbent's neighbours the acquisition ranks
         highest, as many as are due; each conditions the posterior like any other pick. Updates
         ``taken``."""
-        due, near = local_due
+        settings = self.settings
+        due, near = local_steps_due(
+            table, self.history, self._history_rows,
+            settings.local_after, settings.local_every, settings.local_tolerance,
+        )  # fmt: skip
         local = np.zeros(len(taken), dtype=bool)
         local[: len(pool)] = np.isin(pool, near)
         chosen: list[int] = []

@@ -64,13 +64,10 @@ def local_steps_due(
     after: int,
     every: int,
     tolerance: float = 0.0,
-    hops: int = 1,
 ) -> tuple[int, np.ndarray]:
     """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
 
     ``tolerance``: a gain smaller than this fraction does not end a stall (plateau_start).
-    ``hops`` 2: once every one-parameter neighbour has been measured, the neighbours are the
-    two-parameter ones (the incumbent is then a local optimum for one-parameter steps).
 
     ``rows``: each history entry's table row. ``after``: completed evaluations without a better
     config before the first local step; then one step per ``every`` evaluations. Steps already
@@ -86,10 +83,6 @@ def local_steps_due(
     if stalled < after:
         return 0, empty
     neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
-    steps = neighbours
-    if hops > 1 and np.isin(neighbours, rows).all():
-        ring = np.setdiff1d(table.neighbours(neighbours), np.append(neighbours, rows[where]))
-        steps, neighbours = np.union1d(neighbours, ring), ring
-    taken = int(np.isin(rows[start + 1 :], steps).sum())
+    taken = int(np.isin(rows[start + 1 :], neighbours).sum())
     allowed = 1 + (stalled - after) // max(every, 1)
     return max(0, allowed - taken), neighbours
