@@ -15,7 +15,7 @@ from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.gp import Hyperparameters
-from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due
+from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, plateau_start
 from kernelfarm.tuner.strategies.observed import table_rows
 from tests.tuner.conftest import CONTEXT, SPACE
 
@@ -37,9 +37,9 @@ def _stalled_history(stalled: int) -> list[Observation]:
     return [*start, Observation(BEST, 1.0), *slower]
 
 
-def _due(history: list[Observation], after: int, every: int) -> int:
+def _due(history: list[Observation], after: int, every: int, tolerance: float = 0.0) -> int:
     table = candidate_table(GRID, {})
-    return local_steps_due(table, history, table_rows(table, GRID, history), after, every)[0]
+    return local_steps_due(table, history, table_rows(table, GRID, history), after, every, tolerance)[0]
 
 
 def test_the_incumbent_is_the_first_fastest_measured_trial() -> None:
@@ -59,6 +59,31 @@ def test_steps_fall_due_after_the_stall_then_one_per_period_less_those_taken() -
     assert _due(taken, after=10, every=2) == 1
     # a pending trial is not an evaluation without improvement yet
     assert _due([*_stalled_history(9), Observation({"a": 11, "b": 0}, None, pending=True)], after=10, every=2) == 0
+
+
+def _creeping_history(stalled: int) -> list[Observation]:
+    """A plateau: a config at 1.005 measured fourth, ``stalled`` slower ones, then BEST at 1.0 (a
+    gain of half a percent), then two more slower ones."""
+    history = _stalled_history(stalled)
+    history[3] = Observation({"a": 6, "b": 7}, 1.005)
+    return [*history, Observation(BEST, 1.0), Observation({"a": 0, "b": 11}, 7.0), Observation({"a": 11, "b": 0}, 7.0)]
+
+
+def test_a_gain_below_the_tolerance_does_not_end_the_stall() -> None:
+    history = _creeping_history(10)
+    assert plateau_start(history, 14, 0.0) == 14
+    assert plateau_start(history, 14, 0.01) == 3  # within 1 % of BEST since the fourth trial
+    assert plateau_start(history, 14, 0.001) == 14
+    # any gain ends the stall: 2 evaluations since BEST; within 1 %: 13 since the plateau began
+    assert _due(history, after=10, every=2) == 0
+    assert _due(history, after=10, every=2, tolerance=0.01) == 2
+    assert _due(history, after=10, every=2, tolerance=0.004) == 0  # the gain (0.5 %) is above it
+    proposed = BayesianOptimizer.from_history(
+        GRID, {}, history, 0, {"local_after": 10, "local_every": 2, "local_tolerance": 0.01}
+    ).ask(1)
+    assert _neighbour(proposed[0], BEST)  # the neighbours are the incumbent's, not the plateau's first
+    model = BayesianOptimizer.from_history(GRID, {}, history, 0, {"local_after": 10, "local_every": 2}).ask(1)
+    assert not _neighbour(model[0], BEST)
 
 
 def test_a_stalled_job_proposes_the_incumbents_neighbour_the_model_likes_best() -> None:
@@ -82,7 +107,9 @@ def test_the_arm_leaves_a_batch_to_the_model_but_for_the_steps_due() -> None:
 
 
 def test_local_options_are_checked() -> None:
-    for bad in ({"local_every": 0}, {"local_after": -1}, {"select_plain_steps": -2}, {"local_after": 1.5}):
+    for bad in ({"local_every": 0}, {"local_after": -1}, {"select_plain_steps": -2}, {"local_after": 1.5},
+                {"local_tolerance": -0.01}, {"local_tolerance": 1.5}, {"local_tolerance": float("nan")},
+                {"local_tolerance": "0.01"}, {"local_tolerance": True}):  # fmt: skip
         with pytest.raises(InvalidInput):
             BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, bad)
 
