@@ -10,6 +10,7 @@ variant, seed) once, and reports per variant, over the seeds every input gives i
 - mean frac@100 and median evaluations to 0.95 per landscape, and how many landscapes meet
   issue 17's targets against ``--kernel-tuner`` (frac@100 >= max(0.97, best Kernel Tuner), median
   evaluations to 0.95 <= 60);
+- leave-one-family-out among the pooled variants (lofo.py's rule on the pooled scores);
 - against ``--base``, paired by seed: the mean difference of each run's standardized score per
   family, with a 95 % bootstrap interval over seeds (the seeds resampled, the same for every
   landscape of the family).
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from lofo import choose
 from make_tables import _landscape_times
 from merge_grids import read_traces
 
@@ -74,12 +76,15 @@ def main() -> None:
     parser.add_argument("landscapes", type=Path)
     parser.add_argument("grids", type=Path, nargs="+")
     parser.add_argument("--base", required=True)
+    parser.add_argument("--variant", action="append", help="variants to compare (default: all; the base is added)")
     parser.add_argument("--kernel-tuner", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     meta, runs = pooled_runs(args.grids)
     names = sorted(runs)
     labels = [v for v in runs[names[0]] if all(v in runs[n] for n in names)]
+    if args.variant:
+        labels = [v for v in labels if v in args.variant or v == args.base]
     seeds = {v: sorted(set.intersection(*(set(runs[n][v]) for n in names))) for v in labels}
     common = sorted(set.intersection(*(set(s) for s in seeds.values())))
     families = by_family(names)
@@ -132,14 +137,28 @@ def main() -> None:
         if paired:
             cells = " | ".join(f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]" for m, lo, hi in paired.values())
             print(f"| {v} | {cells} |")
-    print("\n| landscape | " + " | ".join(labels) + " |")
-    print("|---|" + "---|" * len(labels))
+    fam_scores = {v: report["variants"][v]["family_score"] for v in labels}
+    all_in = choose(fam_scores, list(families))
+    print(f"\nLeave-one-family-out over these {len(labels)} variants (all-in choice: {all_in})\n")
+    print("| held-out family | chosen on the other four | held-out score | all-in score | difference |")
+    print("|---|---|---|---|---|")
+    report["lofo"] = []
+    for held in families:
+        pick = choose(fam_scores, [f for f in families if f != held])
+        diff = fam_scores[pick][held] - fam_scores[all_in][held]
+        print(f"| {held} | {pick} | {fam_scores[pick][held]:.3f} | {fam_scores[all_in][held]:.3f} | {diff:+.3f} |")
+        report["lofo"].append({"family": held, "chosen_on_others": pick, "difference": diff})
+    kt_head = " best Kernel Tuner frac@100 / evals to 0.95 |" if bars else ""
+    print("\n| landscape |" + kt_head + " " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * (len(labels) + bool(bars)))
     for n in names:
-        cells = []
+        cells = [f"{bars[n][0]:.3f} / {bars[n][1]:g}".replace("inf", ">100")] if bars else []
         for v in labels:
             row = report["variants"][v]["landscapes"][n]
             n95 = ">100" if row["n95_median"] is None else f"{row['n95_median']:g}"
-            cells.append(f"{row['frac_at_100']:.3f} / {n95}")
+            bar = max(0.97, bars[n][0]) if bars else 0.97
+            misses = (row["frac_at_100"] < bar - 1e-9) + (row["n95_median"] is None or row["n95_median"] > 60)
+            cells.append(f"{row['frac_at_100']:.3f} / {n95}" + (" (miss)" if bars and misses else ""))
         print(f"| {n} | " + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
