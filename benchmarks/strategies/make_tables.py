@@ -6,6 +6,7 @@ Usage:
     python benchmarks/strategies/make_tables.py warm REPORT.json
     python benchmarks/strategies/make_tables.py targets REPORT.json [REPORT.json ...]
     python benchmarks/strategies/make_tables.py targets-against FARM.json KERNEL_TUNER.json STRATEGY [STRATEGY ...]
+    python benchmarks/strategies/make_tables.py targets-seeds FARM.json KT.json POOLED.json KT_MORE.json
 
 ``comparison`` merges reports of ``kernelfarm bench-strategies --json`` and
 kernel_tuner_replay.py: one table per landscape, one row per (label, strategy); an empty LABEL
@@ -311,6 +312,57 @@ def targets_against(args: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _best_kernel_tuner(entry: dict[str, Any]) -> tuple[float, str, float | None, str]:
+    """(best frac@100, its strategy, best median evaluations to 0.95 within 100 or None, its strategy)."""
+    kt = {k: v for k, v in entry["strategies"].items() if k.startswith("kt:")}
+    frac = max(kt.items(), key=lambda item: item[1]["frac_at"]["100"])
+    n95 = min(kt.items(), key=lambda item: item[1]["n95_median"] or float("inf"))
+    median = n95[1]["n95_median"]
+    return frac[1]["frac_at"]["100"], frac[0][3:], median if median is not None and median <= 100 else None, n95[0][3:]
+
+
+def targets_seeds(args: list[str]) -> str:
+    """Issue 17's two per-landscape targets with the usual 10 seeds and with 30, on both sides:
+    the farm's ``bayes`` of a budget-100 grid report (FARM.json) against the best Kernel Tuner
+    strategy of KT.json (10 seeds), and ``bayes`` of pooled_seeds.py's report
+    (POOLED.json) against the best Kernel Tuner strategy of KT_MORE.json (30 seeds).
+
+    Usage: targets-seeds FARM.json KT.json POOLED.json KT_MORE.json"""
+    farm, kt10, pooled, kt30 = (json.loads(Path(a).read_text()) for a in args[:4])
+    more = pooled["variants"]["bayes"]["landscapes"]
+    out = [
+        "| landscape | best Kernel Tuner frac@100, 10 seeds / 30 seeds | best Kernel Tuner evals to 0.95, 10 / 30 "
+        "| `bayes` frac@100, 10 / 30 seeds | `bayes` evals to 0.95, 10 / 30 | targets met, 10 / 30 seeds |",
+        "|---|---|---|---|---|---|",
+    ]
+    met = [[0, 0], [0, 0]]
+
+    def evals(n: float | None) -> str:
+        return ">100" if n is None else f"{n:g}"
+
+    for name in more:
+        f10, s10, n10, _ = _best_kernel_tuner(kt10["landscapes"][name])
+        f30, s30, n30, _ = _best_kernel_tuner(kt30["landscapes"][name])
+        ours10 = farm["landscapes"][name]["strategies"]["bayes"]
+        ours = [(ours10["frac_at"]["100"], ours10["n95_median"]), (more[name]["frac_at_100"], more[name]["n95_median"])]
+        marks = []
+        for i, ((frac, n95), bar) in enumerate(zip(ours, (f10, f30), strict=True)):
+            ok = [frac >= max(0.97, bar) - 1e-9, n95 is not None and n95 <= 60]
+            met[i] = [m + o for m, o in zip(met[i], ok, strict=True)]
+            marks.append("/".join("yes" if o else "NO" for o in ok))
+        out.append(
+            f"| {name} | {f10:.3f} ({s10}) / {f30:.3f} ({s30}) | {evals(n10)} / {evals(n30)} "
+            f"| {ours[0][0]:.3f} / {ours[1][0]:.3f} | {evals(ours[0][1])} / {evals(ours[1][1])} "
+            f"| {marks[0]} / {marks[1]} |"
+        )
+    out.append("")
+    out.append(
+        f"frac@100 target met on {met[0][0]} of {len(more)} with 10 seeds, {met[1][0]} with 30; "
+        f"evaluations to 0.95 <= 60 on {met[0][1]} / {met[1][1]}."
+    )
+    return "\n".join(out) + "\n"
+
+
 def family_of(name: str) -> str:
     from kernelfarm.tuner.strategy_benchmark.families import family_of as of
 
@@ -418,6 +470,7 @@ def main(argv: list[str]) -> None:
         "summary": summary,
         "issue17": issue17,
         "targets-against": targets_against,
+        "targets-seeds": targets_seeds,
         "pairs": pairs,
         "pairs-compare": pairs_compare,
         "llm": llm,
