@@ -59,7 +59,7 @@ from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.space import Config
 from kernelfarm.tuner.strategies.acquisition import ACQUISITIONS, acquisition
 from kernelfarm.tuner.strategies.base import Observation, Optimizer
-from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
+from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at, switch_pairs
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import (
     LENGTH_PRIOR,
@@ -69,7 +69,7 @@ from kernelfarm.tuner.strategies.gp import (
     fit_hyperparameters,
     loo_log_predictive,
 )
-from kernelfarm.tuner.strategies.local import local_steps_due, stalled_evaluations
+from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, stalled_evaluations
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -259,6 +259,7 @@ class BayesSettings:
     pool_hops: int = 1
     pool_hops_after: int = 0
     local_tolerance: float = 0.0
+    local_pairs: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -605,6 +606,8 @@ class BayesianOptimizer(Optimizer):
         suggested = np.array([r for r in self.suggestions if r not in set(already)], dtype=np.int64)
         suggested = suggested[np.isin(suggested, free_rows)]
         pool = np.union1d(pool, suggested)
+        extra = self._local_extra(table, pool, free_rows)
+        pool = np.union1d(pool, extra)
         fantasies = np.concatenate([observed.pending_rows, np.array(already, dtype=np.int64)])
         scored = np.concatenate([pool, fantasies])
         offset = np.zeros(len(scored))
@@ -645,6 +648,7 @@ class BayesianOptimizer(Optimizer):
                     self.accepted.append(int(pool[i]))
                     posterior.condition(i)
         chosen += self._local_picks(table, pool, posterior, offset, feasible, best, taken, n - len(chosen))
+        taken[: len(pool)] |= np.isin(pool, extra)  # rows added for the local arm are its alone
         for _ in range(min(n - len(chosen), int((~taken).sum()))):
             i = self._best_open(posterior, offset, feasible, best, ~taken)
             taken[i] = True
@@ -664,6 +668,17 @@ class BayesianOptimizer(Optimizer):
         return int(where[np.argmax(score[where])])
 
     # ------------------------------------------------------------------------------ pieces
+    def _local_extra(self, table: CandidateTable, pool: np.ndarray, free_rows: np.ndarray) -> np.ndarray:
+        """With ``local_pairs``: the incumbent's free two-switch moves the pool lacks (a few rows;
+        a large space's random sample rarely holds them), for the local arm alone."""
+        if not self.settings.local_pairs:
+            return np.zeros(0, dtype=np.int64)
+        where = incumbent_index(self.history)
+        if where is None or self._history_rows[where] < 0:
+            return np.zeros(0, dtype=np.int64)
+        moves = switch_pairs(table, self._history_rows[where : where + 1])
+        return np.setdiff1d(moves[np.isin(moves, free_rows)], pool)
+
     def _local_picks(
         self,
         table: CandidateTable,
@@ -681,7 +696,7 @@ class BayesianOptimizer(Optimizer):
         settings = self.settings
         due, near = local_steps_due(
             table, self.history, self._history_rows,
-            settings.local_after, settings.local_every, settings.local_tolerance,
+            settings.local_after, settings.local_every, settings.local_tolerance, settings.local_pairs,
         )  # fmt: skip
         local = np.zeros(len(taken), dtype=bool)
         local[: len(pool)] = np.isin(pool, near)

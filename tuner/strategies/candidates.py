@@ -92,6 +92,24 @@ class CandidateTable:
         return found[found >= 0]
 
 
+def switch_pairs(table: CandidateTable, rows: np.ndarray) -> np.ndarray:
+    """Table rows that differ from one of ``rows`` in exactly two two-valued parameters (valid
+    ones only): both switches flipped at once."""
+    binary = [j for j, size in enumerate(table.sizes.tolist()) if size == 2]
+    if len(rows) == 0 or len(binary) < 2:
+        return np.zeros(0, dtype=np.int64)
+    base = table.indices[rows].astype(np.int64)
+    codes = table.codes[rows]
+    moves = []
+    for a, j in enumerate(binary):
+        for k in binary[a + 1 :]:
+            # a flip of a two-valued parameter moves its index 0 <-> 1
+            delta = (1 - 2 * base[:, j]) * table.radix[j] + (1 - 2 * base[:, k]) * table.radix[k]
+            moves.append(codes + delta)
+    found = table.position(np.unique(np.concatenate(moves)))
+    return found[found >= 0]
+
+
 def candidate_table(space: SearchSpace, context: Mapping[str, Any] | None = None) -> CandidateTable:
     """The (cached) candidate table of ``space`` for ``context``."""
     key = tuple(sorted((context or {}).items()))

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kernelfarm.tuner.strategies.base import Observation
-from kernelfarm.tuner.strategies.candidates import CandidateTable
+from kernelfarm.tuner.strategies.candidates import CandidateTable, switch_pairs
 
 
 def incumbent_index(history: Sequence[Observation]) -> int | None:
@@ -64,6 +64,7 @@ def local_steps_due(
     after: int,
     every: int,
     tolerance: float = 0.0,
+    pairs: bool = False,
 ) -> tuple[int, np.ndarray]:
     """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
 
@@ -83,6 +84,8 @@ def local_steps_due(
     if stalled < after:
         return 0, empty
     neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
+    if pairs:
+        neighbours = np.union1d(neighbours, switch_pairs(table, np.array([rows[where]], dtype=np.int64)))
     taken = int(np.isin(rows[start + 1 :], neighbours).sum())
     allowed = 1 + (stalled - after) // max(every, 1)
     return max(0, allowed - taken), neighbours
