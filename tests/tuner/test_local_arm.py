@@ -13,7 +13,7 @@ from kernelfarm.core.space import Config, Parameter, SearchSpace
 from kernelfarm.tuner.strategies import bayes
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
-from kernelfarm.tuner.strategies.candidates import candidate_table
+from kernelfarm.tuner.strategies.candidates import candidate_table, switch_pairs
 from kernelfarm.tuner.strategies.gp import Hyperparameters
 from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, plateau_start
 from kernelfarm.tuner.strategies.observed import table_rows
@@ -183,3 +183,37 @@ def test_hop_options_are_checked() -> None:
     for bad in ({"pool_hops": 0}, {"pool_hops": 3}, {"pool_hops": True}, {"pool_hops_after": -1}):
         with pytest.raises(InvalidInput):
             BayesianOptimizer.from_history(SPACE, CONTEXT, [], 0, bad)
+
+
+SWITCHES = SearchSpace(parameters=(Parameter("x", tuple(range(50))), Parameter("s", (0, 1)),
+                                   Parameter("t", (0, 1)), Parameter("u", ("off", "on"))))  # fmt: skip
+
+
+def test_switch_pairs_flip_two_two_valued_parameters_at_once() -> None:
+    table = candidate_table(SWITCHES, {})
+    start: Config = {"x": 7, "s": 1, "t": 0, "u": "on"}
+    rows = table_rows(table, SWITCHES, [Observation(start, 1.0)])
+    moved = [SWITCHES.config_at(table.indices[r]) for r in switch_pairs(table, rows)]
+    assert sorted(tuple(c.values()) for c in moved) == [(7, 0, 0, "off"), (7, 0, 1, "on"), (7, 1, 1, "off")]
+    assert len(switch_pairs(candidate_table(GRID, {}), np.array([0]))) == 0  # no two-valued parameters
+
+
+def test_local_pairs_crosses_a_two_switch_cliff_the_one_step_moves_cannot() -> None:
+    """The incumbent's one-parameter neighbours are all measured (each slower: one switch alone is
+    a cliff) and 20 evaluations pass: with ``local_pairs`` the arm's step is both switches flipped,
+    also from a pool too small to hold it by chance."""
+    best: Config = {"x": 10, "s": 1, "t": 1, "u": "on"}
+    table = candidate_table(SWITCHES, {})
+    every = [SWITCHES.config_at(i) for i in table.indices]
+    one_step = [c for c in every if _hops(c, best) == 1]
+    far = [c for c in every if _hops(c, best) == 4][:20]
+    history = [Observation(c, 5.0 + 0.01 * i) for i, c in enumerate(one_step)]
+    history += [Observation(best, 1.0), *(Observation(c, 9.0) for c in far)]
+    options = {"local_after": 20, "local_every": 2, "pool": 20}
+    proposed = BayesianOptimizer.from_history(SWITCHES, {}, history, 0, {**options, "local_pairs": True}).ask(1)
+    assert _hops(proposed[0], best) == 2 and proposed[0]["x"] == 10
+    rows = table_rows(table, SWITCHES, history)
+    due, near = local_steps_due(table, history, rows, 20, 2)
+    due_pairs, near_pairs = local_steps_due(table, history, rows, 20, 2, pairs=True)
+    assert due == due_pairs == 1
+    assert len(near_pairs) == len(near) + 3  # the three two-switch moves of (s, t, u)

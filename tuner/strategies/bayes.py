@@ -223,6 +223,13 @@ class BayesSettings:
             default: with 30 seeds it helps pnpoly (+0.009 to +0.016 standardized score, paired)
             and nothing else, and leave-one-family-out with pnpoly held out keeps it off (issue
             17, twelfth session, docs/benchmarks/STRATEGIES.md).
+        local_pairs: the local arm's moves also flip two two-valued parameters at once
+            (candidates.switch_pairs), added to the pool for the arm alone: two switches can
+            interact so that either flip alone is a cliff (convolution_milo_A4000: shared memory
+            off is slow with read-only loads on, fast with them off). Off by default: with 30
+            seeds it takes convolution_milo_A4000 from 0.947 to 0.973 of the optimum at 100
+            evaluations and W6600 from 0.973 to 0.956, the other families within 0.001 (issue
+            17, twelfth session, docs/benchmarks/STRATEGIES.md).
     """
 
     n_init: int = 10
