@@ -647,7 +647,7 @@ class BayesianOptimizer(Optimizer):
         if len(suggested):
             mean = posterior.mean + offset
             score = acquisition(name, mean, posterior.std, best, xi=xi) * feasible
-            bar = float(np.quantile(score[~taken], SUGGESTION_QUANTILE))
+            bar = float(np.quantile(score[~taken & ~np.isin(scored, extra)], SUGGESTION_QUANTILE))
             for i in np.searchsorted(pool, suggested).tolist():
                 if len(chosen) < n and score[i] >= bar and score[i] > 0:
                     taken[i] = True

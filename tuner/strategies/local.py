@@ -13,6 +13,10 @@ config. Which neighbour: the model's choice among them (its acquisition), so the
 the most promising of the moves, not a random one. The quota is rebuilt from the history alone
 (the strategy is rebuilt at every coordinator step): local steps already taken are the
 evaluations since the incumbent that are its neighbours, whoever proposed them.
+
+Two options, off by default (issue 17, twelfth session): ``tolerance`` (a gain too small to end
+the stall: a run creeping along a plateau) and ``pairs`` (two switches flipped at once: where
+either flip alone is a cliff).
 """
 
 from __future__ import annotations
@@ -69,11 +73,13 @@ def local_steps_due(
     """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
 
     ``tolerance``: a gain smaller than this fraction does not end a stall (plateau_start).
+    ``pairs``: the neighbours also include the incumbent's two-switch moves (two two-valued
+    parameters flipped at once, candidates.switch_pairs).
 
     ``rows``: each history entry's table row. ``after``: completed evaluations without a better
     config before the first local step; then one step per ``every`` evaluations. Steps already
-    taken (neighbours of the incumbent measured or pending since it was found) count against
-    the quota. ``after`` 0 turns the arm off.
+    taken (neighbours of the incumbent measured or pending since it, or its plateau, was
+    reached) count against the quota. ``after`` 0 turns the arm off.
     """
     empty = np.zeros(0, dtype=np.int64)
     where = incumbent_index(history)
