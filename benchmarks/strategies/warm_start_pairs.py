@@ -14,7 +14,8 @@ the shuffled source, so neither its configs nor its times carry anything about t
 Failed configs are kept (each costs an evaluation). Also reported: the target fraction of the
 best config of the prior (what copying the other GPUs' winner would give, no tuning).
 
-``--strategy`` takes options as compare_all.py's ``--farm`` does (``'bayes:gate_nulls=0'``).
+``--strategy`` and ``--prior-strategy`` take options as compare_all.py's ``--farm`` does
+(``'bayes:gate_nulls=0'``).
 
 Usage:
     python benchmarks/strategies/warm_start_pairs.py --landscapes LANDSCAPES [--budget 100] \
@@ -57,8 +58,8 @@ def _source_run(job: tuple[Path, str, int, str, argparse.Namespace]) -> list[Obs
     landscape = load_landscape(path)
     if arm != "warm":
         landscape = shuffled(landscape, 30_000 + seed)
-    strategy = "random" if arm == "unrelated_random" else args.prior_strategy
-    run = replay(landscape, get_strategy(strategy), args.prior_trials, 1000 + seed)
+    strategy, options = ("random", {}) if arm == "unrelated_random" else farm_options(args.prior_strategy)
+    run = replay(landscape, get_strategy(strategy), args.prior_trials, 1000 + seed, options=options)
     return [replace(o, source=name) for o in run.history]
 
 
