@@ -7,6 +7,7 @@ Usage:
     python benchmarks/strategies/make_tables.py targets REPORT.json [REPORT.json ...]
     python benchmarks/strategies/make_tables.py targets-against FARM.json KERNEL_TUNER.json STRATEGY [STRATEGY ...]
     python benchmarks/strategies/make_tables.py targets-seeds FARM.json KT.json POOLED.json KT_MORE.json
+    python benchmarks/strategies/make_tables.py warm-arms LABEL=REPORT.json@ARM [LABEL=REPORT.json@ARM ...]
 
 ``comparison`` merges reports of ``kernelfarm bench-strategies --json`` and
 kernel_tuner_replay.py: one table per landscape, one row per (label, strategy); an empty LABEL
@@ -439,6 +440,31 @@ def pairs_compare(args: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def warm_arms(args: list[str]) -> str:
+    """Arms of several warm_start_pairs.py reports side by side (the same targets and seeds): per
+    target, the median evaluations to 0.95 of each ``LABEL=REPORT.json@ARM``; last row: on how
+    many targets it is <= 20.
+
+    Usage: warm-arms LABEL=REPORT.json@ARM [LABEL=REPORT.json@ARM ...]"""
+    columns = []
+    for arg in args:
+        label, _, rest = arg.partition("=")
+        path, _, arm = rest.rpartition("@")
+        columns.append((label, json.loads(Path(path).read_text()), arm))
+    budget = int(columns[0][1]["settings"]["budget"])
+    out = ["| target | " + " | ".join(label for label, _, _ in columns) + " |", "|---|" + "---|" * len(columns)]
+    within = [0] * len(columns)
+    for name in columns[0][1]["landscapes"]:
+        cells = []
+        for i, (_, report, arm) in enumerate(columns):
+            median = report["landscapes"][name][arm]["n95_median"]
+            within[i] += median is not None and median <= 20
+            cells.append(f">{budget}" if median is None else f"{median:g}")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out.append("| **targets <= 20** | " + " | ".join(str(w) for w in within) + " |")
+    return "\n".join(out) + "\n"
+
+
 def llm(args: list[str]) -> str:
     """llm_proposers.py's report. Usage: llm REPORT.json"""
     report = json.loads(Path(args[0]).read_text())
@@ -471,6 +497,7 @@ def main(argv: list[str]) -> None:
         "issue17": issue17,
         "targets-against": targets_against,
         "targets-seeds": targets_seeds,
+        "warm-arms": warm_arms,
         "pairs": pairs,
         "pairs-compare": pairs_compare,
         "llm": llm,
