@@ -15,7 +15,7 @@ from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table, switch_pairs
 from kernelfarm.tuner.strategies.gp import Hyperparameters
-from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, plateau_start
+from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, pair_moves, plateau_start
 from kernelfarm.tuner.strategies.observed import table_rows
 from tests.tuner.conftest import CONTEXT, SPACE
 
@@ -198,6 +198,17 @@ def test_switch_pairs_flip_two_two_valued_parameters_at_once() -> None:
     assert len(switch_pairs(candidate_table(GRID, {}), np.array([0]))) == 0  # no two-valued parameters
 
 
+def test_with_tried_rows_a_pair_waits_until_both_its_single_flips_are_tried() -> None:
+    table = candidate_table(SWITCHES, {})
+    start: Config = {"x": 7, "s": 1, "t": 0, "u": "on"}
+    flips = [{**start, "s": 0}, {**start, "t": 1}]  # u's flip not tried
+    rows = table_rows(table, SWITCHES, [Observation(start, 1.0)])
+    tried = table_rows(table, SWITCHES, [Observation(c, 2.0) for c in flips])
+    moved = [SWITCHES.config_at(table.indices[r]) for r in switch_pairs(table, rows, tried)]
+    assert [tuple(c.values()) for c in moved] == [(7, 0, 1, "on")]  # (s, t) only
+    assert len(switch_pairs(table, rows, tried[:0])) == 0
+
+
 def test_local_pairs_crosses_a_two_switch_cliff_the_one_step_moves_cannot() -> None:
     """The incumbent's one-parameter neighbours are all measured (each slower: one switch alone is
     a cliff) and 20 evaluations pass: with ``local_pairs`` the arm's step is both switches flipped,
@@ -217,3 +228,17 @@ def test_local_pairs_crosses_a_two_switch_cliff_the_one_step_moves_cannot() -> N
     due_pairs, near_pairs = local_steps_due(table, history, rows, 20, 2, pairs=True)
     assert due == due_pairs == 1
     assert len(near_pairs) == len(near) + 3  # the three two-switch moves of (s, t, u)
+
+
+def test_local_pairs_cliff_counts_only_pending_free_measured_flips() -> None:
+    """``local_pairs_cliff``: the arm's two-switch moves are those whose single flips are both
+    measured; a single flip still pending does not count as tried."""
+    best: Config = {"x": 10, "s": 1, "t": 1, "u": "on"}
+    table = candidate_table(SWITCHES, {})
+    s_flip, t_flip, u_flip = ({**best, k: v} for k, v in (("s", 0), ("t", 0), ("u", "off")))
+    history = [Observation(best, 1.0), Observation(s_flip, 5.0), Observation(t_flip, 5.0)]
+    history.append(Observation(u_flip, None, pending=True))
+    rows = table_rows(table, SWITCHES, history)
+    moves = [SWITCHES.config_at(table.indices[r]) for r in pair_moves(table, history, rows, 0, cliff=True)]
+    assert [(c["s"], c["t"], c["u"]) for c in moves] == [(0, 0, "on")]
+    assert len(pair_moves(table, history, rows, 0, cliff=False)) == 3

@@ -59,7 +59,7 @@ from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.space import Config
 from kernelfarm.tuner.strategies.acquisition import ACQUISITIONS, acquisition
 from kernelfarm.tuner.strategies.base import Observation, Optimizer
-from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at, switch_pairs
+from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.gp import (
     LENGTH_PRIOR,
@@ -69,7 +69,7 @@ from kernelfarm.tuner.strategies.gp import (
     fit_hyperparameters,
     loo_log_predictive,
 )
-from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, stalled_evaluations
+from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, pair_moves, stalled_evaluations
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -230,6 +230,9 @@ class BayesSettings:
             seeds it takes convolution_milo_A4000 from 0.947 to 0.973 of the optimum at 100
             evaluations and W6600 from 0.973 to 0.956, the other families within 0.001 (issue
             17, twelfth session, docs/benchmarks/STRATEGIES.md).
+        local_pairs_cliff: with ``local_pairs``, a two-switch move only once both its single
+            flips from the incumbent are measured (local.pair_moves): the pair is the way across
+            a cliff, not a rival of single flips that pay (issue 17, thirteenth session).
     """
 
     n_init: int = 10
@@ -267,6 +270,7 @@ class BayesSettings:
     pool_hops_after: int = 0
     local_tolerance: float = 0.0
     local_pairs: bool = False
+    local_pairs_cliff: bool = False
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -683,7 +687,7 @@ class BayesianOptimizer(Optimizer):
         where = incumbent_index(self.history)
         if where is None or self._history_rows[where] < 0:
             return np.zeros(0, dtype=np.int64)
-        moves = switch_pairs(table, self._history_rows[where : where + 1])
+        moves = pair_moves(table, self.history, self._history_rows, where, self.settings.local_pairs_cliff)
         return np.setdiff1d(moves[np.isin(moves, free_rows)], pool)
 
     def _local_picks(
@@ -704,6 +708,7 @@ class BayesianOptimizer(Optimizer):
         due, near = local_steps_due(
             table, self.history, self._history_rows,
             settings.local_after, settings.local_every, settings.local_tolerance, settings.local_pairs,
+            settings.local_pairs_cliff,
         )  # fmt: skip
         local = np.zeros(len(taken), dtype=bool)
         local[: len(pool)] = np.isin(pool, near)

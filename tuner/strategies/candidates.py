@@ -92,22 +92,34 @@ class CandidateTable:
         return found[found >= 0]
 
 
-def switch_pairs(table: CandidateTable, rows: np.ndarray) -> np.ndarray:
+def switch_pairs(table: CandidateTable, rows: np.ndarray, tried: np.ndarray | None = None) -> np.ndarray:
     """Table rows that differ from one of ``rows`` in exactly two two-valued parameters (valid
-    ones only): both switches flipped at once."""
+    ones only): both switches flipped at once.
+
+    ``tried`` (table rows already measured): keep only the pairs whose two single flips are both
+    tried or not valid configs, i.e. where flipping either switch alone is known not to pay; the
+    pair is then the one move left across that cliff, not a rival of the single flips."""
     binary = [j for j, size in enumerate(table.sizes.tolist()) if size == 2]
     if len(rows) == 0 or len(binary) < 2:
         return np.zeros(0, dtype=np.int64)
     base = table.indices[rows].astype(np.int64)
     codes = table.codes[rows]
+    # a flip of a two-valued parameter moves its index 0 <-> 1
+    flip = {j: (1 - 2 * base[:, j]) * table.radix[j] for j in binary}
+    if tried is not None:
+        known = {j: _tried_or_invalid(table, codes + flip[j], tried) for j in binary}
     moves = []
     for a, j in enumerate(binary):
         for k in binary[a + 1 :]:
-            # a flip of a two-valued parameter moves its index 0 <-> 1
-            delta = (1 - 2 * base[:, j]) * table.radix[j] + (1 - 2 * base[:, k]) * table.radix[k]
-            moves.append(codes + delta)
+            pair = codes + flip[j] + flip[k]
+            moves.append(pair if tried is None else pair[known[j] & known[k]])
     found = table.position(np.unique(np.concatenate(moves)))
     return found[found >= 0]
+
+
+def _tried_or_invalid(table: CandidateTable, codes: np.ndarray, tried: np.ndarray) -> np.ndarray:
+    position = table.position(codes)
+    return (position < 0) | np.isin(position, tried)
 
 
 def candidate_table(space: SearchSpace, context: Mapping[str, Any] | None = None) -> CandidateTable:

@@ -14,9 +14,10 @@ the most promising of the moves, not a random one. The quota is rebuilt from the
 (the strategy is rebuilt at every coordinator step): local steps already taken are the
 evaluations since the incumbent that are its neighbours, whoever proposed them.
 
-Two options, off by default (issue 17, twelfth session): ``tolerance`` (a gain too small to end
-the stall: a run creeping along a plateau) and ``pairs`` (two switches flipped at once: where
-either flip alone is a cliff).
+Options, off by default (issue 17, twelfth and thirteenth sessions): ``tolerance`` (a gain too
+small to end the stall: a run creeping along a plateau), ``pairs`` (two switches flipped at once:
+where either flip alone is a cliff) and ``cliff`` (with ``pairs``, a pair only once both its
+single flips are measured).
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ def plateau_start(history: Sequence[Observation], where: int, tolerance: float) 
     return where
 
 
+def pair_moves(
+    table: CandidateTable, history: Sequence[Observation], rows: np.ndarray, where: int, cliff: bool
+) -> np.ndarray:
+    """The two-switch moves from the incumbent at ``where`` (``rows``: each history entry's table
+    row). ``cliff``: only the pairs whose single flips are both measured (or not valid): the
+    single flips come first, and a pair is tried where neither alone paid, so pairs do not take
+    the steps of single flips that would have paid late in a run."""
+    tried = None
+    if cliff:
+        done = np.array([not obs.pending for obs in history], dtype=bool)
+        tried = rows[done & (rows >= 0)]
+    return switch_pairs(table, rows[where : where + 1], tried)
+
+
 def stalled_evaluations(history: Sequence[Observation]) -> int:
     """Completed evaluations since the incumbent was measured (0 while there is none)."""
     where = incumbent_index(history)
@@ -69,12 +84,14 @@ def local_steps_due(
     every: int,
     tolerance: float = 0.0,
     pairs: bool = False,
+    cliff: bool = False,
 ) -> tuple[int, np.ndarray]:
     """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
 
     ``tolerance``: a gain smaller than this fraction does not end a stall (plateau_start).
     ``pairs``: the neighbours also include the incumbent's two-switch moves (two two-valued
-    parameters flipped at once, candidates.switch_pairs).
+    parameters flipped at once, candidates.switch_pairs); with ``cliff``, only those whose two
+    single flips are measured (pair_moves).
 
     ``rows``: each history entry's table row. ``after``: completed evaluations without a better
     config before the first local step; then one step per ``every`` evaluations. Steps already
@@ -91,7 +108,7 @@ def local_steps_due(
         return 0, empty
     neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
     if pairs:
-        neighbours = np.union1d(neighbours, switch_pairs(table, np.array([rows[where]], dtype=np.int64)))
+        neighbours = np.union1d(neighbours, pair_moves(table, history, rows, where, cliff))
     taken = int(np.isin(rows[start + 1 :], neighbours).sum())
     allowed = 1 + (stalled - after) // max(every, 1)
     return max(0, allowed - taken), neighbours
