@@ -228,11 +228,13 @@ class BayesSettings:
             interact so that either flip alone is a cliff (convolution_milo_A4000: shared memory
             off is slow with read-only loads on, fast with them off). Off by default: with 30
             seeds it takes convolution_milo_A4000 from 0.947 to 0.973 of the optimum at 100
-            evaluations and W6600 from 0.973 to 0.956, the other families within 0.001 (issue
-            17, twelfth session, docs/benchmarks/STRATEGIES.md).
+            evaluations and W6600 from 0.973 to 0.956, the other families within 0.001, and as
+            the default of the prior's source jobs it makes warm start later by 0.7 evaluations
+            on average (issue 17, twelfth and thirteenth sessions, docs/benchmarks/STRATEGIES.md).
         local_pairs_cliff: with ``local_pairs``, a two-switch move only once both its single
             flips from the incumbent are measured (local.pair_moves): the pair is the way across
-            a cliff, not a rival of single flips that pay (issue 17, thirteenth session).
+            a cliff, not a rival of single flips that pay. Off: it wins back one W6600 run of
+            three (0.961) and the warm figures stay those of ``local_pairs`` (thirteenth session).
     """
 
     n_init: int = 10
