@@ -9,10 +9,12 @@ of the ups counts the chance as cost. Paired differences show both directions: t
 all runs, with a bootstrap interval, is what the prior costs on average.
 
 Each variant is ``LABEL=REPORT.json`` (its ``unrelated`` arm) or ``LABEL=REPORT.json@ARM`` (another
-arm, e.g. ``unrelated_random``).
+arm, e.g. ``unrelated_random``). ``--large N`` splits the summed cost into the runs that differ by N
+or more (listed: where a prior sent a job elsewhere) and the rest (the hidden probes' routine cost).
 
 Usage:
-    python benchmarks/strategies/paired_harm.py --cold COLD.json LABEL=REPORT.json[@ARM] [...] [--json OUT.json]
+    python benchmarks/strategies/paired_harm.py --cold COLD.json LABEL=REPORT.json[@ARM] [...] [--large 3] \
+        [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def main() -> None:
     parser.add_argument("variants", nargs="+", help="LABEL=REPORT.json[@ARM] (default arm: unrelated)")
     parser.add_argument("--cold", type=Path, required=True, help="a report with the cold arm's runs")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--large", type=int, default=0,
+        help="also split each variant's summed cost into runs that differ by at least this many "
+        "evaluations (listed) and the rest (the routine cost: a hidden probe is 1 or 2)",
+    )  # fmt: skip
     args = parser.parse_args()
     cold = runs(json.loads(args.cold.read_text()), "cold")
     labels, reports = [], []
@@ -76,6 +83,17 @@ def main() -> None:
         cells.append(f"**{diff.mean():+.2f}** [{low:+.2f}, {high:+.2f}]")
         summary["all"][label] = {"mean": float(diff.mean()), "ci95": [low, high], "runs": len(diff)}
     print("| **all runs: mean [95 % bootstrap interval]** | " + " | ".join(cells) + " |")
+    if args.large > 0:
+        for label, report in zip(labels, reports, strict=True):
+            large = [(t, seed, int(cold[t][seed]), int(report[t][seed])) for t in targets
+                     for seed in np.flatnonzero(np.abs(report[t] - cold[t]) >= args.large).tolist()]  # fmt: skip
+            total = sum(float((report[t] - cold[t]).sum()) for t in targets)
+            in_large = sum(after - before for _, _, before, after in large)
+            print(f"\n{label}: summed {total:+.0f} evaluations; {len(large)} runs differ by {args.large} or more "
+                  f"({in_large:+d} together), the other runs {total - in_large:+.0f}")  # fmt: skip
+            for t, seed, before, after in large:
+                print(f"  {t} seed {seed}: cold {before}, with the prior {after}")
+            summary["all"][label]["large"] = {"runs": len(large), "sum": in_large, "rest": total - in_large}
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n")
 
