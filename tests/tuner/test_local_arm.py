@@ -230,7 +230,7 @@ def test_local_pairs_crosses_a_two_switch_cliff_the_one_step_moves_cannot() -> N
     assert len(near_pairs) == len(near) + 3  # the three two-switch moves of (s, t, u)
 
 
-def test_local_pairs_cliff_counts_only_pending_free_measured_flips() -> None:
+def test_with_cliff_a_pending_single_flip_does_not_count_as_tried() -> None:
     """``local_pairs_cliff``: the arm's two-switch moves are those whose single flips are both
     measured; a single flip still pending does not count as tried."""
     best: Config = {"x": 10, "s": 1, "t": 1, "u": "on"}

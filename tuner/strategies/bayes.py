@@ -234,7 +234,7 @@ class BayesSettings:
         local_pairs_cliff: with ``local_pairs``, a two-switch move only once both its single
             flips from the incumbent are measured (local.pair_moves): the pair is the way across
             a cliff, not a rival of single flips that pay. Off: it wins back one W6600 run of
-            three (0.961) and the warm figures stay those of ``local_pairs`` (thirteenth session).
+            three (0.961), and warm start is about as with ``local_pairs`` (thirteenth session).
     """
 
     n_init: int = 10
