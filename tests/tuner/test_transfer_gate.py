@@ -540,3 +540,23 @@ def test_a_rescue_is_confirmed_by_another_config_than_the_probe(monkeypatch: pyt
     assert warm[probe].config == agreed and warm[probe + 1].config == specialty
     assert states[probe + 2 :] == ["drop"] * (14 - probe - 2)
     assert [o.config for o in warm[:probe] + warm[probe + 2 :]] == [o.config for o in cold]
+
+
+@pytest.mark.parametrize("z", [3.0, -3.0])
+def test_the_probe_is_never_a_config_the_job_measured_before_the_gate_judged(
+    monkeypatch: pytest.MonkeyPatch, z: float
+) -> None:
+    """The prior's best config is the cold job's own first config. It stays the job's (not hidden
+    while the gate waits: the job is the cold one), and the probe is the prior's next best config,
+    which has configs to beat; before, that first config was the probe with nothing measured before
+    it, so any prior passed (issue 17, thirteenth session)."""
+    _forced_agreement(monkeypatch, z)
+    cold, _ = _drive([], 8, {})
+    _, related, _ = _history_and_priors()
+    related = [o for o in related if o.config != cold[0].config]
+    prior = [Observation(cold[0].config, 1e-4, source="other"), *related]
+    warm, states = _drive(prior, 8, {})
+    probe = states.index("probe")
+    assert _successes(warm[:probe]) == GATE_MIN
+    assert [o.config for o in warm[:probe]] == [o.config for o in cold[:probe]]
+    assert warm[probe].config == _prior_best(related, 1)[0]

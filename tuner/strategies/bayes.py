@@ -355,13 +355,15 @@ class BayesianOptimizer(Optimizer):
             summary = self._prior_summary(table)
             # fitted (or found in the per-process cache) once per ask: the gate and the model share it
             models = self._prior_models(table, summary) if summary is not None else None
-            probe = self._probe_row(summary, models)
+            judged = self._judged_rows(rows)
+            probe = self._probe_row(summary, models, judged)
             if models is not None:
                 # a rescued prior's second confirmation: its best config by score other than the
                 # probe (the probe, with ``prior_consensus``, may be the second by score itself)
                 confirm = None
                 if summary is not None and self.settings.gate_rescue and probe is not None:
-                    confirm = next(r for r in summary.best(2) if r != probe)
+                    ranked = summary.best(2 + len(judged))
+                    confirm = next((r for r in ranked if r != probe and r not in judged), None)
                 verdict, hidden = self._prior_verdict(rows, models, probe, confirm)
             else:
                 verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
@@ -463,13 +465,31 @@ class BayesianOptimizer(Optimizer):
         fit_max = self.settings.prior_fit_max or self.settings.fit_max
         return prior_models(table, self._x, summary, nulls, self.settings.train_max, fit_max)
 
-    def _probe_row(self, summary: PriorSummary | None, models: PriorModels | None) -> int | None:
+    def _probe_row(self, summary: PriorSummary | None, models: PriorModels | None, judged: set[int]) -> int | None:
         """The table row of the prior's best config when the gate probes (``gate_probe``, with a
-        gate and null models), else None."""
+        gate and null models), else None; never one of the ``judged`` rows (_judged_rows)."""
         settings = self.settings
         if summary is None or models is None or not models.nulls or not settings.gate_probe:
             return None
-        return None if settings.transfer_gate < 0 else summary.best(1, settings.prior_consensus)[0]
+        if settings.transfer_gate < 0:
+            return None
+        ranked = summary.best(1 + len(judged), settings.prior_consensus)
+        return next((r for r in ranked if r not in judged), None)
+
+    def _judged_rows(self, rows: np.ndarray) -> set[int]:
+        """The table rows of the job's history up to its ``GATE_MIN``-th measured config (all of
+        it before then): the configs the gate judges the prior on first, which the probe must
+        beat, so never the probe itself. Why: where the job's own design had measured the prior's
+        best config first, that config was the probe with nothing measured before it to beat, so
+        any prior passed, an unrelated one too, and it was hidden while the gate waited, so the
+        design left the cold job's path (issue 17, thirteenth session: pnpoly_RTX_3090 seed 24
+        with an unrelated prior, 2 -> 38 evaluations to 0.95)."""
+        done = 0
+        for i, obs in enumerate(self.history):
+            done += obs.value is not None and obs.failure is None and not obs.pending
+            if done >= GATE_MIN:
+                return {int(r) for r in rows[: i + 1] if r >= 0}
+        return {int(r) for r in rows if r >= 0}
 
     def _prior_verdict(
         self, rows: np.ndarray, models: PriorModels, probe: int | None, confirm: int | None = None
