@@ -542,21 +542,45 @@ def test_a_rescue_is_confirmed_by_another_config_than_the_probe(monkeypatch: pyt
     assert [o.config for o in warm[:probe] + warm[probe + 2 :]] == [o.config for o in cold]
 
 
+def _judged_prefix(history: list[Observation]) -> list[Observation]:
+    """The job's history up to its GATE_MIN-th measured config (what the gate judges first)."""
+    done = 0
+    for i, obs in enumerate(history):
+        done += obs.value is not None
+        if done == GATE_MIN:
+            return history[: i + 1]
+    raise AssertionError("fewer than GATE_MIN measured configs")
+
+
 @pytest.mark.parametrize("z", [3.0, -3.0])
-def test_the_probe_is_never_a_config_the_job_measured_before_the_gate_judged(
+def test_a_probe_the_jobs_design_measured_and_others_beat_drops_the_prior_off_nothing(
     monkeypatch: pytest.MonkeyPatch, z: float
 ) -> None:
-    """The prior's best config is the cold job's own first config. It stays the job's (not hidden
-    while the gate waits: the job is the cold one), and the probe is the prior's next best config,
-    which has configs to beat; before, that first config was the probe with nothing measured before
-    it, so any prior passed (issue 17, thirteenth session)."""
+    """The prior's best config is one the cold job's own design measured among the configs the
+    gate judges first, and another of those is faster: the prior is dropped and nothing is
+    hidden, so the job is exactly the cold one. Before (issue 17, thirteenth session), the config
+    was hidden while the gate waited, which changed the design, and judged only against the
+    configs measured before it: measured first, it passed for any prior."""
     _forced_agreement(monkeypatch, z)
-    cold, _ = _drive([], 8, {})
+    cold, _ = _drive([], 10, {})
+    judged = [o for o in _judged_prefix(cold) if o.value is not None]
+    slow = max(judged, key=lambda o: o.value or 0.0)
     _, related, _ = _history_and_priors()
-    related = [o for o in related if o.config != cold[0].config]
-    prior = [Observation(cold[0].config, 1e-4, source="other"), *related]
-    warm, states = _drive(prior, 8, {})
-    probe = states.index("probe")
-    assert _successes(warm[:probe]) == GATE_MIN
-    assert [o.config for o in warm[:probe]] == [o.config for o in cold[:probe]]
-    assert warm[probe].config == _prior_best(related, 1)[0]
+    prior = [Observation(slow.config, 1e-4, source="other"), *(o for o in related if o.config != slow.config)]
+    warm, states = _drive(prior, 10, {})
+    assert [o.config for o in warm] == [o.config for o in cold]
+    assert "probe" not in states and "keep" not in states and states[-1] == "drop"
+
+
+def test_a_probe_the_jobs_design_measured_as_its_fastest_admits_the_prior(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same with the fastest of those configs as the prior's best: no probe is proposed (it is
+    measured), and the prior is admitted once the gate has its first prefix."""
+    _always_agrees(monkeypatch)
+    cold, _ = _drive([], 10, {})
+    prefix = _judged_prefix(cold)
+    fast = min((o for o in prefix if o.value is not None), key=lambda o: o.value or 0.0)
+    _, related, _ = _history_and_priors()
+    prior = [Observation(fast.config, 1e-4, source="other"), *(o for o in related if o.config != fast.config)]
+    warm, states = _drive(prior, 10, {})
+    assert [o.config for o in warm[: len(prefix)]] == [o.config for o in prefix]
+    assert "probe" not in states and states[len(prefix) :] == ["keep"] * (10 - len(prefix))

@@ -355,15 +355,13 @@ class BayesianOptimizer(Optimizer):
             summary = self._prior_summary(table)
             # fitted (or found in the per-process cache) once per ask: the gate and the model share it
             models = self._prior_models(table, summary) if summary is not None else None
-            judged = self._judged_rows(rows)
-            probe = self._probe_row(summary, models, judged)
+            probe = self._probe_row(summary, models)
             if models is not None:
                 # a rescued prior's second confirmation: its best config by score other than the
                 # probe (the probe, with ``prior_consensus``, may be the second by score itself)
                 confirm = None
                 if summary is not None and self.settings.gate_rescue and probe is not None:
-                    ranked = summary.best(2 + len(judged))
-                    confirm = next((r for r in ranked if r != probe and r not in judged), None)
+                    confirm = next(r for r in summary.best(2) if r != probe)
                 verdict, hidden = self._prior_verdict(rows, models, probe, confirm)
             else:
                 verdict, hidden = ("keep" if self.prior else "drop"), np.zeros(len(rows), dtype=bool)
@@ -465,31 +463,25 @@ class BayesianOptimizer(Optimizer):
         fit_max = self.settings.prior_fit_max or self.settings.fit_max
         return prior_models(table, self._x, summary, nulls, self.settings.train_max, fit_max)
 
-    def _probe_row(self, summary: PriorSummary | None, models: PriorModels | None, judged: set[int]) -> int | None:
+    def _probe_row(self, summary: PriorSummary | None, models: PriorModels | None) -> int | None:
         """The table row of the prior's best config when the gate probes (``gate_probe``, with a
-        gate and null models), else None; never one of the ``judged`` rows (_judged_rows)."""
+        gate and null models), else None."""
         settings = self.settings
         if summary is None or models is None or not models.nulls or not settings.gate_probe:
             return None
-        if settings.transfer_gate < 0:
-            return None
-        ranked = summary.best(1 + len(judged), settings.prior_consensus)
-        return next((r for r in ranked if r not in judged), None)
+        return None if settings.transfer_gate < 0 else summary.best(1, settings.prior_consensus)[0]
 
-    def _judged_rows(self, rows: np.ndarray) -> set[int]:
-        """The table rows of the job's history up to its ``GATE_MIN``-th measured config (all of
-        it before then): the configs the gate judges the prior on first, which the probe must
-        beat, so never the probe itself. Why: where the job's own design had measured the prior's
-        best config first, that config was the probe with nothing measured before it to beat, so
-        any prior passed, an unrelated one too, and it was hidden while the gate waited, so the
-        design left the cold job's path (issue 17, thirteenth session: pnpoly_RTX_3090 seed 24
-        with an unrelated prior, 2 -> 38 evaluations to 0.95)."""
+    def _judged_end(self) -> int:
+        """How many history entries the gate judges the prior on first: those up to the job's
+        ``GATE_MIN``-th measured config (all of them before then). The job's own design chose
+        them, so a probe config among them is the job's measurement, not the gate's (see
+        _prior_verdict)."""
         done = 0
         for i, obs in enumerate(self.history):
             done += obs.value is not None and obs.failure is None and not obs.pending
             if done >= GATE_MIN:
-                return {int(r) for r in rows[: i + 1] if r >= 0}
-        return {int(r) for r in rows if r >= 0}
+                return i + 1
+        return len(self.history)
 
     def _prior_verdict(
         self, rows: np.ndarray, models: PriorModels, probe: int | None, confirm: int | None = None
@@ -538,10 +530,19 @@ class BayesianOptimizer(Optimizer):
                 return "drop", shown
             z = rank_agreement(models.prior.mean(self._x[observed.success_rows]), observed.log_time)
             return ("keep" if z >= settings.transfer_gate else "drop"), shown
-        # The probe is hidden wherever it stands in the history, also where the cold job happened
-        # to propose that config itself before the gate asked for it (rare: one config of the
-        # space); the gate then judges it when the ranking test passes, as if just measured.
-        hidden = rows == probe if probe is not None else shown
+        # The probe is hidden wherever the gate asked for it, or the cold job happened to propose
+        # it after the gate's first prefix (rare: one config of the space); the gate then judges
+        # it as if just measured. Where the job's own design measured it among the configs the
+        # gate judges first (_judged_end: sources and job share much of their design), it is the
+        # job's, never hidden, and must beat every other of those configs, not only the ones
+        # before it: measured first, it had nothing to beat and any prior passed, and hidden
+        # while the gate waited it took the job off the cold path (issue 17, thirteenth session:
+        # pnpoly_RTX_3090 seed 24, an unrelated prior, 2 -> 38 evaluations to 0.95).
+        at_probe = rows == probe if probe is not None else shown
+        judged_end = self._judged_end()
+        own = at_probe.copy()
+        own[judged_end:] = False
+        hidden = at_probe & ~own
         visible = [o for o, h in zip(self.history, hidden.tolist(), strict=True) if not h]
         early, early_log = first_successes(visible, rows[~hidden], STICKY_MAX)
         admitted_at = None  # the prefix (its length) that admitted the prior
@@ -558,19 +559,23 @@ class BayesianOptimizer(Optimizer):
         if admitted_at is None and not rescue:
             return ("drop" if len(early) >= STICKY_MAX else undecided), hidden
         if probe is not None:
-            measured = np.flatnonzero(hidden)
+            measured = np.flatnonzero(at_probe)
             if len(measured) == 0:
                 return "probe", hidden
             first = int(measured[0])
             trial = self.history[first]
             if trial.pending:
                 return "wait", hidden
-            before = [o.value for o in visible[: first - int(hidden[:first].sum())]
-                      if o.value is not None and o.failure is None and not o.pending]  # fmt: skip
+            if own[first]:  # the job's own: judged against the rest of the gate's first prefix
+                others = [o for i, o in enumerate(self.history[:judged_end]) if i != first]
+                probe_at = judged_end - 1  # a confirmation measured among them stands alone
+            else:
+                others, probe_at = visible[: first - int(hidden[:first].sum())], first
+            before = [o.value for o in others if o.value is not None and o.failure is None and not o.pending]
             if not _faster_than_all(trial, before):
                 return "drop", hidden
             if rescue and confirm is not None:
-                failed = self._rescue_failed(rows, first, confirm, before)
+                failed = self._rescue_failed(rows, probe_at, confirm, before)
                 if failed is not None:
                     return "drop", hidden | (np.arange(len(rows)) == failed)
             # confirmed: the probe is a measurement like any other from here on, and the prefixes
