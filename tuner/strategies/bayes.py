@@ -143,6 +143,9 @@ class BayesSettings:
             only once its best config (the probe, proposed then) measures faster than every config
             the job measured before it; a probe that does not is hidden from the model and the
             prior dropped, so the job is the cold one, one evaluation later (_prior_verdict).
+            Where the job's own design measured that config among the configs the gate judges
+            first, it is not proposed again: it must beat every other of them, and it is never
+            hidden (issue 17, thirteenth session).
             False: the prior is admitted at ``gate_admit`` itself (issue 17's third session).
         gate_first: with a gate, the prior waits for its verdict: the job's first ``GATE_MIN``
             measured configs are the cold job's space-filling design, and the prior's seeds and
