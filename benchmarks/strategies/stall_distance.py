@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.tuner.strategies.candidates import candidate_table
+from kernelfarm.tuner.strategies.local import incumbent_index
 from kernelfarm.tuner.strategies.observed import table_rows
 from kernelfarm.tuner.strategies.registry import get_strategy
 from kernelfarm.tuner.strategy_benchmark.replay import replay
@@ -48,12 +49,13 @@ def main() -> None:
         table = candidate_table(landscape.space, {})
         for seed in range(first, end):
             run = replay(landscape, get_strategy(strategy), args.budget, seed, options=options)
-            best = min((o for o in run.history if o.value is not None), key=lambda o: o.value or 0.0)
+            found_at = incumbent_index(run.history)
+            assert found_at is not None
+            best = run.history[found_at]
             assert best.value is not None
             distance = min(sum(best.config[p] != g[p] for p in best.config) for g in good)
             faster = sum(1 for t in times.values() if t < best.value)
             rows = table_rows(table, landscape.space, run.history)
-            found_at = next(i for i, o in enumerate(run.history) if o.value == best.value)
             near = table.neighbours(rows[found_at : found_at + 1])
             untried = int((~np.isin(near, rows)).sum())
             print(f"  seed {seed}: fraction {optimum / best.value:.3f} (found at {found_at + 1}), {distance} "

@@ -24,6 +24,7 @@ from kernelfarm.tuner.strategies.registry import get_strategy
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
     calibrated_agreement,
+    first_success_positions,
     first_successes,
     prefix_agreement,
     prior_models,
@@ -63,6 +64,7 @@ def test_first_successes_keeps_the_order_proposed_and_skips_failures() -> None:
     assert rows.tolist() == [3, 2]
     assert np.allclose(logs, np.log([2.0, 4.0]))
     assert first_successes(history, np.array([3, 1, 3, 2]), limit=1)[0].tolist() == [3]
+    assert first_success_positions(history, np.array([3, 1, 3, 2]), limit=5) == [0, 3]
 
 
 def test_first_successes_only_grow_at_their_end_when_trials_finish_out_of_order() -> None:

@@ -78,6 +78,7 @@ from kernelfarm.tuner.strategies.transfer import (
     PriorSummary,
     calibrated_agreement,
     calibrated_agreement_all,
+    first_success_positions,
     first_successes,
     learned_scale,
     prefix_agreement,
@@ -474,17 +475,14 @@ class BayesianOptimizer(Optimizer):
             return None
         return None if settings.transfer_gate < 0 else summary.best(1, settings.prior_consensus)[0]
 
-    def _judged_end(self) -> int:
+    def _judged_end(self, rows: np.ndarray) -> int:
         """How many history entries the gate judges the prior on first: those up to the job's
-        ``GATE_MIN``-th measured config (all of them before then). The job's own design chose
-        them, so a probe config among them is the job's measurement, not the gate's (see
-        _prior_verdict)."""
-        done = 0
-        for i, obs in enumerate(self.history):
-            done += obs.value is not None and obs.failure is None and not obs.pending
-            if done >= GATE_MIN:
-                return i + 1
-        return len(self.history)
+        ``GATE_MIN``-th measured config in the gate's own order (transfer.first_success_positions;
+        all of them before then). Fixed once reached, as the gate's prefixes are. The job's own
+        design chose them, so a probe config among them is the job's measurement, not the gate's
+        (see _prior_verdict)."""
+        at = first_success_positions(self.history, rows, GATE_MIN)
+        return at[-1] + 1 if len(at) == GATE_MIN else len(self.history)
 
     def _prior_verdict(
         self, rows: np.ndarray, models: PriorModels, probe: int | None, confirm: int | None = None
@@ -542,7 +540,7 @@ class BayesianOptimizer(Optimizer):
         # while the gate waited it took the job off the cold path (issue 17, thirteenth session:
         # pnpoly_RTX_3090 seed 24, an unrelated prior, 2 -> 38 evaluations to 0.95).
         at_probe = rows == probe if probe is not None else shown
-        judged_end = self._judged_end()
+        judged_end = self._judged_end(rows)
         own = at_probe.copy()
         own[judged_end:] = False
         hidden = at_probe & ~own

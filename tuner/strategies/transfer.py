@@ -234,8 +234,8 @@ def rank_agreement(prior_mean: np.ndarray, target: np.ndarray) -> float:
     return tau / float(np.sqrt(2.0 * (2 * n + 5) / (9.0 * n * (n - 1))))
 
 
-def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """Table rows and log times of the job's first ``limit`` distinct measured configs, in the
+def first_success_positions(history: Sequence[Observation], rows: np.ndarray, limit: int) -> list[int]:
+    """Positions in ``history`` of the job's first ``limit`` distinct measured configs, in the
     order they were proposed (``rows``: each observation's table row, -1 outside the table).
 
     The list stops at the first trial still pending: with parallel workers a trial proposed early
@@ -243,10 +243,9 @@ def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int
     prefixes already judged. Stopping there makes the list only ever grow at its end, so a prefix
     the gate once judged stays as it was ("dropped for good" holds)."""
     seen: set[int] = set()
-    out_rows: list[int] = []
-    out_log: list[float] = []
-    for obs, row in zip(history, rows.tolist(), strict=True):
-        if len(out_rows) >= limit or obs.pending:
+    out: list[int] = []
+    for i, (obs, row) in enumerate(zip(history, rows.tolist(), strict=True)):
+        if len(out) >= limit or obs.pending:
             break
         value = obs.value
         if row < 0 or row in seen or obs.failure is not None or value is None:
@@ -254,9 +253,16 @@ def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int
         if not (value > 0 and math.isfinite(value)):
             continue
         seen.add(row)
-        out_rows.append(row)
-        out_log.append(math.log(value))
-    return np.array(out_rows, dtype=np.int64), np.array(out_log)
+        out.append(i)
+    return out
+
+
+def first_successes(history: Sequence[Observation], rows: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Table rows and log times of the job's first ``limit`` distinct measured configs
+    (first_success_positions: in the order proposed, up to the first trial still pending)."""
+    at = first_success_positions(history, rows, limit)
+    log_time = [math.log(history[i].value or 0.0) for i in at]  # measured: value > 0
+    return np.array([int(rows[i]) for i in at], dtype=np.int64), np.array(log_time)
 
 
 def prefix_agreement(prior_mean: np.ndarray, target: np.ndarray, start: int) -> np.ndarray:
