@@ -37,7 +37,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--seeds", help="FIRST:END, instead of seeds 0 to --repeats - 1")
     args = parser.parse_args()
-    first, end = (int(v) for v in args.seeds.split(":")) if args.seeds else (0, args.repeats)
+    first, end = 0, args.repeats
+    if args.seeds:
+        try:
+            first, end = (int(v) for v in args.seeds.split(":"))
+        except ValueError:
+            parser.error(f"--seeds takes FIRST:END (two integers), not {args.seeds!r}")
     strategy, options = farm_options(args.farm)
     threadpool_limits(1)
     for name in args.names.split(","):
