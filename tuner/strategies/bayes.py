@@ -239,13 +239,6 @@ class BayesSettings:
             flips from the incumbent are measured (local.pair_moves): the pair is the way across
             a cliff, not a rival of single flips that pay. Off: it wins back one W6600 run of
             three (0.961), and warm start is about as with ``local_pairs`` (thirteenth session).
-        additive: above 0, the objective model's kernel also has an additive component, a sum of
-            one 1-D Matérn kernel per feature beside the ARD kernel (gp.py): main effects the
-            whole space shares, the ARD part left for interactions; the value is the prior median
-            of its variance (the ARD part's: 1). 0: off. Why: with tens of points the ARD
-            kernel alone ranks the space poorly (gemm_RTX_2080_Ti after 40 evaluations: rank
-            correlation -0.03 to 0.43 with the true times; with the additive part 0.44 to 0.61;
-            issue 17, fourteenth session, docs/benchmarks/STRATEGIES.md).
     """
 
     n_init: int = 10
@@ -284,7 +277,6 @@ class BayesSettings:
     local_tolerance: float = 0.0
     local_pairs: bool = False
     local_pairs_cliff: bool = False
-    additive: float = 0.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -320,8 +312,6 @@ class BayesSettings:
             )
         if not 0 <= settings.prior_consensus <= 1:  # also NaN
             raise InvalidInput("strategy option 'prior_consensus' must be a fraction from 0 to 1")
-        if not (0 <= settings.additive < math.inf):  # also NaN
-            raise InvalidInput("strategy option 'additive' must be a finite number, 0 or more")
         if settings.pool_hops not in (1, 2):
             raise InvalidInput("strategy option 'pool_hops' must be 1 or 2")
         if not 0 <= settings.local_tolerance <= 1:  # also NaN
@@ -781,22 +771,18 @@ class BayesianOptimizer(Optimizer):
         docs/benchmarks/STRATEGIES.md)."""
         self.alignment_selected = False
         target = standardize(y[fit_rows])
-        additive = self.settings.additive
         full = table.features
         if not self.settings.alignment_select or self._x.shape[1] >= full.shape[1]:
-            hp = fit_hyperparameters(x[fit_rows], target, length_prior=self._length_prior(), additive=additive)
-            return self._x, x, hp
+            return self._x, x, fit_hyperparameters(x[fit_rows], target, length_prior=self._length_prior())
         x_full = full[train_rows]
-        hp_full = fit_hyperparameters(
-            x_full[fit_rows], target, length_prior=self._length_prior(full.shape[1]), additive=additive
-        )
+        hp_full = fit_hyperparameters(x_full[fit_rows], target, length_prior=self._length_prior(full.shape[1]))
         steps = self.settings.select_plain_steps
         if steps < 0:
-            hp = fit_hyperparameters(x[fit_rows], target, length_prior=self._length_prior(), additive=additive)
+            hp = fit_hyperparameters(x[fit_rows], target, length_prior=self._length_prior())
         else:
-            hp = hp_full.first_features(x.shape[1])
+            hp = Hyperparameters(hp_full.amplitude, hp_full.lengths[: x.shape[1]], hp_full.noise)
             if steps:
-                hp = fit_hyperparameters(x[fit_rows], target, steps, self._length_prior(), start=hp, additive=additive)
+                hp = fit_hyperparameters(x[fit_rows], target, steps, self._length_prior(), start=hp)
         if loo_log_predictive(x_full[fit_rows], target, hp_full) <= loo_log_predictive(x[fit_rows], target, hp):
             return self._x, x, hp
         self.alignment_selected = True

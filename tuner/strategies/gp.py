@@ -1,5 +1,4 @@
-"""A Gaussian process regressor sized for a stateless coordinator: ARD Matérn 5/2 + noise, MAP fit,
-optionally plus an additive Matérn 5/2 component (one 1-D kernel per feature, summed).
+"""A Gaussian process regressor sized for a stateless coordinator: ARD Matérn 5/2 + noise, MAP fit.
 
 Why not scikit-optimize's ``GaussianProcessRegressor`` (it is the same model)? Measured on one
 core with 11 features (benchmarks/strategies/gp_cost.py): its fit takes 82 ms at 50 points and
@@ -10,15 +9,6 @@ per-dimension distance tensor built once per fit, so one likelihood-and-gradient
 few vectorized passes; hyperparameters get weak log-normal priors (MAP) because the first fits see
 ten points in ten dimensions. ``PoolPosterior`` adds what batch proposals need: the posterior over
 a candidate pool that can be conditioned on fantasized observations in O(n·m) per point.
-
-**The additive component** (``Hyperparameters.additive_lengths``; ``fit_hyperparameters(additive=v)``,
-v the prior median of its variance): the ARD kernel alone models every feature's effect jointly,
-so with tens of points in ten dimensions its MAP fit either makes the features matter only locally
-or smooths most of them away, and its ranking of the whole space is poor. On gemm_RTX_2080_Ti
-after 40 evaluations of a default run, its predicted mean had a rank correlation of -0.03 to 0.43
-with the true times over the space; with a sum of one-feature kernels beside it (main effects
-shared across the whole space, the ARD part left for interactions) 0.44 to 0.61, and higher on
-every one of 7 landscapes tried (issue 17, fourteenth session, docs/benchmarks/STRATEGIES.md).
 """
 
 from __future__ import annotations
@@ -44,51 +34,22 @@ NOISE_PRIOR = (math.log(1e-3), 2.0)
 
 @dataclass(frozen=True)
 class Hyperparameters:
-    """Signal variance, one length scale per feature, noise variance (all in natural units); with
-    ``additive_lengths``, also the additive component's variance and its length scale per feature.
-
-    ``theta`` (log scale, what the fit optimizes): amplitude, lengths, [additive, additive
-    lengths,] noise."""
+    """Signal variance, one length scale per feature, noise variance (all in natural units)."""
 
     amplitude: float
     lengths: np.ndarray
     noise: float
-    additive: float = 0.0
-    additive_lengths: np.ndarray | None = None
 
     @classmethod
     def default(cls, dims: int) -> Hyperparameters:
         return cls(1.0, np.full(dims, 0.5), 1e-3)
 
-    @property
-    def variance(self) -> float:
-        """Prior variance of the latent function (both components; no noise)."""
-        return self.amplitude + (self.additive if self.additive_lengths is not None else 0.0)
-
     def to_theta(self) -> np.ndarray:
-        parts = [[math.log(self.amplitude)], np.log(self.lengths)]
-        if self.additive_lengths is not None:
-            parts += [[math.log(self.additive)], np.log(self.additive_lengths)]
-        return np.concatenate([*parts, [math.log(self.noise)]])
+        return np.concatenate([[math.log(self.amplitude)], np.log(self.lengths), [math.log(self.noise)]])
 
     @classmethod
-    def from_theta(cls, theta: np.ndarray, additive: bool = False) -> Hyperparameters:
-        noise = float(math.exp(theta[-1]))
-        if not additive:
-            return cls(float(math.exp(theta[0])), np.exp(theta[1:-1]), noise)
-        dims = (len(theta) - 3) // 2
-        return cls(
-            float(math.exp(theta[0])), np.exp(theta[1 : 1 + dims]), noise,
-            float(math.exp(theta[1 + dims])), np.exp(theta[2 + dims : -1]),
-        )  # fmt: skip
-
-    def first_features(self, dims: int) -> Hyperparameters:
-        """The same model on the first ``dims`` features only: the ARD part as if the others' length
-        scales were infinite; the additive part's sum taken over the first ``dims`` features (a
-        starting point for a refit, not an exact limit: an infinite 1-D length scale would leave a
-        constant term behind)."""
-        lengths = None if self.additive_lengths is None else self.additive_lengths[:dims]
-        return Hyperparameters(self.amplitude, self.lengths[:dims], self.noise, self.additive, lengths)
+    def from_theta(cls, theta: np.ndarray) -> Hyperparameters:
+        return cls(float(math.exp(theta[0])), np.exp(theta[1:-1]), float(math.exp(theta[-1])))
 
 
 def matern52(r: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -118,8 +79,7 @@ def scaled_sqdist(a: np.ndarray, b: np.ndarray, lengths: np.ndarray) -> np.ndarr
 
 
 def covariance(a: np.ndarray, b: np.ndarray, hp: Hyperparameters, fast: bool = False) -> np.ndarray:
-    """Matérn 5/2 covariance matrix between the rows of ``a`` and ``b`` (plus the additive
-    component where ``hp`` has one).
+    """Matérn 5/2 covariance matrix between the rows of ``a`` and ``b``.
 
     ``fast`` evaluates the element-wise part in float32: ``np.exp`` costs ~8 ns per float64 on the
     farm's CPUs and ~1.5 ns per float32, and a cross-covariance needs no more than 1e-7 relative
@@ -130,78 +90,33 @@ def covariance(a: np.ndarray, b: np.ndarray, hp: Hyperparameters, fast: bool = F
         r32 = np.sqrt(d2.astype(np.float32))
         k32 = matern52(r32, out=r32)
         k32 *= np.float32(hp.amplitude)
-        k = k32.astype(np.float64)
-    else:
-        r = np.sqrt(d2, out=d2)
-        k = matern52(r, out=r)
-        k *= hp.amplitude
-    if hp.additive_lengths is not None:
-        k += additive_covariance(a, b, hp)
+        return k32.astype(np.float64)
+    r = np.sqrt(d2, out=d2)
+    k = matern52(r, out=r)
+    k *= hp.amplitude
     return k
-
-
-def additive_covariance(a: np.ndarray, b: np.ndarray, hp: Hyperparameters) -> np.ndarray:
-    """The additive component: ``additive / D`` times the sum over features of a 1-D Matérn 5/2.
-
-    Each feature holds a few distinct values (the encoded values of one parameter), so each 1-D
-    kernel is a small table over the value pairs, and the sum over features is one matrix product
-    of one-hot codes: A · blockdiag(tables) · Bᵀ costs m·n·(number of values) multiply-adds
-    instead of m·n·D exponentials. A feature with many distinct values (not ours today) is
-    computed directly."""
-    assert hp.additive_lengths is not None
-    dims = a.shape[1]
-    left: list[np.ndarray] = []
-    right: list[np.ndarray] = []
-    direct = np.zeros((len(a), len(b)))
-    for d in range(dims):
-        values, codes = np.unique(np.concatenate([a[:, d], b[:, d]]), return_inverse=True)
-        if len(values) > 64:
-            direct += matern52(np.abs(a[:, d, None] - b[None, :, d]) / hp.additive_lengths[d])
-            continue
-        table = matern52(np.abs(values[:, None] - values[None, :]) / hp.additive_lengths[d])
-        left.append(table[codes[: len(a)]])  # (m, V): row i holds k(a_i, value v)
-        right.append(np.eye(len(values))[codes[len(a) :]])  # (n, V) one-hot
-    if left:
-        direct += np.hstack(left) @ np.hstack(right).T
-    direct *= hp.additive / dims
-    return direct
 
 
 # ---------------------------------------------------------------------------------- fitting
 def negative_log_posterior(
-    theta: np.ndarray,
-    components: np.ndarray,
-    y: np.ndarray,
-    length_prior: np.ndarray | None = None,
-    additive: float = 0.0,
+    theta: np.ndarray, components: np.ndarray, y: np.ndarray, length_prior: np.ndarray | None = None
 ) -> tuple[float, np.ndarray]:
     """Negative log marginal likelihood plus hyperprior, and its gradient in ``theta``.
 
     Args:
-        theta: log amplitude, log length scales, [log additive amplitude, its log length scales,]
-            log noise (``Hyperparameters.to_theta``).
+        theta: log amplitude, log length scales, log noise.
         components: (n*n, D) squared per-feature differences of the training inputs.
         y: standardized targets (n,).
-        length_prior: per feature, the prior mean of its log length scale (default ``LENGTH_PRIOR``;
-            the additive component's length scales share it).
-        additive: above 0, ``theta`` has the additive component, and this is the prior median of
-            its variance (the ARD part's is ``exp(AMPLITUDE_PRIOR[0])`` = 1).
+        length_prior: per feature, the prior mean of its log length scale (default ``LENGTH_PRIOR``).
     """
-    n, dims = len(y), components.shape[1]
+    n = len(y)
     amplitude, noise = math.exp(theta[0]), math.exp(theta[-1])
-    inv_l2 = np.exp(-2.0 * theta[1 : 1 + dims])
+    inv_l2 = np.exp(-2.0 * theta[1:-1])
     r = np.sqrt(components @ inv_l2).reshape(n, n)
     s = SQRT5 * r
     e = np.exp(-s)
     signal = amplitude * (1.0 + s + s * s / 3.0) * e
     k = signal + (noise + JITTER) * np.eye(n)
-    if additive > 0:
-        share = math.exp(theta[1 + dims]) / dims
-        r2_add = components * np.exp(-2.0 * theta[2 + dims : -1])  # (n*n, D) per-feature r^2
-        s_add = SQRT5 * np.sqrt(r2_add)
-        e_add = np.exp(-s_add)
-        additive_signal = share * ((1.0 + s_add + s_add * s_add / 3.0) * e_add).sum(1).reshape(n, n)
-        k += additive_signal
     # LAPACK directly: the scipy.linalg wrappers' argument checks cost more than a 64x64 solve.
     chol, info = scipy.linalg.lapack.dpotrf(k, lower=1, clean=1)
     if info != 0:
@@ -214,30 +129,18 @@ def negative_log_posterior(
     grad = np.empty_like(theta)
     grad[0] = -0.5 * float((w * signal).sum())
     a = (5.0 / 3.0) * amplitude * (1.0 + s) * e
-    grad[1 : 1 + dims] = -0.5 * ((w * a).reshape(-1) @ components) * inv_l2
-    if additive > 0:
-        grad[1 + dims] = -0.5 * float((w * additive_signal).sum())
-        # d k_d / d log l_d = (5/3) (1 + s_d) e^(-s_d) r_d^2 for each feature's 1-D Matérn
-        grad[2 + dims : -1] = -0.5 * (w.reshape(-1) @ ((5.0 / 3.0) * share * (1.0 + s_add) * e_add * r2_add))
+    grad[1:-1] = -0.5 * ((w * a).reshape(-1) @ components) * inv_l2
     grad[-1] = -0.5 * noise * float(np.trace(w))
-    prior, prior_grad = _log_prior(theta, length_prior, dims, additive)
+    prior, prior_grad = _log_prior(theta, length_prior)
     return nll - prior, grad - prior_grad
 
 
-def _log_prior(
-    theta: np.ndarray, length_prior: np.ndarray | None = None, dims: int | None = None, additive: float = 0.0
-) -> tuple[float, np.ndarray]:
-    dims = len(theta) - 2 if dims is None else dims
-    lengths = np.full(dims, LENGTH_PRIOR[0]) if length_prior is None else length_prior
-    means = [[AMPLITUDE_PRIOR[0]], lengths]
-    sds = [[AMPLITUDE_PRIOR[1]], np.full(dims, LENGTH_PRIOR[1])]
-    if additive > 0:  # the additive component: its variance around ``additive``, its lengths as the ARD's
-        means += [[math.log(additive)], lengths]
-        sds += sds
-    means_all = np.concatenate([*means, [NOISE_PRIOR[0]]])
-    sds_all = np.concatenate([*sds, [NOISE_PRIOR[1]]])
-    z = (theta - means_all) / sds_all
-    return float(-0.5 * (z * z).sum()), -z / sds_all
+def _log_prior(theta: np.ndarray, length_prior: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    lengths = np.full(len(theta) - 2, LENGTH_PRIOR[0]) if length_prior is None else length_prior
+    means = np.concatenate([[AMPLITUDE_PRIOR[0]], lengths, [NOISE_PRIOR[0]]])
+    sds = np.concatenate([[AMPLITUDE_PRIOR[1]], np.full(len(theta) - 2, LENGTH_PRIOR[1]), [NOISE_PRIOR[1]]])
+    z = (theta - means) / sds
+    return float(-0.5 * (z * z).sum()), -z / sds
 
 
 def fit_hyperparameters(
@@ -246,26 +149,18 @@ def fit_hyperparameters(
     maxiter: int = 60,
     length_prior: np.ndarray | None = None,
     start: Hyperparameters | None = None,
-    additive: float = 0.0,
 ) -> Hyperparameters:
     """MAP hyperparameters for standardized targets ``y`` at inputs ``x`` (deterministic).
 
     The posterior is often bimodal with few points ("everything matters locally" vs "a few
     features matter smoothly"), so short and long length scales are both tried as starting
     points, and L-BFGS-B runs from the better one only: half the cost of two full restarts.
-    ``start``: run from there instead (a nearby answer, refined in a few steps); with an additive
-    component, ``additive`` must be its prior (as for the fit it came from). ``additive``: above 0,
-    with the additive component (``negative_log_posterior``), which starts at its prior median.
+    ``start``: run from there instead (a nearby answer, refined in a few steps).
     """
     dims = x.shape[1]
     diff = x[:, None, :] - x[None, :, :]
     components = (diff * diff).reshape(-1, dims)
-    if start is not None and (start.additive_lengths is not None) != (additive > 0):
-        raise ValueError("a start with an additive component needs its prior (additive > 0), and only it")
-    length_bounds = [LENGTH_BOUNDS] * dims
-    bounds = [AMPLITUDE_BOUNDS, *length_bounds]
-    bounds += [AMPLITUDE_BOUNDS, *length_bounds] if additive > 0 else []
-    bounds.append(NOISE_BOUNDS)
+    bounds = [AMPLITUDE_BOUNDS, *([LENGTH_BOUNDS] * dims), NOISE_BOUNDS]
     if start is not None:
         theta0 = np.clip(start.to_theta(), [b[0] for b in bounds], [b[1] for b in bounds])
     else:
@@ -274,21 +169,18 @@ def fit_hyperparameters(
             lengths = np.full(dims, length)
             if length_prior is not None:  # features expected to matter less start where their prior is
                 lengths = np.maximum(lengths, np.exp(length_prior))
-            if additive > 0:
-                starts.append(Hyperparameters(1.0, lengths, 1e-2, additive, lengths).to_theta())
-            else:
-                starts.append(Hyperparameters(1.0, lengths, 1e-2).to_theta())
-        theta0 = min(starts, key=lambda theta: negative_log_posterior(theta, components, y, length_prior, additive)[0])
+            starts.append(Hyperparameters(1.0, lengths, 1e-2).to_theta())
+        theta0 = min(starts, key=lambda theta: negative_log_posterior(theta, components, y, length_prior)[0])
     result = scipy.optimize.minimize(
         negative_log_posterior,
         theta0,
-        args=(components, y, length_prior, additive),
+        args=(components, y, length_prior),
         jac=True,
         method="L-BFGS-B",
         bounds=bounds,
         options={"maxiter": maxiter},
     )
-    return Hyperparameters.from_theta(np.asarray(result.x), additive > 0)
+    return Hyperparameters.from_theta(np.asarray(result.x))
 
 
 def loo_log_predictive(x: np.ndarray, y: np.ndarray, hp: Hyperparameters) -> float:
@@ -343,7 +235,7 @@ class PoolPosterior:
         cross = covariance(z, gp.x, gp.hp, fast=True)  # (m, n)
         self.mean = cross @ gp.alpha
         self.v = scipy.linalg.solve_triangular(gp.chol, cross.T, lower=True, check_finite=False)
-        self.var = np.maximum(gp.hp.variance - (self.v * self.v).sum(0), 1e-12)
+        self.var = np.maximum(gp.hp.amplitude - (self.v * self.v).sum(0), 1e-12)
         self._fantasies: list[np.ndarray] = []
 
     @property
