@@ -69,13 +69,7 @@ from kernelfarm.tuner.strategies.gp import (
     fit_hyperparameters,
     loo_log_predictive,
 )
-from kernelfarm.tuner.strategies.local import (
-    incumbent_index,
-    local_steps_due,
-    pair_moves,
-    relink_moves,
-    stalled_evaluations,
-)
+from kernelfarm.tuner.strategies.local import incumbent_index, local_steps_due, pair_moves, stalled_evaluations
 from kernelfarm.tuner.strategies.observed import Observed, observe_rows, table_rows
 from kernelfarm.tuner.strategies.transfer import (
     GATE_MIN,
@@ -283,7 +277,6 @@ class BayesSettings:
     local_tolerance: float = 0.0
     local_pairs: bool = False
     local_pairs_cliff: bool = False
-    local_relink: int = 0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BayesSettings:
@@ -310,13 +303,12 @@ class BayesSettings:
         warm = (
             settings.prior_init, settings.prior_noise, settings.transfer_strength, settings.n_init_warm,
             settings.gate_nulls, settings.alignment_length, settings.gate_admit, settings.local_after,
-            settings.pool_hops_after, settings.prior_fit_max, settings.gate_drop, settings.local_relink,
+            settings.pool_hops_after, settings.prior_fit_max, settings.gate_drop,
         )  # fmt: skip
         if min(sizes) < 2 or settings.n_init < 1 or settings.local_every < 1 or min(warm) < 0:
             raise InvalidInput(
                 "n_init, pool, train_max, fit_max, local_every must be positive; prior_*, "
-                "transfer_strength, n_init_warm, gate_*, alignment_length, local_after, local_relink, pool_hops_after "
-                "not negative"
+                "transfer_strength, n_init_warm, gate_*, alignment_length, local_after, pool_hops_after not negative"
             )
         if not 0 <= settings.prior_consensus <= 1:  # also NaN
             raise InvalidInput("strategy option 'prior_consensus' must be a fraction from 0 to 1")
@@ -718,18 +710,12 @@ class BayesianOptimizer(Optimizer):
     def _local_extra(self, table: CandidateTable, pool: np.ndarray, free_rows: np.ndarray) -> np.ndarray:
         """With ``local_pairs``: the incumbent's free two-switch moves the pool lacks (a few rows;
         a large space's random sample rarely holds them), for the local arm alone."""
-        settings = self.settings
-        if not settings.local_pairs and settings.local_relink <= 0:
+        if not self.settings.local_pairs:
             return np.zeros(0, dtype=np.int64)
         where = incumbent_index(self.history)
         if where is None or self._history_rows[where] < 0:
             return np.zeros(0, dtype=np.int64)
-        moves = np.zeros(0, dtype=np.int64)
-        if settings.local_pairs:
-            moves = pair_moves(table, self.history, self._history_rows, where, settings.local_pairs_cliff)
-        if settings.local_relink > 0:
-            relinked = relink_moves(table, self.history, self._history_rows, where, settings.local_relink)
-            moves = np.union1d(moves, relinked)
+        moves = pair_moves(table, self.history, self._history_rows, where, self.settings.local_pairs_cliff)
         return np.setdiff1d(moves[np.isin(moves, free_rows)], pool)
 
     def _local_picks(
@@ -750,7 +736,7 @@ class BayesianOptimizer(Optimizer):
         due, near = local_steps_due(
             table, self.history, self._history_rows,
             settings.local_after, settings.local_every, settings.local_tolerance, settings.local_pairs,
-            settings.local_pairs_cliff, settings.local_relink,
+            settings.local_pairs_cliff,
         )  # fmt: skip
         local = np.zeros(len(taken), dtype=bool)
         local[: len(pool)] = np.isin(pool, near)

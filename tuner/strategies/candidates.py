@@ -117,20 +117,6 @@ def switch_pairs(table: CandidateTable, rows: np.ndarray, tried: np.ndarray | No
     return found[found >= 0]
 
 
-def between(table: CandidateTable, row: int, other: int, max_differences: int = 8) -> np.ndarray:
-    """Table rows that take each parameter's value from ``row`` or from ``other`` (valid ones
-    only, neither end itself): every uniform crossover of the two configs. Empty when they differ
-    in more than ``max_differences`` parameters (2**d - 2 configs lie between them)."""
-    a, b = table.indices[row].astype(np.int64), table.indices[other].astype(np.int64)
-    differ = np.flatnonzero(a != b)
-    if len(differ) < 2 or len(differ) > max_differences:
-        return np.zeros(0, dtype=np.int64)
-    steps = (b[differ] - a[differ]) * table.radix[differ]  # (d,) code change of taking other's value
-    masks = (np.arange(1, 2 ** len(differ) - 1)[:, None] >> np.arange(len(differ))) & 1  # proper subsets
-    found = table.position(table.codes[row] + masks @ steps)
-    return np.unique(found[found >= 0])
-
-
 def _tried_or_invalid(table: CandidateTable, codes: np.ndarray, tried: np.ndarray) -> np.ndarray:
     position = table.position(codes)
     return (position < 0) | np.isin(position, tried)

@@ -27,9 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kernelfarm.tuner.strategies.base import Observation
-from kernelfarm.tuner.strategies.candidates import CandidateTable, between, switch_pairs
-
-MIN_RELINK_DISTANCE, MAX_RELINK_DISTANCE = 3, 8  # parameters that differ (2**8 - 2 configs between)
+from kernelfarm.tuner.strategies.candidates import CandidateTable, switch_pairs
 
 
 def incumbent_index(history: Sequence[Observation]) -> int | None:
@@ -68,33 +66,6 @@ def pair_moves(
     return switch_pairs(table, rows[where : where + 1], tried)
 
 
-def relink_moves(
-    table: CandidateTable, history: Sequence[Observation], rows: np.ndarray, where: int, partners: int
-) -> np.ndarray:
-    """The configs between the incumbent at ``where`` and each of the next ``partners`` best
-    measured configs (candidates.between: each parameter from one or the other). Why: a run that
-    stalls in one basin has often measured a config of a better one that is slower as it stands;
-    the way there changes several parameters at once (gemm_RTX_2080_Ti: ``MDIMC`` 32 -> 16 alone
-    is 0.80-0.86 of the optimum, with one more change 0.99; issue 17, fourteenth session)."""
-    measured = [
-        (obs.value, i)
-        for i, obs in enumerate(history)
-        if i != where and not obs.pending and obs.failure is None and obs.value is not None and rows[i] >= 0
-    ]
-    incumbent = table.indices[rows[where]]
-    chosen: list[int] = []
-    for _, i in sorted(measured):
-        # another basin's best: a config a step or two away is the incumbent's basin, whose
-        # configs between are its neighbours (measured by then)
-        differ = int((table.indices[rows[i]] != incumbent).sum())
-        if MIN_RELINK_DISTANCE <= differ <= MAX_RELINK_DISTANCE and int(rows[i]) not in chosen:
-            chosen.append(int(rows[i]))
-        if len(chosen) == partners:
-            break
-    moves = [between(table, int(rows[where]), row, MAX_RELINK_DISTANCE) for row in chosen]
-    return np.unique(np.concatenate(moves)) if moves else np.zeros(0, dtype=np.int64)
-
-
 def stalled_evaluations(history: Sequence[Observation]) -> int:
     """Completed evaluations since the incumbent was measured (0 while there is none)."""
     where = incumbent_index(history)
@@ -114,15 +85,13 @@ def local_steps_due(
     tolerance: float = 0.0,
     pairs: bool = False,
     cliff: bool = False,
-    relink: int = 0,
 ) -> tuple[int, np.ndarray]:
     """How many proposals of this ask go to the incumbent's neighbours, and those neighbours.
 
     ``tolerance``: a gain smaller than this fraction does not end a stall (plateau_start).
     ``pairs``: the neighbours also include the incumbent's two-switch moves (two two-valued
     parameters flipped at once, candidates.switch_pairs); with ``cliff``, only those whose two
-    single flips are measured (pair_moves). ``relink``: also the configs between the incumbent
-    and each of this many next-best measured configs (relink_moves).
+    single flips are measured (pair_moves).
 
     ``rows``: each history entry's table row. ``after``: completed evaluations without a better
     config before the first local step; then one step per ``every`` evaluations. Steps already
@@ -140,8 +109,6 @@ def local_steps_due(
     neighbours = table.neighbours(np.array([rows[where]], dtype=np.int64))
     if pairs:
         neighbours = np.union1d(neighbours, pair_moves(table, history, rows, where, cliff))
-    if relink > 0:
-        neighbours = np.union1d(neighbours, relink_moves(table, history, rows, where, relink))
     taken = int(np.isin(rows[start + 1 :], neighbours).sum())
     allowed = 1 + (stalled - after) // max(every, 1)
     return max(0, allowed - taken), neighbours
