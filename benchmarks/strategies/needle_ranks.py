@@ -202,7 +202,10 @@ def main() -> None:
     if min(at) < 11 or args.draws < 1 or args.near < 3:
         parser.error("--at must be past the design (11 or more), --draws at least 1, --near at least 3")
     threadpool_limits(1)
-    landscape = load_landscape(next(args.landscapes.glob(f"{args.name}.json*")))
+    found = sorted(args.landscapes.glob(f"{args.name}.json*"))
+    if not found:
+        parser.error(f"no recording {args.name}.json* in {args.landscapes}")
+    landscape = load_landscape(found[0])
     table = candidate_table(landscape.space, {})
     times = {k: r.mean_ms for k, r in landscape.entries.items() if r.failure is None and r.mean_ms is not None}
     optimum = min(times.values())
