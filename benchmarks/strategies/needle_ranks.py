@@ -51,6 +51,7 @@ from kernelfarm.tuner.strategies.acquisition import acquisition
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table
 from kernelfarm.tuner.strategies.gp import GaussianProcess, PoolPosterior, covariance, fit_hyperparameters
+from kernelfarm.tuner.strategies.local import incumbent_index
 from kernelfarm.tuner.strategies.observed import Observed, table_rows
 from kernelfarm.tuner.strategies.warping import standardize, warp
 from kernelfarm.tuner.strategy_benchmark.replay import replay
@@ -66,7 +67,7 @@ class _Probe(BayesianOptimizer):
 
     def _pool(self, table: CandidateTable, observed: Observed, *args: Any) -> np.ndarray:
         pool = super()._pool(table, observed, *args)
-        self.seen = {"pool": pool, "table": table, "observed": observed}
+        self.seen = {"pool": pool, "observed": observed}
         return pool
 
     def _fit_objective(self, *args: Any) -> Any:
@@ -78,7 +79,7 @@ class _Probe(BayesianOptimizer):
         self, posterior: PoolPosterior, offset: np.ndarray, feasible: np.ndarray, best: float, open_: np.ndarray
     ) -> int:
         if "posterior" not in self.seen:  # the first pick: no fantasy has conditioned it yet
-            self.seen.update(posterior=posterior, feasible=feasible.copy(), best=best, open=open_.copy())
+            self.seen.update(posterior=posterior, feasible=feasible.copy(), best=best)
         return super()._best_open(posterior, offset, feasible, best, open_)
 
 
@@ -109,7 +110,7 @@ def probe_ask(
     out["p_ok"] = float(feasible[good][np.argmax(ei[good])]) if good.any() else None
 
     whole = post.gp.pool(features[free])
-    whole_feasible = probe._feasibility(seen["table"], seen["observed"], free, np.random.default_rng(seed))
+    whole_feasible = probe._feasibility(table, seen["observed"], free, np.random.default_rng(seed))
     full = acquisition("ei", whole.mean, whole.std, best) * whole_feasible
     out["full_rank"] = _first_rank(fraction[free[np.argsort(-full, kind="stable")]])
 
@@ -120,7 +121,9 @@ def probe_ask(
     out["thompson_share"] = float((fraction[pool[np.argmin(draws, axis=0)]] >= GOOD).mean())
 
     measured = [(r, o.value) for r, o in zip(rows.tolist(), history, strict=True) if r >= 0 and o.value]
-    incumbent = min(measured, key=lambda item: item[1])[0]
+    where = incumbent_index(history)
+    assert where is not None  # only runs past the design are probed
+    incumbent = rows[where]
     distance = (table.indices != table.indices[incumbent]).sum(1)
     near = sorted(measured, key=lambda item: (distance[item[0]], item[1]))[: args.near]
     local_rows = np.array([r for r, _ in near])
@@ -146,6 +149,10 @@ def _top(rank: int | None) -> bool:
     return rank is not None and rank < TOP
 
 
+def _share(asks: list[dict[str, Any]], test: Any) -> str:
+    return f"{sum(1 for a in asks if test(a))} / {len(asks)}"
+
+
 def summary_table(paths: list[Path]) -> str:
     """The reports' summary as a markdown table (``--table``)."""
     head = (
@@ -161,21 +168,18 @@ def summary_table(paths: list[Path]) -> str:
             lines.append(f"| {report['landscape']} | 0 |" + " - |" * 10)
             continue
 
-        def share(test: Any, asks: list[dict[str, Any]] = asks) -> str:
-            return f"{sum(1 for a in asks if test(a))} / {len(asks)}"
-
         cells = [
-            share(lambda a: _top(a["pool_rank"])),
-            share(lambda a: _top(a["pool_ei_rank"])),
-            share(lambda a: _top(a["full_rank"])),
+            _share(asks, lambda a: _top(a["pool_rank"])),
+            _share(asks, lambda a: _top(a["pool_ei_rank"])),
+            _share(asks, lambda a: _top(a["full_rank"])),
             f"{np.mean([a['thompson_share'] for a in asks]):.3f}",
         ]
         for radius in (2, 3):
             key = f"ball{radius}"
             cells += [
-                share(lambda a, k=key: a[k]["good"] > 0),
-                share(lambda a, k=key: _top(a[k]["rank"])),
-                share(lambda a, k=key: _top(a[k]["local_rank"])),
+                _share(asks, lambda a, k=key: a[k]["good"] > 0),
+                _share(asks, lambda a, k=key: _top(a[k]["rank"])),
+                _share(asks, lambda a, k=key: _top(a[k]["local_rank"])),
             ]
         lines.append(f"| {report['landscape']} | {len(asks)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
