@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import NotFound
@@ -139,7 +140,7 @@ def _measured_problems(session: Session, spec: StoredKernel) -> list[tuple[str, 
     rows = session.execute(
         select(Job.problem_key, Job.gpu_model, Job.problem)
         .where(Job.kernel_id.in_(kernel_ids), measured)
-        .distinct(Job.problem_key, Job.gpu_model)
+        .ext(distinct_on(Job.problem_key, Job.gpu_model))
     ).all()
     return [(r.problem_key, r.gpu_model, dict(r.problem)) for r in rows]
 

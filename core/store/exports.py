@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.models import GpuWorker, Job, Kernel, Trial
@@ -31,7 +32,7 @@ def best_per_target(
             Trial.verified.is_(True),
             Job.kernel_id.in_(kernel_ids),
         )
-        .distinct(Trial.gpu_model, Trial.problem_key)
+        .ext(distinct_on(Trial.gpu_model, Trial.problem_key))
         .order_by(Trial.gpu_model, Trial.problem_key, Trial.time_ms.asc(), Trial.id.asc())
     )
     if gpu_models:
@@ -48,6 +49,6 @@ def device_of_models(session: Session, gpu_models: Collection[str]) -> dict[str,
         select(GpuWorker)
         .where(GpuWorker.gpu_model.in_(list(gpu_models)))
         .order_by(GpuWorker.gpu_model, GpuWorker.started_at.desc())
-        .distinct(GpuWorker.gpu_model)
+        .ext(distinct_on(GpuWorker.gpu_model))
     ).scalars()
     return {row.gpu_model: row for row in rows}

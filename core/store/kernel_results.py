@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.models import Job, Kernel, Trial
@@ -57,6 +58,6 @@ def best_matrix(session: Session, name: str) -> list[BestCell]:
             Trial.time_ms.is_not(None),
         )
         .order_by(Trial.gpu_model, Trial.problem_key, Trial.time_ms, Trial.id)
-        .distinct(Trial.gpu_model, Trial.problem_key)
+        .ext(distinct_on(Trial.gpu_model, Trial.problem_key))
     ).all()
     return [BestCell(m, k, dict(p), float(t), i, j, v) for m, k, p, t, i, j, v in rows]
