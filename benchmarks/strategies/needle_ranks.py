@@ -5,7 +5,8 @@ Issue 17 asks to fix the cause, not a constant, where the candidate subsample (a
 configs scored per ask) or the design is why a needle is missed. For each seed's run of ``bayes``
 (failed configs kept, batch 1) and each evaluation count in ``--at`` where the run's best is still
 below 0.95, the strategy is rebuilt from that history, as the coordinator would, and asked once;
-its objective model at that ask is then used four ways:
+its objective model at that ask is then used four ways (six with ``--marginal`` and
+``--categorical``):
 
 - ``pool``: how many configs within 0.95 are in this ask's candidate pool, and the best rank of
   one of them under the ask's acquisition (expected improvement times the probability of working;
@@ -22,16 +23,28 @@ its objective model at that ask is then used four ways:
   the ask's model (expected improvement) and under a GP fitted to the ``--near`` measured configs
   nearest the incumbent (a trust region's local model, its targets warped and standardized as the
   ask's own).
+- ``marginal`` (``--marginal K``): the pool ranked by expected improvement averaged over ``K`` draws
+  of the objective model's hyperparameters from their posterior (slice sampling, started at the
+  ask's MAP fit, on the same fitted points, targets and hyperprior), times the probability of
+  working: the ask's model with its length scales' uncertainty integrated out instead of fixed
+  at one MAP value (Snoek, Larochelle & Adams 2012).
+- ``categorical`` (``--categorical``): the pool ranked by expected improvement (times the
+  probability of working) under a GP whose inputs are the parameters' values as categories: its
+  distance counts, per parameter, whether two configs differ (an ARD Hamming distance in the same
+  Matérn 5/2 kernel), not how far apart their values are. Fitted on the ask's fitted points and
+  targets, its posterior on the ask's training points.
 
 Scratch diagnostics, not a strategy: the numbers say whether a larger pool, a posterior-sampling
-arm or a local model could be the fix (docs/benchmarks/STRATEGIES.md, issue 17, sixteenth session).
+arm, a local model or another model could be the fix (docs/benchmarks/STRATEGIES.md, issue 17,
+sixteenth and seventeenth sessions).
 
 Usage:
     python benchmarks/strategies/needle_ranks.py LANDSCAPES NAME [--seeds 0:10] [--at 40,60]
-        [--draws 300] [--near 20] [--json OUT.json]
+        [--draws 300] [--near 20] [--marginal K] [--categorical] [--json OUT.json]
     python benchmarks/strategies/needle_ranks.py --table REPORT.json [REPORT.json ...]
 
-``--table``: per report, over its asks, how often each view has a config within 0.95 among its
+``--table``: per landscape (reports of one landscape, e.g. seed ranges run in parallel, are
+pooled), over its asks, how often each view has a config within 0.95 among its
 first ``TOP`` (the next 5 proposals, had that view made them), and the mean Thompson share.
 """
 
@@ -39,18 +52,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.linalg
+import scipy.optimize
 from threadpoolctl import threadpool_limits
 
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.tuner.strategies.acquisition import acquisition
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table
-from kernelfarm.tuner.strategies.gp import GaussianProcess, PoolPosterior, covariance, fit_hyperparameters
+from kernelfarm.tuner.strategies.gp import (
+    AMPLITUDE_BOUNDS,
+    LENGTH_BOUNDS,
+    NOISE_BOUNDS,
+    GaussianProcess,
+    Hyperparameters,
+    PoolPosterior,
+    covariance,
+    fit_hyperparameters,
+    matern52,
+    negative_log_posterior,
+)
 from kernelfarm.tuner.strategies.local import incumbent_index
 from kernelfarm.tuner.strategies.observed import Observed, table_rows
 from kernelfarm.tuner.strategies.warping import standardize, warp
@@ -72,7 +99,11 @@ class _Probe(BayesianOptimizer):
 
     def _fit_objective(self, *args: Any) -> Any:
         features, x, hp = super()._fit_objective(*args)
-        self.seen.update(features=features)
+        _, train_rows, fit_rows, y, _ = args
+        self.seen.update(
+            features=features, train_rows=train_rows, fit_rows=fit_rows, train_y=y,
+            fit_x=x[fit_rows], fit_y=standardize(y[fit_rows]), hp=hp,
+        )  # fmt: skip
         return features, x, hp
 
     def _best_open(
@@ -81,6 +112,100 @@ class _Probe(BayesianOptimizer):
         if "posterior" not in self.seen:  # the first pick: no fantasy has conditioned it yet
             self.seen.update(posterior=posterior, feasible=feasible.copy(), best=best)
         return super()._best_open(posterior, offset, feasible, best, open_)
+
+
+def hyperparameter_draws(
+    x: np.ndarray, y: np.ndarray, start: Hyperparameters, prior: np.ndarray | None, count: int, rng: np.random.Generator
+) -> list[Hyperparameters]:
+    """``count`` draws from the hyperparameters' posterior (the MAP fit's likelihood and hyperprior),
+    by coordinate-wise slice sampling with stepping out (Neal 2003) from ``start``: 5 sweeps of
+    burn-in, then one draw every 2 sweeps."""
+    dims = x.shape[1]
+    diff = x[:, None, :] - x[None, :, :]
+    components = (diff * diff).reshape(-1, dims)
+    low = np.array([AMPLITUDE_BOUNDS[0], *([LENGTH_BOUNDS[0]] * dims), NOISE_BOUNDS[0]])
+    high = np.array([AMPLITUDE_BOUNDS[1], *([LENGTH_BOUNDS[1]] * dims), NOISE_BOUNDS[1]])
+
+    def log_posterior(theta: np.ndarray) -> float:
+        if np.any(theta < low) or np.any(theta > high):
+            return -np.inf
+        return -negative_log_posterior(theta, components, y, prior)[0]
+
+    theta = np.clip(start.to_theta(), low, high)
+    current = log_posterior(theta)
+    draws: list[Hyperparameters] = []
+    for sweep in range(5 + 2 * count):
+        for d in range(len(theta)):
+            level = current + np.log(rng.uniform())
+            left = theta[d] - rng.uniform()
+            right = left + 1.0
+            for _ in range(8):  # step out, one unit of log scale at a time
+                probe = theta.copy()
+                probe[d] = left
+                if log_posterior(probe) <= level:
+                    break
+                left -= 1.0
+            for _ in range(8):
+                probe = theta.copy()
+                probe[d] = right
+                if log_posterior(probe) <= level:
+                    break
+                right += 1.0
+            while True:  # shrink; terminates since theta[d] itself is inside the slice
+                probe = theta.copy()
+                probe[d] = rng.uniform(left, right)
+                value = log_posterior(probe)
+                if value > level:
+                    theta, current = probe, value
+                    break
+                if probe[d] < theta[d]:
+                    left = probe[d]
+                else:
+                    right = probe[d]
+        if sweep >= 5 and (sweep - 5) % 2 == 1:
+            draws.append(Hyperparameters.from_theta(theta))
+    return draws
+
+
+def _mismatch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(len(a) * len(b), P) per-parameter 0/1 differences of value-index rows."""
+    return (a[:, None, :] != b[None, :, :]).reshape(-1, a.shape[1]).astype(np.float64)
+
+
+def categorical_ei(
+    table: CandidateTable, train_rows: np.ndarray, fit_rows: np.ndarray, y: np.ndarray, pool: np.ndarray, best: float
+) -> np.ndarray:
+    """Expected improvement over ``pool`` under the Hamming-distance GP (module docstring)."""
+    codes = table.indices.astype(np.int64)
+    fit = codes[train_rows[fit_rows]]
+    components = _mismatch(fit, fit)
+    target = standardize(y[fit_rows])
+    dims = codes.shape[1]
+    bounds = [AMPLITUDE_BOUNDS, *([LENGTH_BOUNDS] * dims), NOISE_BOUNDS]
+    starts = [Hyperparameters(1.0, np.full(dims, length), 1e-2).to_theta() for length in (0.3, 1.5)]
+    theta0 = min(starts, key=lambda theta: negative_log_posterior(theta, components, target)[0])
+    result = scipy.optimize.minimize(
+        negative_log_posterior, theta0, args=(components, target), jac=True, method="L-BFGS-B",
+        bounds=bounds, options={"maxiter": 60},
+    )  # fmt: skip
+    hp = Hyperparameters.from_theta(np.asarray(result.x))
+    inv_l2 = 1.0 / hp.lengths**2
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        r = np.sqrt(_mismatch(a, b) @ inv_l2).reshape(len(a), len(b))
+        return hp.amplitude * matern52(r)
+
+    train = codes[train_rows]
+    k = kernel(train, train) + (hp.noise + 1e-8) * np.eye(len(train))
+    chol = scipy.linalg.cholesky(k, lower=True)
+    alpha = scipy.linalg.cho_solve((chol, True), y)
+    mean, var = np.empty(len(pool)), np.empty(len(pool))
+    for start in range(0, len(pool), 500):  # the mismatch tensor of a chunk: 500 x n x P
+        cross = kernel(codes[pool[start : start + 500]], train)
+        v = scipy.linalg.solve_triangular(chol, cross.T, lower=True)
+        mean[start : start + 500] = cross @ alpha
+        var[start : start + 500] = np.maximum(hp.amplitude - (v * v).sum(0), 1e-12)
+    return acquisition("ei", mean, np.sqrt(var), best)
 
 
 def _first_rank(fractions_in_order: np.ndarray) -> int | None:
@@ -94,6 +219,7 @@ def probe_ask(
     """The four views of one ask (module docstring); ``fraction``: each table row's fraction of
     the optimum (0 where it failed)."""
     probe = _Probe.from_history(landscape.space, {}, history, seed)
+    assert isinstance(probe, _Probe)  # from_history is typed as returning the base Optimizer
     probe.ask(1)
     seen = probe.seen
     post: PoolPosterior = seen["posterior"]
@@ -119,6 +245,22 @@ def probe_ask(
     rng = np.random.default_rng(seed)
     draws = mean[:, None] + vectors @ (np.sqrt(np.maximum(values, 0.0))[:, None] * rng.standard_normal((m, args.draws)))
     out["thompson_share"] = float((fraction[pool[np.argmin(draws, axis=0)]] >= GOOD).mean())
+
+    if args.marginal:
+        prior = probe._length_prior(seen["fit_x"].shape[1])
+        draws_hp = hyperparameter_draws(seen["fit_x"], seen["fit_y"], seen["hp"], prior, args.marginal, rng)
+        gp = post.gp
+        averaged = np.zeros(m)
+        for hp in draws_hp:
+            sample = GaussianProcess(gp.x, gp.y, hp).pool(post.z[:m])
+            averaged += acquisition("ei", sample.mean, sample.std, best)
+        out["marginal_rank"] = _first_rank(fraction[pool[np.argsort(-averaged * feasible, kind="stable")]])
+        lengths = np.array([hp.lengths for hp in draws_hp])
+        out["length_spread"] = float(np.median(np.std(np.log(lengths), axis=0)))
+
+    if args.categorical:
+        hamming = categorical_ei(table, seen["train_rows"], seen["fit_rows"], seen["train_y"], pool, best)
+        out["categorical_rank"] = _first_rank(fraction[pool[np.argsort(-hamming * feasible, kind="stable")]])
 
     measured = [(r, o.value) for r, o in zip(rows.tolist(), history, strict=True) if r >= 0 and o.value]
     where = incumbent_index(history)
@@ -149,23 +291,40 @@ def _top(rank: int | None) -> bool:
     return rank is not None and rank < TOP
 
 
+def _median_rank(asks: list[dict[str, Any]], key: str) -> str:
+    """Median over asks of a view's rank of its first needle; a pool without one ranks last."""
+    if not all(key in a for a in asks):
+        return "-"
+    return f"{np.median([math.inf if a[key] is None else a[key] for a in asks]):.0f}"
+
+
 def _share(asks: list[dict[str, Any]], test: Any) -> str:
     return f"{sum(1 for a in asks if test(a))} / {len(asks)}"
 
 
 def summary_table(paths: list[Path]) -> str:
-    """The reports' summary as a markdown table (``--table``)."""
+    """The reports' summary as a markdown table (``--table``), one row per landscape."""
+    by_landscape: dict[str, list[dict[str, Any]]] = {}
+    for path in paths:
+        report = json.loads(path.read_text())
+        by_landscape.setdefault(report["landscape"], []).extend(report["asks"])
+    marginal = any("marginal_rank" in a for asks in by_landscape.values() for a in asks)
+    categorical = any("categorical_rank" in a for asks in by_landscape.values() for a in asks)
     head = (
         f"| landscape | asks (runs below {GOOD}) | pool (the ask) | EI alone, pool | every config | "
         "Thompson share (mean) | ball 2 holds one | ball 2, ask's model | ball 2, local model | "
         "ball 3 holds one | ball 3, ask's model | ball 3, local model |"
     )
+    if marginal:
+        head += " pool, hyperparameters integrated out | spread of log length scales (median) |"
+    if categorical:
+        head += " pool, Hamming-distance GP |"
+    if marginal or categorical:
+        head += " median rank of the first needle in the pool: the ask / integrated / Hamming |"
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
-    for path in paths:
-        report = json.loads(path.read_text())
-        asks = report["asks"]
+    for name, asks in by_landscape.items():
         if not asks:
-            lines.append(f"| {report['landscape']} | 0 |" + " - |" * 10)
+            lines.append(f"| {name} | 0 |" + " - |" * (head.count(" | ") - 1))
             continue
 
         cells = [
@@ -181,7 +340,17 @@ def summary_table(paths: list[Path]) -> str:
                 _share(asks, lambda a, k=key: _top(a[k]["rank"])),
                 _share(asks, lambda a, k=key: _top(a[k]["local_rank"])),
             ]
-        lines.append(f"| {report['landscape']} | {len(asks)} | " + " | ".join(cells) + " |")
+        if marginal:
+            cells += [
+                _share(asks, lambda a: _top(a.get("marginal_rank"))),
+                f"{np.median([a['length_spread'] for a in asks if 'length_spread' in a]):.2f}",
+            ]
+        if categorical:
+            cells.append(_share(asks, lambda a: _top(a.get("categorical_rank"))))
+        if marginal or categorical:
+            medians = [_median_rank(asks, key) for key in ("pool_rank", "marginal_rank", "categorical_rank")]
+            cells.append(" / ".join(medians))
+        lines.append(f"| {name} | {len(asks)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -196,6 +365,8 @@ def main() -> None:
     parser.add_argument("--at", default="40,60", help="evaluation counts, comma-separated")
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--near", type=int, default=20)
+    parser.add_argument("--marginal", type=int, default=0, help="hyperparameter draws (0: view off)")
+    parser.add_argument("--categorical", action="store_true", help="the Hamming-distance GP's view")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     try:
@@ -203,8 +374,10 @@ def main() -> None:
         at = sorted({int(v) for v in args.at.split(",")})
     except ValueError:
         parser.error("--seeds takes FIRST:END and --at comma-separated integers")
-    if min(at) < 11 or args.draws < 1 or args.near < 3:
-        parser.error("--at must be past the design (11 or more), --draws at least 1, --near at least 3")
+    if min(at) < 11 or args.draws < 1 or args.near < 3 or args.marginal < 0:
+        parser.error(
+            "--at must be past the design (11 or more), --draws at least 1, --near at least 3, --marginal 0 or more"
+        )
     threadpool_limits(1)
     found = sorted(args.landscapes.glob(f"{args.name}.json*"))
     if not found:
@@ -233,8 +406,10 @@ def main() -> None:
                 for r in (2, 3)
             )
             p_ok = "-" if views["p_ok"] is None else f"{views['p_ok']:.2f}"
+            marginal = f"; marginal {views['marginal_rank']}" if args.marginal else ""
+            marginal += f"; categorical {views['categorical_rank']}" if args.categorical else ""
             print(f"  seed {seed} at {n} (best {reached:.3f}): pool holds {views['good_in_pool']}, rank "
-                  f"{views['pool_rank']} (EI alone {views['pool_ei_rank']}, p_ok {p_ok}); full space rank "
+                  f"{views['pool_rank']}{marginal} (EI alone {views['pool_ei_rank']}, p_ok {p_ok}); full space rank "
                   f"{views['full_rank']}; Thompson "
                   f"{views['thompson_share']:.3f}; {balls}", flush=True)  # fmt: skip
     if args.json:
