@@ -1,0 +1,121 @@
+"""Runs that have not reached 0.95 of the optimum: would an evolutionary arm's children land on a
+config within 0.95 (a needle) more often than the model's proposals do?
+
+For each seed's run of ``bayes`` (failed configs kept, batch 1) and each evaluation count in
+``--at`` where the run's best is still below 0.95, the share of needles among ``--children``
+children drawn the way ``genetic`` draws them (tournament-selected parents from the best
+``population`` successful configs, uniform crossover, mutation mostly to adjacent values; only
+valid unmeasured children count), for each population size in ``--populations``; and with
+mutation off (crossover alone). A share of s means an arm of k proposals reaches a needle with
+chance 1 - (1 - s)^k; the model's own rate is in needle_ranks.py's reports (a needle in the
+ask's top 5 in 10 of 105 stuck asks, seventeenth session).
+
+Scratch diagnostics, not a strategy (docs/benchmarks/STRATEGIES.md, issue 17, seventeenth session).
+
+Usage:
+    python benchmarks/strategies/crossover_reach.py LANDSCAPES NAME [--seeds 0:30] [--at 40,60]
+        [--children 4000] [--populations 5,10,20] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from kernelfarm.core.landscape import load_landscape
+from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
+from kernelfarm.tuner.strategies.candidates import candidate_table
+from kernelfarm.tuner.strategies.genetic import GeneticAlgorithm
+from kernelfarm.tuner.strategies.observed import observe
+from kernelfarm.tuner.strategy_benchmark.replay import replay
+
+GOOD = 0.95
+
+
+def needle_share(
+    landscape: Any, fraction: np.ndarray, history: list[Any], population: int, mutation: float, count: int, seed: int
+) -> dict[str, float]:
+    """Share of needles among ``count`` valid unmeasured children, and how many distinct children
+    were drawn (the arm's reachable set)."""
+    options = {"population": population, "mutation": mutation}
+    ga = GeneticAlgorithm.from_history(landscape.space, {}, history, seed, options)
+    assert isinstance(ga, GeneticAlgorithm)  # from_history is typed as returning the base Optimizer
+    table = candidate_table(landscape.space, {})
+    observed = observe(table, landscape.space, history)
+    free = np.ones(len(table), dtype=bool)
+    free[observed.seen_rows] = False
+    parents = observed.success_rows[np.argsort(observed.log_time, kind="stable")[:population]]
+    rng = np.random.default_rng(seed)
+    rows = [ga._child(table, parents, free, rng) for _ in range(count)]
+    drawn = np.array([r for r in rows if r >= 0], dtype=np.int64)
+    if not len(drawn):
+        return {"share": 0.0, "distinct": 0, "distinct_needles": 0}
+    return {
+        "share": float((fraction[drawn] >= GOOD).mean()),
+        "distinct": len(np.unique(drawn)),
+        "distinct_needles": int((fraction[np.unique(drawn)] >= GOOD).sum()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("landscapes", type=Path)
+    parser.add_argument("name")
+    parser.add_argument("--seeds", default="0:30", help="FIRST:END")
+    parser.add_argument("--at", default="40,60", help="evaluation counts, comma-separated")
+    parser.add_argument("--children", type=int, default=4000)
+    parser.add_argument("--populations", default="5,10,20")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    try:
+        first, end = (int(v) for v in args.seeds.split(":"))
+        at = sorted({int(v) for v in args.at.split(",")})
+        populations = sorted({int(v) for v in args.populations.split(",")})
+    except ValueError:
+        parser.error("--seeds takes FIRST:END; --at and --populations comma-separated integers")
+    if min(at) < 11 or args.children < 1 or min(populations) < 2:
+        parser.error("--at must be past the design (11 or more), --children at least 1, populations at least 2")
+    threadpool_limits(1)
+    found = sorted(args.landscapes.glob(f"{args.name}.json*"))
+    if not found:
+        parser.error(f"no recording {args.name}.json* in {args.landscapes}")
+    landscape = load_landscape(found[0])
+    table = candidate_table(landscape.space, {})
+    times = {k: r.mean_ms for k, r in landscape.entries.items() if r.failure is None and r.mean_ms is not None}
+    optimum = min(times.values())
+    fraction = np.zeros(len(table))
+    keys = list(times)
+    rows = table.rows_of([landscape.space.config_from_key(k) for k in keys], landscape.space.names)
+    fraction[rows[rows >= 0]] = [optimum / times[k] for k, r in zip(keys, rows.tolist(), strict=True) if r >= 0]
+    report: dict[str, Any] = {"landscape": args.name, "good": int((fraction >= GOOD).sum()), "asks": []}
+    for seed in range(first, end):
+        run = replay(landscape, BayesianOptimizer, max(at), seed)
+        for n in at:
+            reached = max((optimum / v for v in run.values[:n] if v), default=0.0)
+            if reached >= GOOD:
+                continue
+            ask: dict[str, Any] = {"seed": seed, "at": n, "incumbent": reached}
+            history = run.history[:n]
+            for size in populations:
+                ask[f"ga{size}"] = needle_share(landscape, fraction, history, size, 0.0, args.children, seed)
+                # mutation 0 means genetic's default rate (1 / parameters); a tiny one is crossover alone
+                ask[f"cross{size}"] = needle_share(landscape, fraction, history, size, 1e-12, args.children, seed)
+            report["asks"].append(ask)
+            cells = "; ".join(
+                f"{k} {v['share']:.4f} ({v['distinct_needles']} of {v['distinct']})"
+                for k, v in ask.items()
+                if isinstance(v, dict)
+            )
+            print(f"  seed {seed} at {n} (best {reached:.3f}): {cells}", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
