@@ -230,11 +230,11 @@ class BayesSettings:
         local_pairs: the local arm's moves also flip two two-valued parameters at once
             (candidates.switch_pairs), added to the pool for the arm alone: two switches can
             interact so that either flip alone is a cliff (convolution_milo_A4000: shared memory
-            off is slow with read-only loads on, fast with them off). Off by default: with 30
-            seeds it takes convolution_milo_A4000 from 0.947 to 0.973 of the optimum at 100
-            evaluations and W6600 from 0.973 to 0.956, the other families within 0.001, and as
-            the default of the prior's source jobs it makes warm start later by 0.7 evaluations
-            on average (issue 17, twelfth and thirteenth sessions, docs/benchmarks/STRATEGIES.md).
+            off is slow with read-only loads on, fast with them off). Off by default: with 100
+            seeds it takes convolution_milo_A4000 from 0.966 to 0.984 of the optimum at 100
+            evaluations and costs gemm_RTX_2080_Ti 0.005, and as the strategy of the prior's
+            source jobs it makes gemm_RTX_3090's warm start later by 8.4 evaluations on average
+            (issue 17, twelfth, thirteenth and seventeenth sessions, docs/benchmarks/STRATEGIES.md).
         local_pairs_cliff: with ``local_pairs``, a two-switch move only once both its single
             flips from the incumbent are measured (local.pair_moves): the pair is the way across
             a cliff, not a rival of single flips that pay. Off: it wins back one W6600 run of
