@@ -25,16 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from needle_ranks import GOOD, recorded_fractions, stuck_asks
 from threadpoolctl import threadpool_limits
 
-from kernelfarm.core.landscape import load_landscape
-from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.genetic import GeneticAlgorithm
 from kernelfarm.tuner.strategies.observed import observe
-from kernelfarm.tuner.strategy_benchmark.replay import replay
-
-GOOD = 0.95
 
 
 def needle_share(
@@ -81,37 +77,24 @@ def main() -> None:
     if min(at) < 11 or args.children < 1 or min(populations) < 2:
         parser.error("--at must be past the design (11 or more), --children at least 1, populations at least 2")
     threadpool_limits(1)
-    found = sorted(args.landscapes.glob(f"{args.name}.json*"))
-    if not found:
+    recording = recorded_fractions(args.landscapes, args.name)
+    if recording is None:
         parser.error(f"no recording {args.name}.json* in {args.landscapes}")
-    landscape = load_landscape(found[0])
-    table = candidate_table(landscape.space, {})
-    times = {k: r.mean_ms for k, r in landscape.entries.items() if r.failure is None and r.mean_ms is not None}
-    optimum = min(times.values())
-    fraction = np.zeros(len(table))
-    keys = list(times)
-    rows = table.rows_of([landscape.space.config_from_key(k) for k in keys], landscape.space.names)
-    fraction[rows[rows >= 0]] = [optimum / times[k] for k, r in zip(keys, rows.tolist(), strict=True) if r >= 0]
+    landscape, _, fraction = recording
     report: dict[str, Any] = {"landscape": args.name, "good": int((fraction >= GOOD).sum()), "asks": []}
-    for seed in range(first, end):
-        run = replay(landscape, BayesianOptimizer, max(at), seed)
-        for n in at:
-            reached = max((optimum / v for v in run.values[:n] if v), default=0.0)
-            if reached >= GOOD:
-                continue
-            ask: dict[str, Any] = {"seed": seed, "at": n, "incumbent": reached}
-            history = run.history[:n]
-            for size in populations:
-                ask[f"ga{size}"] = needle_share(landscape, fraction, history, size, 0.0, args.children, seed)
-                # mutation 0 means genetic's default rate (1 / parameters); a tiny one is crossover alone
-                ask[f"cross{size}"] = needle_share(landscape, fraction, history, size, 1e-12, args.children, seed)
-            report["asks"].append(ask)
-            cells = "; ".join(
-                f"{k} {v['share']:.4f} ({v['distinct_needles']} of {v['distinct']})"
-                for k, v in ask.items()
-                if isinstance(v, dict)
-            )
-            print(f"  seed {seed} at {n} (best {reached:.3f}): {cells}", flush=True)
+    for seed, n, reached, history in stuck_asks(landscape, range(first, end), at):
+        ask: dict[str, Any] = {"seed": seed, "at": n, "incumbent": reached}
+        for size in populations:
+            ask[f"ga{size}"] = needle_share(landscape, fraction, history, size, 0.0, args.children, seed)
+            # mutation 0 means genetic's default rate (1 / parameters); a tiny one is crossover alone
+            ask[f"cross{size}"] = needle_share(landscape, fraction, history, size, 1e-12, args.children, seed)
+        report["asks"].append(ask)
+        cells = "; ".join(
+            f"{k} {v['share']:.4f} ({v['distinct_needles']} of {v['distinct']})"
+            for k, v in ask.items()
+            if isinstance(v, dict)
+        )
+        print(f"  seed {seed} at {n} (best {reached:.3f}): {cells}", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n")

@@ -72,8 +72,8 @@ def main() -> None:
         for n in names:
             meta = traces["meta"][n]
             runs = traces["traces"]["keep"][n][v]
-            s = summarize([r["trace"] for r in runs], meta["optimum_ms"], 100).as_dict()
-            frac[n], n95[n] = s["frac_at"]["100"], s["n95_median"]
+            summary = summarize([r["trace"] for r in runs], meta["optimum_ms"], 100)
+            frac[n], n95[n] = summary.frac_at["100"], summary.n95_median
         details[v] = {"score": per_variant[v], "family_score": fam[v], "frac_at_100": frac, "n95_median": n95,
                       "repeats": min(len(traces["traces"]["keep"][n][v]) for n in names)}  # fmt: skip
     print("| variant | repeats | score (family mean) | " + " | ".join(families) + " | frac@100 (mean) "
@@ -93,12 +93,13 @@ def main() -> None:
     for r in rows:
         print(f"| {r['family']} | {r['chosen_on_others']} | {r['held_out_score']:.3f} | {r['all_in_choice']} "
               f"| {r['all_in_score']:.3f} | {r['difference']:+.3f} |")  # fmt: skip
-    held = statistics.fmean(r["held_out_score"] for r in rows)
-    alli = statistics.fmean(r["all_in_score"] for r in rows)
-    print(f"\nmean over families: held out {held:.3f}, all-in {alli:.3f}, difference {held - alli:+.3f}")
+    held_mean = statistics.fmean(r["held_out_score"] for r in rows)
+    all_in_mean = statistics.fmean(r["all_in_score"] for r in rows)
+    print(f"\nmean over families: held out {held_mean:.3f}, all-in {all_in_mean:.3f}, "
+          f"difference {held_mean - all_in_mean:+.3f}")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"families": families, "all_in": all_in, "lofo": rows,
-                                         "mean_held_out": held, "mean_all_in": alli, "variants": details},
+                                         "mean_held_out": held_mean, "mean_all_in": all_in_mean, "variants": details},
                                         indent=1) + "\n")  # fmt: skip
 
 

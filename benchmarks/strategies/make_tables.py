@@ -174,7 +174,7 @@ def scores(traces_path: Path, folder: Path) -> dict[str, dict[str, dict[str, flo
         traces_path = traces_path.with_name(traces_path.name + ".gz")  # kept compressed (10 repeats: ~27 MB)
     cache = traces_path.with_name(traces_path.name.split(".")[0] + "_scores.json")
     if cache.exists():
-        return json.loads(cache.read_text())  # type: ignore[no-any-return]
+        return json.loads(cache.read_text())
     raw = gzip.decompress(traces_path.read_bytes()) if traces_path.suffix == ".gz" else traces_path.read_bytes()
     data = json.loads(raw)
     out: dict[str, dict[str, dict[str, float]]] = {}

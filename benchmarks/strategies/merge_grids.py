@@ -24,8 +24,8 @@ from typing import Any
 def read_traces(folder: Path) -> dict[str, Any]:
     plain = folder / "all_traces.json"
     if plain.exists():
-        return json.loads(plain.read_text())  # type: ignore[no-any-return]
-    return json.loads(gzip.decompress((folder / "all_traces.json.gz").read_bytes()))  # type: ignore[no-any-return]
+        return json.loads(plain.read_text())
+    return json.loads(gzip.decompress((folder / "all_traces.json.gz").read_bytes()))
 
 
 def explicit(label: str, defaults: str) -> str:

@@ -54,6 +54,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,35 @@ def categorical_ei(
         mean[start : start + 500] = cross @ alpha
         var[start : start + 500] = np.maximum(hp.amplitude - (v * v).sum(0), 1e-12)
     return acquisition("ei", mean, np.sqrt(var), best)
+
+
+def recorded_fractions(folder: Path, name: str) -> tuple[Any, CandidateTable, np.ndarray] | None:
+    """The recording ``name`` in ``folder``, its candidate table, and each table row's fraction of
+    the optimum (0 where the config failed); None when there is no such recording."""
+    found = sorted(folder.glob(f"{name}.json*"))
+    if not found:
+        return None
+    landscape = load_landscape(found[0])
+    table = candidate_table(landscape.space, {})
+    times = {k: r.mean_ms for k, r in landscape.entries.items() if r.failure is None and r.mean_ms is not None}
+    optimum = min(times.values())
+    fraction = np.zeros(len(table))
+    keys = list(times)
+    rows = table.rows_of([landscape.space.config_from_key(k) for k in keys], landscape.space.names)
+    fraction[rows[rows >= 0]] = [optimum / times[k] for k, r in zip(keys, rows.tolist(), strict=True) if r >= 0]
+    return landscape, table, fraction
+
+
+def stuck_asks(landscape: Any, seeds: range, at: list[int]) -> Iterator[tuple[int, int, float, list[Any]]]:
+    """(seed, evaluations, best fraction so far, history) for each seed's run of ``bayes`` (failed
+    configs kept, batch 1) and each count in ``at`` where the run is still below ``GOOD``."""
+    optimum = min(r.mean_ms for r in landscape.entries.values() if r.failure is None and r.mean_ms is not None)
+    for seed in seeds:
+        run = replay(landscape, BayesianOptimizer, max(at), seed)
+        for n in at:
+            reached = max((optimum / v for v in run.values[:n] if v), default=0.0)
+            if reached < GOOD:
+                yield seed, n, reached, run.history[:n]
 
 
 def _first_rank(fractions_in_order: np.ndarray) -> int | None:
@@ -379,39 +409,27 @@ def main() -> None:
             "--at must be past the design (11 or more), --draws at least 1, --near at least 3, --marginal 0 or more"
         )
     threadpool_limits(1)
-    found = sorted(args.landscapes.glob(f"{args.name}.json*"))
-    if not found:
+    recording = recorded_fractions(args.landscapes, args.name)
+    if recording is None:
         parser.error(f"no recording {args.name}.json* in {args.landscapes}")
-    landscape = load_landscape(found[0])
-    table = candidate_table(landscape.space, {})
-    times = {k: r.mean_ms for k, r in landscape.entries.items() if r.failure is None and r.mean_ms is not None}
-    optimum = min(times.values())
-    fraction = np.zeros(len(table))
-    keys = list(times)
-    rows = table.rows_of([landscape.space.config_from_key(k) for k in keys], landscape.space.names)
-    fraction[rows[rows >= 0]] = [optimum / times[k] for k, r in zip(keys, rows.tolist(), strict=True) if r >= 0]
+    landscape, table, fraction = recording
     report: dict[str, Any] = {"landscape": args.name, "good": int((fraction >= GOOD).sum()), "asks": []}
     print(f"{args.name}: {len(table)} configs, {report['good']} within {GOOD}")
-    for seed in range(first, end):
-        run = replay(landscape, BayesianOptimizer, max(at), seed)
-        for n in at:
-            reached = max((optimum / v for v in run.values[:n] if v), default=0.0)
-            if reached >= GOOD:
-                continue
-            views = probe_ask(landscape, table, fraction, run.history[:n], seed, args)
-            report["asks"].append({"seed": seed, "at": n, "incumbent": reached, **views})
-            balls = "; ".join(
-                f"ball {r}: {views[f'ball{r}']['good']} of {views[f'ball{r}']['size']}, ranks "
-                f"{views[f'ball{r}']['rank']} / local {views[f'ball{r}']['local_rank']}"
-                for r in (2, 3)
-            )
-            p_ok = "-" if views["p_ok"] is None else f"{views['p_ok']:.2f}"
-            marginal = f"; marginal {views['marginal_rank']}" if args.marginal else ""
-            marginal += f"; categorical {views['categorical_rank']}" if args.categorical else ""
-            print(f"  seed {seed} at {n} (best {reached:.3f}): pool holds {views['good_in_pool']}, rank "
-                  f"{views['pool_rank']}{marginal} (EI alone {views['pool_ei_rank']}, p_ok {p_ok}); full space rank "
-                  f"{views['full_rank']}; Thompson "
-                  f"{views['thompson_share']:.3f}; {balls}", flush=True)  # fmt: skip
+    for seed, n, reached, history in stuck_asks(landscape, range(first, end), at):
+        views = probe_ask(landscape, table, fraction, history, seed, args)
+        report["asks"].append({"seed": seed, "at": n, "incumbent": reached, **views})
+        balls = "; ".join(
+            f"ball {r}: {views[f'ball{r}']['good']} of {views[f'ball{r}']['size']}, ranks "
+            f"{views[f'ball{r}']['rank']} / local {views[f'ball{r}']['local_rank']}"
+            for r in (2, 3)
+        )
+        p_ok = "-" if views["p_ok"] is None else f"{views['p_ok']:.2f}"
+        marginal = f"; marginal {views['marginal_rank']}" if args.marginal else ""
+        marginal += f"; categorical {views['categorical_rank']}" if args.categorical else ""
+        print(f"  seed {seed} at {n} (best {reached:.3f}): pool holds {views['good_in_pool']}, rank "
+              f"{views['pool_rank']}{marginal} (EI alone {views['pool_ei_rank']}, p_ok {p_ok}); full space rank "
+              f"{views['full_rank']}; Thompson "
+              f"{views['thompson_share']:.3f}; {balls}", flush=True)  # fmt: skip
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n")

@@ -111,8 +111,9 @@ def main() -> None:
         landscape_rows = {}
         hits_frac = hits_n95 = 0
         for n in names:
-            s = summarize([runs[n][v][s] for s in common], meta[n]["optimum_ms"], BUDGET).as_dict()
-            frac, n95 = s["frac_at"]["100"], s["n95_median"]
+            summary = summarize([runs[n][v][s] for s in common], meta[n]["optimum_ms"], BUDGET)
+            frac, n95 = summary.frac_at["100"], summary.n95_median
+            assert frac is not None  # None only past the budget, and BUDGET is 100
             bar = max(0.97, bars.get(n, (0.0, 0.0))[0])
             hits_frac += frac >= bar - 1e-9
             hits_n95 += n95 is not None and n95 <= 60
@@ -152,14 +153,14 @@ def main() -> None:
     print("\n| landscape |" + kt_head + " " + " | ".join(labels) + " |")
     print("|---|" + "---|" * (len(labels) + bool(bars)))
     for n in names:
-        cells = [f"{bars[n][0]:.3f} / {bars[n][1]:g}".replace("inf", ">100")] if bars else []
+        row_cells = [f"{bars[n][0]:.3f} / {bars[n][1]:g}".replace("inf", ">100")] if bars else []
         for v in labels:
             row = report["variants"][v]["landscapes"][n]
-            n95 = ">100" if row["n95_median"] is None else f"{row['n95_median']:g}"
+            evals = ">100" if row["n95_median"] is None else f"{row['n95_median']:g}"
             bar = max(0.97, bars[n][0]) if bars else 0.97
             misses = (row["frac_at_100"] < bar - 1e-9) + (row["n95_median"] is None or row["n95_median"] > 60)
-            cells.append(f"{row['frac_at_100']:.3f} / {n95}" + (" (miss)" if bars and misses else ""))
-        print(f"| {n} | " + " | ".join(cells) + " |")
+            row_cells.append(f"{row['frac_at_100']:.3f} / {evals}" + (" (miss)" if bars and misses else ""))
+        print(f"| {n} | " + " | ".join(row_cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
 
