@@ -1,7 +1,7 @@
 """Issue 17's cold targets with their sampling uncertainty: is a miss a miss, or a seed count?
 
-The search's runs are bimodal (a run finds the optimum's region or settles at 0.7-0.9 of it), so a
-landscape's mean frac@100 over 30 seeds moves by about 0.03 when one run flips, and two numerical
+The search's runs are bimodal (a run finds the optimum's region or settles at 0.7-0.9 of it), so
+over 30 seeds a landscape's mean frac@100 has a 95 % interval of about ±0.03, and two numerical
 libraries that round one GP fit differently give 0.947 and 0.967 on convolution_milo_A4000's same
 30 seeds (sixteenth session). This reads one grid run (compare_all.py's ``all_traces.json``, failed
 configs kept) and reports per landscape and strategy, over its seeds:
