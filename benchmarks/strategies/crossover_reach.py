@@ -25,26 +25,30 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from needle_ranks import GOOD, recorded_fractions, stuck_asks
-from threadpoolctl import threadpool_limits
+from needle_ranks import GOOD, add_stuck_run_arguments, stuck_asks, stuck_run_setup
 
-from kernelfarm.tuner.strategies.candidates import candidate_table
+from kernelfarm.tuner.strategies.candidates import CandidateTable
 from kernelfarm.tuner.strategies.genetic import GeneticAlgorithm
-from kernelfarm.tuner.strategies.observed import observe
+from kernelfarm.tuner.strategies.observed import Observed, observe
 
 
 def needle_share(
-    landscape: Any, fraction: np.ndarray, history: list[Any], population: int, mutation: float, count: int, seed: int
+    landscape: Any,
+    table: CandidateTable,
+    fraction: np.ndarray,
+    history: list[Any],
+    observed: Observed,
+    free: np.ndarray,
+    population: int,
+    mutation: float,
+    count: int,
+    seed: int,
 ) -> dict[str, float]:
-    """Share of needles among ``count`` valid unmeasured children, and how many distinct children
-    were drawn (the arm's reachable set)."""
+    """Share of needles among ``count`` valid unmeasured children (``free``: the table rows not yet
+    measured), and how many distinct children were drawn (the arm's reachable set)."""
     options = {"population": population, "mutation": mutation}
     ga = GeneticAlgorithm.from_history(landscape.space, {}, history, seed, options)
     assert isinstance(ga, GeneticAlgorithm)  # from_history is typed as returning the base Optimizer
-    table = candidate_table(landscape.space, {})
-    observed = observe(table, landscape.space, history)
-    free = np.ones(len(table), dtype=bool)
-    free[observed.seen_rows] = False
     parents = observed.success_rows[np.argsort(observed.log_time, kind="stable")[:population]]
     rng = np.random.default_rng(seed)
     rows = [ga._child(table, parents, free, rng) for _ in range(count)]
@@ -60,34 +64,30 @@ def needle_share(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("landscapes", type=Path)
-    parser.add_argument("name")
-    parser.add_argument("--seeds", default="0:30", help="FIRST:END")
-    parser.add_argument("--at", default="40,60", help="evaluation counts, comma-separated")
+    add_stuck_run_arguments(parser, seeds="0:30")
     parser.add_argument("--children", type=int, default=4000)
     parser.add_argument("--populations", default="5,10,20")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     try:
-        first, end = (int(v) for v in args.seeds.split(":"))
-        at = sorted({int(v) for v in args.at.split(",")})
         populations = sorted({int(v) for v in args.populations.split(",")})
     except ValueError:
-        parser.error("--seeds takes FIRST:END; --at and --populations comma-separated integers")
-    if min(at) < 11 or args.children < 1 or min(populations) < 2:
-        parser.error("--at must be past the design (11 or more), --children at least 1, populations at least 2")
-    threadpool_limits(1)
-    recording = recorded_fractions(args.landscapes, args.name)
-    if recording is None:
-        parser.error(f"no recording {args.name}.json* in {args.landscapes}")
-    landscape, _, fraction = recording
+        parser.error("--populations takes comma-separated integers")
+    if args.children < 1 or min(populations) < 2:
+        parser.error("--children must be at least 1 and every population at least 2")
+    recorded, seeds, at = stuck_run_setup(parser, args)
+    landscape, table, fraction, _ = recorded
     report: dict[str, Any] = {"landscape": args.name, "good": int((fraction >= GOOD).sum()), "asks": []}
-    for seed, n, reached, history in stuck_asks(landscape, range(first, end), at):
+    for seed, n, reached, history in stuck_asks(recorded, seeds, at):
+        observed = observe(table, landscape.space, history)
+        free = np.ones(len(table), dtype=bool)
+        free[observed.seen_rows] = False
+        shared = (landscape, table, fraction, history, observed, free)
         ask: dict[str, Any] = {"seed": seed, "at": n, "incumbent": reached}
         for size in populations:
-            ask[f"ga{size}"] = needle_share(landscape, fraction, history, size, 0.0, args.children, seed)
+            ask[f"ga{size}"] = needle_share(*shared, size, 0.0, args.children, seed)
             # mutation 0 means genetic's default rate (1 / parameters); a tiny one is crossover alone
-            ask[f"cross{size}"] = needle_share(landscape, fraction, history, size, 1e-12, args.children, seed)
+            ask[f"cross{size}"] = needle_share(*shared, size, 1e-12, args.children, seed)
         report["asks"].append(ask)
         cells = "; ".join(
             f"{k} {v['share']:.4f} ({v['distinct_needles']} of {v['distinct']})"

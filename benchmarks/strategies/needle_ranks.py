@@ -56,11 +56,10 @@ import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.linalg
-import scipy.optimize
 from threadpoolctl import threadpool_limits
 
 from kernelfarm.core.landscape import load_landscape
@@ -68,16 +67,16 @@ from kernelfarm.tuner.strategies.acquisition import acquisition
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table
 from kernelfarm.tuner.strategies.gp import (
-    AMPLITUDE_BOUNDS,
-    LENGTH_BOUNDS,
-    NOISE_BOUNDS,
     GaussianProcess,
     Hyperparameters,
     PoolPosterior,
     covariance,
     fit_hyperparameters,
+    fit_on_components,
     matern52,
     negative_log_posterior,
+    squared_differences,
+    theta_bounds,
 )
 from kernelfarm.tuner.strategies.local import incumbent_index
 from kernelfarm.tuner.strategies.observed import Observed, table_rows
@@ -121,11 +120,8 @@ def hyperparameter_draws(
     """``count`` draws from the hyperparameters' posterior (the MAP fit's likelihood and hyperprior),
     by coordinate-wise slice sampling with stepping out (Neal 2003) from ``start``: 5 sweeps of
     burn-in, then one draw every 2 sweeps."""
-    dims = x.shape[1]
-    diff = x[:, None, :] - x[None, :, :]
-    components = (diff * diff).reshape(-1, dims)
-    low = np.array([AMPLITUDE_BOUNDS[0], *([LENGTH_BOUNDS[0]] * dims), NOISE_BOUNDS[0]])
-    high = np.array([AMPLITUDE_BOUNDS[1], *([LENGTH_BOUNDS[1]] * dims), NOISE_BOUNDS[1]])
+    components = squared_differences(x)
+    low, high = np.array(theta_bounds(x.shape[1])).T
 
     def log_posterior(theta: np.ndarray) -> float:
         if np.any(theta < low) or np.any(theta > high):
@@ -179,17 +175,7 @@ def categorical_ei(
     """Expected improvement over ``pool`` under the Hamming-distance GP (module docstring)."""
     codes = table.indices.astype(np.int64)
     fit = codes[train_rows[fit_rows]]
-    components = _mismatch(fit, fit)
-    target = standardize(y[fit_rows])
-    dims = codes.shape[1]
-    bounds = [AMPLITUDE_BOUNDS, *([LENGTH_BOUNDS] * dims), NOISE_BOUNDS]
-    starts = [Hyperparameters(1.0, np.full(dims, length), 1e-2).to_theta() for length in (0.3, 1.5)]
-    theta0 = min(starts, key=lambda theta: negative_log_posterior(theta, components, target)[0])
-    result = scipy.optimize.minimize(
-        negative_log_posterior, theta0, args=(components, target), jac=True, method="L-BFGS-B",
-        bounds=bounds, options={"maxiter": 60},
-    )  # fmt: skip
-    hp = Hyperparameters.from_theta(np.asarray(result.x))
+    hp = fit_on_components(_mismatch(fit, fit), standardize(y[fit_rows]))
     inv_l2 = 1.0 / hp.lengths**2
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -209,13 +195,44 @@ def categorical_ei(
     return acquisition("ei", mean, np.sqrt(var), best)
 
 
-def recorded_fractions(folder: Path, name: str) -> tuple[Any, CandidateTable, np.ndarray] | None:
-    """The recording ``name`` in ``folder``, its candidate table, and each table row's fraction of
-    the optimum (0 where the config failed); None when there is no such recording."""
-    found = sorted(folder.glob(f"{name}.json*"))
+class Recorded(NamedTuple):
+    """A recording, its candidate table, each table row's fraction of the optimum (0 where the
+    config failed) and the optimum's time."""
+
+    landscape: Any
+    table: CandidateTable
+    fraction: np.ndarray
+    optimum: float
+
+
+def add_stuck_run_arguments(parser: argparse.ArgumentParser, seeds: str) -> None:
+    """The arguments of a script that probes the default's stuck runs (this one, crossover_reach.py)."""
+    parser.add_argument("landscapes", type=Path)
+    parser.add_argument("name")
+    parser.add_argument("--seeds", default=seeds, help="FIRST:END")
+    parser.add_argument("--at", default="40,60", help="evaluation counts, comma-separated")
+
+
+def stuck_run_setup(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Recorded, range, list[int]]:
+    """The recording, seeds and evaluation counts those arguments name (a usage error when they
+    do not parse, ``--at`` is within the design, or there is no such recording); one BLAS thread."""
+    try:
+        first, end = (int(v) for v in args.seeds.split(":"))
+        at = sorted({int(v) for v in args.at.split(",")})
+    except ValueError:
+        parser.error("--seeds takes FIRST:END and --at comma-separated integers")
+    if min(at) < 11:
+        parser.error("--at must be past the design (11 or more)")
+    threadpool_limits(1)
+    found = sorted(args.landscapes.glob(f"{args.name}.json*"))
     if not found:
-        return None
-    landscape = load_landscape(found[0])
+        parser.error(f"no recording {args.name}.json* in {args.landscapes}")
+    return recorded_fractions(found[0]), range(first, end), at
+
+
+def recorded_fractions(path: Path) -> Recorded:
+    """The recording at ``path`` with its table and fractions (``Recorded``)."""
+    landscape = load_landscape(path)
     table = candidate_table(landscape.space, {})
     times = {k: r.mean_ms for k, r in landscape.entries.items() if r.failure is None and r.mean_ms is not None}
     optimum = min(times.values())
@@ -223,13 +240,13 @@ def recorded_fractions(folder: Path, name: str) -> tuple[Any, CandidateTable, np
     keys = list(times)
     rows = table.rows_of([landscape.space.config_from_key(k) for k in keys], landscape.space.names)
     fraction[rows[rows >= 0]] = [optimum / times[k] for k, r in zip(keys, rows.tolist(), strict=True) if r >= 0]
-    return landscape, table, fraction
+    return Recorded(landscape, table, fraction, optimum)
 
 
-def stuck_asks(landscape: Any, seeds: range, at: list[int]) -> Iterator[tuple[int, int, float, list[Any]]]:
+def stuck_asks(recorded: Recorded, seeds: range, at: list[int]) -> Iterator[tuple[int, int, float, list[Any]]]:
     """(seed, evaluations, best fraction so far, history) for each seed's run of ``bayes`` (failed
     configs kept, batch 1) and each count in ``at`` where the run is still below ``GOOD``."""
-    optimum = min(r.mean_ms for r in landscape.entries.values() if r.failure is None and r.mean_ms is not None)
+    landscape, optimum = recorded.landscape, recorded.optimum
     for seed in seeds:
         run = replay(landscape, BayesianOptimizer, max(at), seed)
         for n in at:
@@ -389,33 +406,20 @@ def main() -> None:
         print(summary_table([Path(p) for p in sys.argv[2:]]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("landscapes", type=Path)
-    parser.add_argument("name")
-    parser.add_argument("--seeds", default="0:10", help="FIRST:END")
-    parser.add_argument("--at", default="40,60", help="evaluation counts, comma-separated")
+    add_stuck_run_arguments(parser, seeds="0:10")
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--near", type=int, default=20)
     parser.add_argument("--marginal", type=int, default=0, help="hyperparameter draws (0: view off)")
     parser.add_argument("--categorical", action="store_true", help="the Hamming-distance GP's view")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    try:
-        first, end = (int(v) for v in args.seeds.split(":"))
-        at = sorted({int(v) for v in args.at.split(",")})
-    except ValueError:
-        parser.error("--seeds takes FIRST:END and --at comma-separated integers")
-    if min(at) < 11 or args.draws < 1 or args.near < 3 or args.marginal < 0:
-        parser.error(
-            "--at must be past the design (11 or more), --draws at least 1, --near at least 3, --marginal 0 or more"
-        )
-    threadpool_limits(1)
-    recording = recorded_fractions(args.landscapes, args.name)
-    if recording is None:
-        parser.error(f"no recording {args.name}.json* in {args.landscapes}")
-    landscape, table, fraction = recording
+    if args.draws < 1 or args.near < 3 or args.marginal < 0:
+        parser.error("--draws must be at least 1, --near at least 3, --marginal 0 or more")
+    recorded, seeds, at = stuck_run_setup(parser, args)
+    landscape, table, fraction, _ = recorded
     report: dict[str, Any] = {"landscape": args.name, "good": int((fraction >= GOOD).sum()), "asks": []}
     print(f"{args.name}: {len(table)} configs, {report['good']} within {GOOD}")
-    for seed, n, reached, history in stuck_asks(landscape, range(first, end), at):
+    for seed, n, reached, history in stuck_asks(recorded, seeds, at):
         views = probe_ask(landscape, table, fraction, history, seed, args)
         report["asks"].append({"seed": seed, "at": n, "incumbent": reached, **views})
         balls = "; ".join(

@@ -143,6 +143,18 @@ def _log_prior(theta: np.ndarray, length_prior: np.ndarray | None = None) -> tup
     return float(-0.5 * (z * z).sum()), -z / sds
 
 
+def theta_bounds(dims: int) -> list[tuple[float, float]]:
+    """Bounds of (log amplitude, ``dims`` log length scales, log noise)."""
+    return [AMPLITUDE_BOUNDS, *([LENGTH_BOUNDS] * dims), NOISE_BOUNDS]
+
+
+def squared_differences(x: np.ndarray) -> np.ndarray:
+    """(n*n, D) squared per-feature differences of the rows of ``x``: the ``components`` the
+    likelihood scales by the length scales."""
+    diff = x[:, None, :] - x[None, :, :]
+    return (diff * diff).reshape(-1, x.shape[1])
+
+
 def fit_hyperparameters(
     x: np.ndarray,
     y: np.ndarray,
@@ -157,10 +169,20 @@ def fit_hyperparameters(
     points, and L-BFGS-B runs from the better one only: half the cost of two full restarts.
     ``start``: run from there instead (a nearby answer, refined in a few steps).
     """
-    dims = x.shape[1]
-    diff = x[:, None, :] - x[None, :, :]
-    components = (diff * diff).reshape(-1, dims)
-    bounds = [AMPLITUDE_BOUNDS, *([LENGTH_BOUNDS] * dims), NOISE_BOUNDS]
+    return fit_on_components(squared_differences(x), y, maxiter, length_prior, start)
+
+
+def fit_on_components(
+    components: np.ndarray,
+    y: np.ndarray,
+    maxiter: int = 60,
+    length_prior: np.ndarray | None = None,
+    start: Hyperparameters | None = None,
+) -> Hyperparameters:
+    """``fit_hyperparameters`` given the per-feature distance components directly (any (n*n, D)
+    non-negative array, e.g. per-parameter mismatches for a Hamming distance)."""
+    dims = components.shape[1]
+    bounds = theta_bounds(dims)
     if start is not None:
         theta0 = np.clip(start.to_theta(), [b[0] for b in bounds], [b[1] for b in bounds])
     else:
