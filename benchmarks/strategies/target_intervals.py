@@ -118,9 +118,10 @@ def main() -> None:
         parser.error("--first must be 0 or more and --resamples at least 100")
     try:
         data = read_traces(args.grid)
-    except (OSError, ValueError) as error:
-        parser.error(f"no readable all_traces.json(.gz) in {args.grid}: {error}")
-    bars = kernel_tuner_bars(args.kernel_tuner)
+        base = read_traces(args.against) if args.against else None
+        bars = kernel_tuner_bars(args.kernel_tuner)
+    except (OSError, ValueError, KeyError) as error:
+        parser.error(f"unreadable input (a grid's all_traces.json(.gz), --against, --kernel-tuner): {error!r}")
     report: dict[str, Any] = {}
     print(
         "| landscape | strategy | seeds | frac@100 [95 %] | runs within 0.95 | bar | frac@100 target | "
@@ -145,9 +146,9 @@ def main() -> None:
                     f"{s['within_095']:.2f} | {frac_bar:.3f} | {s['frac_target']} | {_evals(s['evals095'])} "
                     f"[{_evals(elo)}, {_evals(ehi)}] | {s['evals_target']} |"
                 )
-    if args.against:
+    if base is not None:
         print()
-        print("\n".join(paired_table(data, read_traces(args.against), args.resamples)))
+        print("\n".join(paired_table(data, base, args.resamples)))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
 
