@@ -121,7 +121,7 @@ def main() -> None:
         base = read_traces(args.against) if args.against else None
         bars = kernel_tuner_bars(args.kernel_tuner)
     except (OSError, ValueError, KeyError) as error:
-        parser.error(f"unreadable input (a grid's all_traces.json(.gz), --against, --kernel-tuner): {error!r}")
+        parser.error(f"unreadable input (a grid's all_traces.json(.gz), --against, --kernel-tuner): {error}")
     report: dict[str, Any] = {}
     print(
         "| landscape | strategy | seeds | frac@100 [95 %] | runs within 0.95 | bar | frac@100 target | "
