@@ -46,7 +46,7 @@ class ReplayedProposer:
         self.kind = kind
         self.rng = np.random.default_rng(seed)
         entries = landscape.entries
-        ranked = sorted(entries, key=lambda k: entries[k].mean_ms if entries[k].mean_ms is not None else math.inf)
+        ranked = sorted(entries, key=lambda k: t if (t := entries[k].mean_ms) is not None else math.inf)
         self.fastest = ranked
         self.slowest = ranked[::-1]  # failing configs (inf) first, then the slowest
         self.space = landscape.space
@@ -97,17 +97,16 @@ def main() -> None:
     for path in paths:
         landscape = load_landscape(path)
         optimum = min(r.mean_ms for r in landscape.entries.values() if r.mean_ms is not None)
-        entry = {
-            arm: summarize([next(it) for _ in range(args.repeats)], optimum, args.budget).as_dict() for arm in ARMS
-        }
-        base = entry["bayes"]["n95_median"]
+        summaries = {arm: summarize([next(it) for _ in range(args.repeats)], optimum, args.budget) for arm in ARMS}
+        entry = {arm: summary.as_dict() for arm, summary in summaries.items()}
+        base = summaries["bayes"].n95_median
         for arm in ARMS:
-            n95 = entry[arm]["n95_median"]
+            n95 = summaries[arm].n95_median
             entry[arm]["n95_cost_vs_bayes"] = None if base is None or n95 is None else n95 / base - 1
             print(
                 landscape_name(path),
                 arm,
-                entry[arm]["frac_at"]["100"],
+                summaries[arm].frac_at["100"],
                 n95,
                 entry[arm]["n95_cost_vs_bayes"],
                 flush=True,

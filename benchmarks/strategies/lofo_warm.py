@@ -30,11 +30,30 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from paired_harm import runs
 
 from kernelfarm.tuner.strategy_benchmark.families import by_family
+
+
+class Score(TypedDict):
+    """A choice scored on the held-out family."""
+
+    warm_sum: float
+    warm_le_20: int
+    targets: int
+    harm_sum: float
+
+
+class Fold(TypedDict):
+    """One held-out family: the choice made without it and the all-in choice, each scored on it."""
+
+    family: str
+    chosen_on_others: str
+    all_in_choice: str
+    held_out: Score
+    all_in: Score
 
 
 def medians(report: dict[str, Any], arm: str) -> dict[str, float]:
@@ -96,6 +115,10 @@ def main() -> None:
     def hits(v: str, fams: list[str]) -> int:
         return sum(1 for f in fams for t in families[f] if warm[v][t] <= 20)
 
+    def score(v: str, held: str) -> Score:
+        return {"warm_sum": total(warm[v], [held]), "warm_le_20": hits(v, [held]),
+                "targets": len(families[held]), "harm_sum": total(harm[v], [held])}  # fmt: skip
+
     everything = list(families)
     all_in = choose(everything)
     print("| variant | warm median, summed | targets warm <= 20 | harm of the unrelated prior, summed (targets) |")
@@ -108,13 +131,11 @@ def main() -> None:
     print("| held-out family | chosen on the other four | held out: warm summed / <= 20 / harm "
           "| all-in choice | all-in: warm summed / <= 20 / harm |")  # fmt: skip
     print("|---|---|---|---|---|")
-    rows = []
+    rows: list[Fold] = []
     for held in families:
         pick = choose([f for f in families if f != held])
-        row = {"family": held, "chosen_on_others": pick, "all_in_choice": all_in}
-        for key, v in (("held_out", pick), ("all_in", all_in)):
-            row[key] = {"warm_sum": total(warm[v], [held]), "warm_le_20": hits(v, [held]),
-                        "targets": len(families[held]), "harm_sum": total(harm[v], [held])}  # fmt: skip
+        row: Fold = {"family": held, "chosen_on_others": pick, "all_in_choice": all_in,
+                     "held_out": score(pick, held), "all_in": score(all_in, held)}  # fmt: skip
         rows.append(row)
         cells = [f"{c['warm_sum']:g} / {c['warm_le_20']} of {c['targets']} / {c['harm_sum']:g}"
                  for c in (row["held_out"], row["all_in"])]  # fmt: skip

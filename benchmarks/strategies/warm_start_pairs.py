@@ -63,7 +63,9 @@ def _source_run(job: tuple[Path, str, int, str, argparse.Namespace]) -> list[Obs
     return [replace(o, source=name) for o in run.history]
 
 
-def _prior(paths: dict[str, Path], sources: list[str], args: argparse.Namespace, seed: int, arm: str):
+def _prior(
+    paths: dict[str, Path], sources: list[str], args: argparse.Namespace, seed: int, arm: str
+) -> list[Observation]:
     out: list[Observation] = []
     for name in sources:
         out += _source_run((paths[name], name, seed, arm, args))
@@ -108,8 +110,8 @@ def _task(
                    if any(o.source == s for o in done)]  # fmt: skip
         times = [landscape.entries[landscape.space.key(o.config)].mean_ms for o in winners
                  if landscape.space.key(o.config) in landscape.entries]  # fmt: skip
-        times = [t for t in times if t is not None]
-        best_of_prior = min(times) if times else None
+        measured = [t for t in times if t is not None]
+        best_of_prior = min(measured) if measured else None
     name, options = farm_options(args.strategy)
     run = replay(landscape, get_strategy(name), args.budget, seed, options=options, prior=prior)
     return run.values, best_of_prior
@@ -161,13 +163,13 @@ def main() -> None:
         optimum = min(r.mean_ms for r in landscape.entries.values() if r.mean_ms is not None)
         entry: dict[str, Any] = {"sources": [s for s in families[family_of(t)] if s != t]}
         for arm in arms:
-            runs = [next(it) for _ in range(args.repeats)]
-            summary: dict[str, Any] = summarize([v for v, _ in runs], optimum, args.budget).as_dict()
-            copied = [optimum / b for _, b in runs if b]
+            arm_runs = [next(it) for _ in range(args.repeats)]
+            summary: dict[str, Any] = summarize([v for v, _ in arm_runs], optimum, args.budget).as_dict()
+            copied = [optimum / b for _, b in arm_runs if b]
             summary["prior_best_fraction"] = statistics.fmean(copied) if copied else None
             # each run's evaluations to 0.95, in seed order: arms and reports compare run by run
             # (paired_harm.py), not only by their medians
-            summary["n95_runs"] = [evaluations_to(fraction_curve(v, optimum, args.budget), 0.95) for v, _ in runs]
+            summary["n95_runs"] = [evaluations_to(fraction_curve(v, optimum, args.budget), 0.95) for v, _ in arm_runs]
             entry[arm] = summary
             print(t, arm, summary["frac_at"], summary["n95_median"], summary["n95_success"], flush=True)
         report["landscapes"][t] = entry
