@@ -15,8 +15,9 @@ configs kept) and reports per landscape and strategy, over its seeds:
   interval contains it.
 
 ``--first N``: also the same figures on the first N seeds only (the number the earlier tables used).
-``--seeds-from S``: only the runs with seed S or later. Seeds 0-29 are the ones the default's options
-were chosen on; the runs from seed 30 on measure it on seeds nobody looked at while choosing.
+``--seeds-from S``: only the runs with seed S or later (in the ``--against`` table too). Seeds 0-29
+are the ones the default's options were chosen on; the runs from seed 30 on measure it on seeds
+nobody looked at while choosing.
 ``--against BASE_FOLDER``: also, per landscape, each strategy's frac@100 minus that of the one
 strategy of another grid run on the same seeds (run by run, mean with a 95 % bootstrap interval).
 
@@ -82,8 +83,9 @@ def final_fractions(runs: list[Any], optimum: float) -> dict[int, float]:
     return {r["seed"]: fraction_curve(r["trace"], optimum, BUDGET)[-1] for r in runs}
 
 
-def paired_table(data: dict[str, Any], base: dict[str, Any], resamples: int) -> list[str]:
-    """Per landscape and strategy: frac@100 minus the base run's, paired by seed (``--against``)."""
+def paired_table(data: dict[str, Any], base: dict[str, Any], resamples: int, seeds_from: int = 0) -> list[str]:
+    """Per landscape and strategy: frac@100 minus the base run's, paired by seed (``--against``),
+    over the seeds both runs have from ``seeds_from`` on."""
     lines = ["| landscape | strategy | against | seeds | frac@100 difference [95 %] |", "|---|---|---|---|---|"]
     for name, strategies in sorted(data["traces"]["keep"].items()):
         if name not in base["traces"]["keep"]:
@@ -95,7 +97,7 @@ def paired_table(data: dict[str, Any], base: dict[str, Any], resamples: int) -> 
         reference = final_fractions(base_runs, optimum)
         for label, runs in sorted(strategies.items()):
             mine = final_fractions(runs, optimum)
-            seeds = sorted(set(mine) & set(reference))
+            seeds = sorted(s for s in set(mine) & set(reference) if s >= seeds_from)
             diff = np.array([mine[s] - reference[s] for s in seeds])
             lo, hi = interval(diff, np.mean, resamples, np.random.default_rng(0))
             cell = f"{diff.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]"
@@ -131,6 +133,7 @@ def main() -> None:
         "evals to 0.95 [95 %] | evals target |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    label_all = f"from seed {args.seeds_from}" if args.seeds_from else "all"
     for name, strategies in sorted(data["traces"]["keep"].items()):
         optimum = data["meta"][name]["optimum_ms"]
         frac_bar = max(FRAC_FLOOR, bars.get(name, (0.0, math.inf))[0])
@@ -138,7 +141,6 @@ def main() -> None:
             runs = sorted((r for r in runs if r["seed"] >= args.seeds_from), key=lambda r: r["seed"])
             if not runs:
                 continue
-            label_all = f"from seed {args.seeds_from}" if args.seeds_from else "all"
             subsets = [(label_all, runs)] + ([(f"first {args.first}", runs[: args.first])] if args.first else [])
             for which, chosen in subsets:
                 s = summarize_runs([r["trace"] for r in chosen], optimum, args.resamples, seed=0)
@@ -154,7 +156,7 @@ def main() -> None:
                 )
     if base is not None:
         print()
-        print("\n".join(paired_table(data, base, args.resamples)))
+        print("\n".join(paired_table(data, base, args.resamples, args.seeds_from)))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
 

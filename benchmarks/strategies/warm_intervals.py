@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from paired_harm import runs
 from target_intervals import interval, verdict
 
 WARM_BAR = 20.0
@@ -36,14 +37,12 @@ def read_runs(spec: str) -> tuple[range, int, dict[str, list[float]]]:
     report = json.loads(Path(path).read_text())
     settings = report["settings"]
     seeds = range(int(settings["seed"]), int(settings["seed"]) + int(settings["repeats"]))
+    budget = int(settings["budget"])
     arm = arm or "warm"
-    if missing := [target for target, entry in report["landscapes"].items() if arm not in entry]:
+    per_target = runs(report, arm)  # a run that missed counts as budget + 1 there; here as past the budget
+    if missing := [target for target in report["landscapes"] if target not in per_target]:
         raise ValueError(f"{path}: no {arm!r} arm for {', '.join(missing)}")
-    runs = {
-        target: [math.inf if n is None else float(n) for n in entry[arm]["n95_runs"]]
-        for target, entry in report["landscapes"].items()
-    }
-    return seeds, int(settings["budget"]), runs
+    return seeds, budget, {t: [math.inf if n > budget else float(n) for n in v] for t, v in per_target.items()}
 
 
 def pooled(specs: list[str]) -> tuple[int, dict[str, np.ndarray]]:
