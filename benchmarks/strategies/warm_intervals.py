@@ -41,7 +41,7 @@ def read_runs(spec: str) -> tuple[range, int, dict[str, list[float]]]:
     arm = arm or "warm"
     per_target = runs(report, arm)  # a run that missed counts as budget + 1 there; here as past the budget
     if missing := [target for target in report["landscapes"] if target not in per_target]:
-        raise ValueError(f"{path}: no {arm!r} arm for {', '.join(missing)}")
+        raise ValueError(f"no {arm!r} arm for {', '.join(missing)}")
     return seeds, budget, {t: [math.inf if n > budget else float(n) for n in v] for t, v in per_target.items()}
 
 
@@ -52,12 +52,15 @@ def pooled(specs: list[str]) -> tuple[int, dict[str, np.ndarray]]:
     budgets: set[int] = set()
     out: dict[str, list[float]] = {}
     for spec in specs:
-        seeds, budget, runs = read_runs(spec)
+        try:
+            seeds, budget, per_target = read_runs(spec)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{spec}: {error}") from error
         if taken & set(seeds):
             raise ValueError(f"{spec}: its seeds {seeds.start}-{seeds.stop - 1} overlap another report's")
         taken |= set(seeds)
         budgets.add(budget)
-        for target, values in runs.items():
+        for target, values in per_target.items():
             out.setdefault(target, []).extend(values)
     if len(budgets) != 1:
         raise ValueError(f"the reports have different budgets: {sorted(budgets)}")
@@ -74,7 +77,7 @@ def main() -> None:
     if args.resamples < 100:
         parser.error("--resamples must be at least 100")
     try:
-        budget, runs = pooled(args.reports)
+        budget, per_target = pooled(args.reports)
     except (OSError, ValueError, KeyError, TypeError) as error:
         parser.error(f"unreadable or unusable report: {error}")
 
@@ -85,7 +88,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     report: dict[str, Any] = {}
     counts = {"met": 0, "open": 0, "missed": 0}
-    for target, values in sorted(runs.items()):
+    for target, values in sorted(per_target.items()):
         median = float(np.median(values))
         low, high = interval(values, np.median, args.resamples, np.random.default_rng(0))
         judged = verdict(low, high, args.bar, higher_is_better=False)
@@ -94,8 +97,8 @@ def main() -> None:
         report[target] = {"runs": len(values), "median": median, "ci": [low, high], "within": within,
                           "target": judged}  # fmt: skip
         print(f"| {target} | {len(values)} | {shown(median)} [{shown(low)}, {shown(high)}] | {within} | {judged} |")
-    at_most = sum(float(np.median(v)) <= args.bar for v in runs.values())
-    print(f"\nmedian <= {args.bar:g} on {at_most} of {len(runs)}; by interval: "
+    at_most = sum(float(np.median(v)) <= args.bar for v in per_target.values())
+    print(f"\nmedian <= {args.bar:g} on {at_most} of {len(per_target)}; by interval: "
           f"{counts['met']} met, {counts['open']} open, {counts['missed']} missed")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
