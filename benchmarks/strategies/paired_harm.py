@@ -9,11 +9,13 @@ of the ups counts the chance as cost. Paired differences show both directions: t
 all runs, with a bootstrap interval, is what the prior costs on average.
 
 Each variant is ``LABEL=REPORT.json`` (its ``unrelated`` arm) or ``LABEL=REPORT.json@ARM`` (another
-arm, e.g. ``unrelated_random``). ``--large N`` splits the summed cost into the runs that differ by N
+arm, e.g. ``unrelated_random``). ``--cold REPORT.json@ARM`` pairs against another arm than ``cold``: a
+warm-start option against the default's warm runs, say (``--cold default.json@warm
+option=option.json@warm``). ``--large N`` splits the summed cost into the runs that differ by N
 or more (listed: where a prior sent a job elsewhere) and the rest (the hidden probes' routine cost).
 
 Usage:
-    python benchmarks/strategies/paired_harm.py --cold COLD.json LABEL=REPORT.json[@ARM] [...] [--large 3] \
+    python benchmarks/strategies/paired_harm.py --cold COLD.json[@ARM] LABEL=REPORT.json[@ARM] [...] [--large 3] \
         [--json OUT.json]
 """
 
@@ -47,7 +49,9 @@ def bootstrap_mean(values: np.ndarray, draws: int = 10_000, seed: int = 0) -> tu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("variants", nargs="+", help="LABEL=REPORT.json[@ARM] (default arm: unrelated)")
-    parser.add_argument("--cold", type=Path, required=True, help="a report with the cold arm's runs")
+    parser.add_argument(
+        "--cold", required=True, help="REPORT.json[@ARM]: the runs each variant is paired with (default arm: cold)"
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--large", type=int, default=0,
@@ -55,7 +59,10 @@ def main() -> None:
         "evaluations (listed) and the rest (the routine cost: a hidden probe is 1 or 2)",
     )  # fmt: skip
     args = parser.parse_args()
-    cold = runs(json.loads(args.cold.read_text()), "cold")
+    cold_path, _, cold_arm = args.cold.partition("@")
+    cold = runs(json.loads(Path(cold_path).read_text()), cold_arm or "cold")
+    if not cold:
+        parser.error(f"{cold_path} has no {cold_arm or 'cold'!r} runs")
     labels, reports = [], []
     for spec in args.variants:
         label, path = spec.split("=", 1)
@@ -63,7 +70,8 @@ def main() -> None:
         labels.append(label)
         reports.append(runs(json.loads(Path(path).read_text()), arm or "unrelated"))
     targets = [t for t in cold if all(t in r for r in reports)]
-    print("mean evaluations to 0.95 with an unrelated prior minus cold, same seed (runs later / earlier)\n")
+    baseline = f"the {cold_arm} arm of {cold_path}" if cold_arm else "cold"
+    print(f"mean evaluations to 0.95 minus {baseline}, same seed (runs later / earlier)\n")
     print("| target | " + " | ".join(labels) + " |")
     print("|---|" + "---|" * len(labels))
     summary: dict[str, Any] = {"targets": {}, "all": {}}
