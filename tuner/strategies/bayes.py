@@ -117,7 +117,8 @@ class BayesSettings:
         train_max: most observations in the posterior.
         fit_max: most observations used to fit hyperparameters.
         prior_init: the best prior configs proposed first when warm-starting (in addition to
-            the ``n_init`` space-filling ones, so a misleading prior costs only these).
+            the ``n_init`` space-filling ones, so a misleading prior costs only these). 1 and 6
+            measured no better than 3 on the real pairs (nineteenth session).
         prior_noise: noise variance (in standard deviations of the warped target) with which
             prior observations enter the objective model; 0 keeps them out of it.
         transfer: warm start by transfer (transfer.py): a GP on the prior's per-source scores is
@@ -125,7 +126,10 @@ class BayesSettings:
         transfer_strength: pseudo-observations pulling that factor towards 1 (trust in the prior
             before the job's own trials say otherwise).
         n_init_warm: space-filling proposals (after the ``prior_init`` seeds) when a usable prior
-            exists: the prior's model replaces most of the design.
+            exists: the prior's model replaces most of the design. With ``gate_first`` the prior
+            is admitted only after the job's own design has measured ``GATE_MIN`` (4) configs, so
+            0 to 4 act alike; 6 makes warm start later by 0.4 evaluations on average (issue 17,
+            nineteenth session, docs/benchmarks/STRATEGIES.md).
         transfer_gate: the prior is kept only while Kendall's tau between its prediction and the
             job's own measured times is at least this many standard errors above 0 (checked from
             ``transfer.GATE_MIN`` measurements on) and its ranking was positive on every prefix of
