@@ -62,16 +62,29 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--skip", action="append", default=[], help="a target to leave out (repeatable)")
     args = parser.parse_args()
+
+    def arm_runs(path: str, arm: str) -> dict[str, np.ndarray]:
+        try:
+            found = runs(json.loads(Path(path).read_text()), arm)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            parser.error(f"{path}: not a warm_start_pairs.py report ({exc})")
+        if not found:
+            parser.error(f"{path} has no {arm!r} runs")
+        return found
+
     cold_path, _, cold_arm = args.cold.partition("@")
-    cold = runs(json.loads(Path(cold_path).read_text()), cold_arm or "cold")
-    if not cold:
-        parser.error(f"{cold_path} has no {cold_arm or 'cold'!r} runs")
+    cold = arm_runs(cold_path, cold_arm or "cold")
+    unknown = sorted(set(args.skip) - set(cold))
+    if unknown:
+        parser.error(f"--skip: {unknown} not among the targets of {cold_path}")
     labels, reports = [], []
     for spec in args.variants:
-        label, path = spec.split("=", 1)
+        label, sep, path = spec.partition("=")
+        if not sep:
+            parser.error(f"{spec!r}: expected LABEL=REPORT.json[@ARM]")
         path, _, arm = path.partition("@")
         labels.append(label)
-        reports.append(runs(json.loads(Path(path).read_text()), arm or "unrelated"))
+        reports.append(arm_runs(path, arm or "unrelated"))
     targets = [t for t in cold if t not in args.skip and all(t in r for r in reports)]
     baseline = f"the {cold_arm} arm of {cold_path}" if cold_arm else "cold"
     print(f"mean evaluations to 0.95 minus {baseline}, same seed (runs later / earlier)\n")

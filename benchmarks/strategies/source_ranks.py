@@ -1,5 +1,5 @@
-"""How far down the other GPUs' rankings a target's needles are: the most a ranking transferred from
-them can give warm start (issue 17, nineteenth session).
+"""How far down the other GPUs' rankings a target's needles are: a reference for what a ranking
+transferred from them can give warm start (issue 17, nineteenth session).
 
 A warm job's prior is what the other GPUs of the family measured: three or four 100-trial jobs.
 This asks the most favourable version of that question. Take the other GPUs' *whole recordings*
