@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -48,27 +47,18 @@ def fractions(path: Path) -> dict[str, float]:
     return {key: best / t if math.isfinite(t) else 0.0 for key, t in times.items()}
 
 
-def first_needle_rank(target: dict[str, float], score: Callable[[str], float]) -> int:
-    """1 + how many configs ``score`` puts strictly ahead of the best-scored needle of ``target``."""
-    scores = np.array([score(key) for key in target])
-    needle = np.array([f >= NEEDLE for f in target.values()])
-    return 1 + int((scores > scores[needle].max()).sum())
-
-
 def target_ranks(target: dict[str, float], sources: dict[str, dict[str, float]]) -> dict[str, int]:
-    def of(source: str) -> Callable[[str], float]:
-        return lambda key: sources[source].get(key, 0.0)
-
-    def values(key: str) -> list[float]:
-        return [fracs.get(key, 0.0) for fracs in sources.values()]
-
-    orders: dict[str, Callable[[str], float]] = {
-        "mean": lambda key: float(np.mean(values(key))),
-        "geometric mean": lambda key: float(np.mean(np.log(np.maximum(values(key), 1e-3)))),
-        "minimum": lambda key: min(values(key)),
-    }
-    orders |= {source: of(source) for source in sources}
-    return {name: first_needle_rank(target, score) for name, score in orders.items()}
+    """Per order (each source alone, and the sources' mean, geometric mean and minimum): 1 + how many
+    of the target's configs it puts strictly ahead of its best-placed needle."""
+    keys = list(target)
+    by_source = np.array([[fracs.get(key, 0.0) for key in keys] for fracs in sources.values()])
+    orders = {
+        "mean": by_source.mean(axis=0),
+        "geometric mean": np.log(np.maximum(by_source, 1e-3)).mean(axis=0),
+        "minimum": by_source.min(axis=0),
+    } | dict(zip(sources, by_source, strict=True))
+    needle = np.array([target[key] >= NEEDLE for key in keys])
+    return {name: 1 + int((score > score[needle].max()).sum()) for name, score in orders.items()}
 
 
 def main() -> None:
