@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from paired_harm import runs
 
+from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.landscape import load_landscape
 from kernelfarm.tuner.strategy_benchmark.families import by_family
 from kernelfarm.tuner.strategy_benchmark.runner import landscape_name
@@ -68,8 +69,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     paths = {landscape_name(p): p for p in sorted(args.landscapes.glob("*.json*"))}
-    if not paths:
-        parser.error(f"no landscapes in {args.landscapes}")
+    families = {family: names for family, names in sorted(by_family(paths).items()) if len(names) >= 2}
+    if not families:
+        parser.error(f"no two recordings of one family (the same kernel on two GPUs) in {args.landscapes}")
     warm: dict[str, np.ndarray] = {}
     budget = 0
     if args.warm:
@@ -83,10 +85,11 @@ def main() -> None:
     print("| target | needles / configs | mean | geometric mean | minimum | best single source | warm median |")
     print("|---|---|---|---|---|---|---|")
     report: dict[str, dict[str, object]] = {}
-    for family, names in sorted(by_family(paths).items()):
-        if len(names) < 2:
-            continue
-        fracs = {name: fractions(paths[name]) for name in names}
+    for family, names in families.items():
+        try:
+            fracs = {name: fractions(paths[name]) for name in names}
+        except (OSError, ValueError, KernelfarmError) as exc:
+            parser.error(f"a recording of {family} could not be read: {exc}")
         for name in sorted(names):
             sources = {other.removeprefix(family + "_"): fracs[other] for other in names if other != name}
             ranks = target_ranks(fracs[name], sources)
