@@ -39,9 +39,16 @@ NEEDLE = 0.95
 
 def fractions(path: Path) -> dict[str, float]:
     """Each recorded config's fraction of the landscape's optimum (Kernel Tuner's mean time, as the
-    replay's objective), 0 where it failed."""
+    replay's objective), 0 where it failed.
+
+    Raises:
+        ValueError: naming ``path``, where it is not a readable recording."""
+    try:
+        entries = load_landscape(path).entries
+    except (OSError, ValueError, KernelfarmError) as exc:
+        raise ValueError(f"{path}: not a readable recording ({exc})") from exc
     times = {}
-    for key, entry in load_landscape(path).entries.items():
+    for key, entry in entries.items():
         t = entry.mean_ms
         times[key] = t if t is not None and math.isfinite(t) and t > 0 else math.inf
     best = min(times.values())
@@ -88,8 +95,8 @@ def main() -> None:
     for family, names in families.items():
         try:
             fracs = {name: fractions(paths[name]) for name in names}
-        except (OSError, ValueError, KernelfarmError) as exc:
-            parser.error(f"a recording of {family} could not be read: {exc}")
+        except ValueError as exc:
+            parser.error(str(exc))
         for name in sorted(names):
             sources = {other.removeprefix(family + "_"): fracs[other] for other in names if other != name}
             ranks = target_ranks(fracs[name], sources)
