@@ -73,6 +73,9 @@ class ChaosFarm:
     # a promotion that found its spare still starting counts (core/standby.py's SpareDemand).
     _demands: dict[Any, SpareDemand] = field(default_factory=dict)
     spare_window_s: float = 60.0
+    # Where each process's output begins in its log (by pid): a component started again under its
+    # name (the coordinator, in most modules) appends to the same file as its predecessors.
+    _log_starts: dict[int, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ servers
     @property
@@ -129,7 +132,10 @@ class ChaosFarm:
         return launcher.component_env(self.database_url, self.redis_url, overrides=overrides)
 
     def _start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:
+        log = self.directory / "logs" / f"{name}.log"
+        start = log.stat().st_size if log.exists() else 0
         info = spawn(name, argv, self.env(**env), self.directory / "logs", cwd=self.cwd)
+        self._log_starts[info.pid] = start
         self.processes[name] = info
         return info
 
@@ -271,9 +277,13 @@ class ChaosFarm:
         return due
 
     def component_log(self, name: str) -> str:
-        """The log of the component serving as ``name`` now (a promoted spare's is its own file)."""
-        path = Path(self.processes[name].log)
-        return path.read_text(errors="replace") if path.exists() else ""
+        """What the component serving as ``name`` now has logged (a promoted spare's is its own file),
+        without its predecessors' lines: their " ready." or a housekeeping of theirs would otherwise
+        pass for its own (``log`` reads the whole file)."""
+        info = self.processes[name]
+        path = Path(info.log)
+        output = path.read_bytes()[self._log_starts.get(info.pid, 0) :] if path.exists() else b""
+        return output.decode(errors="replace")
 
     def log(self, name: str) -> str:
         path = self.directory / "logs" / f"{name}.log"

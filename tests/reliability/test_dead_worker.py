@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.dead_deliveries import CLAIM_GRACE_S
+from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.jobs import cancel_job
 from kernelfarm.services import wait_for
 from kernelfarm.testing.chaos_farm import ChaosFarm
@@ -66,7 +68,7 @@ def test_a_killed_worker_frees_its_trial_long_before_its_lease(farm: ChaosFarm) 
         assert time.monotonic() - killed < float(LONG_LEASE) / 2  # not the lease: it has 40 s
         assert row.attempt == 2 and row.worker_name.startswith(f"{idle}@")
         assert terminal_transitions(farm.database_url, trial_id) == 1
-        assert "gone (presence lock released)" in farm.log("coordinator")
+        assert "gone (presence lock released)" in farm.component_log("coordinator")
     finally:
         farm.kill("coordinator")
         farm.kill(idle)
@@ -118,7 +120,7 @@ def test_the_presence_sweep_requeues_a_killed_workers_trial_between_housekeeping
         assert at - killed < 5.0, f"requeued {at - killed:.1f} s after the kill"  # the next tick: 30 s
         wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
         assert terminal_transitions(farm.database_url, trial_id) == 1
-        assert "tuner.presence_sweep" in farm.log("coordinator")
+        assert "tuner.presence_sweep" in farm.component_log("coordinator")
     finally:
         for name in ("KERNELFARM_REAP_INTERVAL_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
             farm.extra_env.pop(name)
@@ -135,32 +137,48 @@ def unstopped_workers(database_url: str) -> int:
 
 
 TAKE_AND_DIE = """
-import os, sys
+import json, os, sys
 from kernelfarm.core.celery_app import make_celery
 from kernelfarm.core.settings import Settings
 app = make_celery(Settings(database_url=sys.argv[1], redis_url=sys.argv[2]))
 with app.connection_for_write() as connection:
-    assert connection.default_channel.basic_get(sys.argv[3], no_ack=False) is not None
+    message = connection.default_channel.basic_get(sys.argv[3], no_ack=False)
+    assert message is not None and json.loads(message.body)[0] == [int(sys.argv[4])], message and message.body
     os._exit(0)  # dies holding it: no acknowledgement, and no restore as the connection closes
 """
 
 
 def presence_events(farm: ChaosFarm) -> list[str]:
     """The coordinator's log lines on workers found gone and taken messages restored."""
-    return [line for line in farm.log("coordinator").splitlines() if "gone" in line or "restored" in line]
+    lines = farm.component_log("coordinator").splitlines()
+    return [line for line in lines if "worker(s) gone" in line or "message(s) a gone worker" in line]
 
 
 def housekeeping_succeeded(farm: ChaosFarm) -> bool:
-    return any("tuner.housekeeping" in line and "succeeded" in line for line in farm.log("coordinator").splitlines())
+    lines = farm.component_log("coordinator").splitlines()
+    return any("tuner.housekeeping" in line and "succeeded" in line for line in lines)
+
+
+def drop_leftover_messages(farm: ChaosFarm) -> None:
+    """Empty the GPU queue of what the tests before left there: a trial requeued from a killed worker
+    is sent again, and the killed worker's own delivery is restored too, so a duplicate can wait in
+    the queue once its trial is complete and the worker that would have taken it is killed. Taken
+    in the test's place, it left the test's own message to a live worker (a run in CI). The module's
+    own Redis: nothing of anyone else's."""
+    app = make_celery(Settings(database_url=farm.database_url, redis_url=farm.redis_url))
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_purge(QUEUE)
+    app.close()
 
 
 @contextmanager
 def restoring_coordinator(farm: ChaosFarm) -> Iterator[list[str]]:
     """A coordinator sweeping every 0.5 s, with the re-send of unclaimed work a minute away, once no
     worker has been found gone for longer than the restore looks after one: its first housekeeping
-    (which re-sends every queued trial: it cannot know the broker kept them) is over, and every worker
-    the tests before killed was found gone long enough ago. Yields a list for the test's workers,
-    killed after it with the coordinator."""
+    (the first against a broker re-sends every queued trial: it cannot know the broker kept them) is
+    over, every worker the tests before killed was found gone long enough ago, and the messages they
+    left in the queue are dropped. Yields a list for the test's workers, killed after it with the
+    coordinator."""
     farm.extra_env |= {"KERNELFARM_REDISPATCH_AFTER_SECONDS": "60", "KERNELFARM_PRESENCE_SWEEP_SECONDS": "0.5"}
     ready_coordinator(farm)
     workers: list[str] = []
@@ -168,6 +186,7 @@ def restoring_coordinator(farm: ChaosFarm) -> Iterator[list[str]]:
         wait_for(lambda: housekeeping_succeeded(farm), 60, "the first housekeeping")
         wait_for(lambda: unstopped_workers(farm.database_url) == 0, 60, "earlier workers found gone")
         time.sleep(CLAIM_GRACE_S + 2.0)
+        drop_leftover_messages(farm)
         yield workers
     finally:
         for name in ("KERNELFARM_REDISPATCH_AFTER_SECONDS", "KERNELFARM_PRESENCE_SWEEP_SECONDS"):
@@ -184,7 +203,7 @@ def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: Ch
     with restoring_coordinator(farm) as workers:
         job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=20))
         send_evaluate(farm, trial_id)
-        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE],
+        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE, str(trial_id)],
                        check=True, timeout=60)  # fmt: skip
         time.sleep(2.5)  # older than the grace a live worker has to claim
         workers += [ready_worker(farm, sleep_ms=100).name for _ in range(2)]
@@ -196,7 +215,7 @@ def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: Ch
         farm.kill(workers.pop(), signal.SIGKILL)  # a worker found gone: the sweep looks for taken messages
         wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "complete", 30, "the trial to finish")
         assert time.monotonic() - killed < 20  # the re-send of unclaimed work would take 60 s
-        assert "restored 1 message(s)" in farm.log("coordinator")
+        assert "restored 1 message(s)" in farm.component_log("coordinator")
         assert terminal_transitions(farm.database_url, trial_id) == 1
 
 
@@ -211,7 +230,7 @@ def test_a_message_taken_just_before_its_worker_died_goes_back_once_old_enough(f
         killed = time.monotonic()
         farm.kill(doomed, signal.SIGKILL)
         send_evaluate(farm, trial_id)
-        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE],
+        subprocess.run([sys.executable, "-c", TAKE_AND_DIE, farm.database_url, farm.redis_url, QUEUE, str(trial_id)],
                        check=True, timeout=60)  # fmt: skip
         assert time.monotonic() - killed < 1.5  # taken well within the grace of the kill
         workers.append(ready_worker(farm, sleep_ms=100).name)  # to measure it once it is back
