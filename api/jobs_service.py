@@ -22,6 +22,7 @@ from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.core.store.workers import all_workers
 from kernelfarm.core.strategy_names import DEFAULT_STRATEGY, STRATEGY_NAMES
+from kernelfarm.core.strategy_options import check_strategy_options
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.kernels.spec import KernelSpec
 
@@ -38,7 +39,8 @@ def create_job(
 
     Raises:
         NotFound: unknown kernel (mapped to 422 by the route: it is a field of the body).
-        InvalidInput: bad problem, empty or oversized space, unknown strategy, limits exceeded.
+        InvalidInput: bad problem, empty or oversized space, unknown strategy or options it refuses,
+            limits exceeded.
         Conflict: the owner already has ``max_active_jobs_per_owner`` unfinished jobs.
     """
     spec = get_kernel(request.kernel, request.kernel_version)
@@ -56,6 +58,7 @@ def create_job(
     strategy = request.strategy or DEFAULT_STRATEGY
     if strategy not in STRATEGY_NAMES:
         raise InvalidInput(f"unknown strategy {strategy!r}; available: {list(STRATEGY_NAMES)}")
+    check_strategy_options(strategy, request.strategy_options)
     if request.budget_trials is not None and request.budget_trials > settings.max_budget_trials:
         raise InvalidInput(f"budget_trials is limited to {settings.max_budget_trials}")
     if request.parallelism > settings.max_parallelism:

@@ -25,7 +25,7 @@ from kernelfarm.core.capabilities import missing, routed_model
 from kernelfarm.core.celery_app import EVALUATE_TASK, PROFILE_TASK
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.dead_deliveries import Delivery
-from kernelfarm.core.errors import KernelfarmError
+from kernelfarm.core.errors import InvalidInput, KernelfarmError
 from kernelfarm.core.models import GpuWorker, Job, Kernel, Trial, TrialProfile
 from kernelfarm.core.objectives import measures_energy
 from kernelfarm.core.settings import Settings
@@ -146,15 +146,20 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     if wanted <= 0:
         return StepResult([], job.state, job.status_message), [], job.gpu_model
 
-    strategy = get_strategy(job.strategy)
     prior = prior_observations(session, job, space) if job.warm_start else []
     started = time.perf_counter()
-    options = job.strategy_options
-    if getattr(strategy, "wants_gpu_model", False):  # an LLM arm tells its endpoint the GPU
-        options = {**options, "gpu_model": job.gpu_model}
     history = observations(trials, job.objective, int(job.seed))
-    optimizer = strategy.from_history(space, job.problem, history, int(job.seed),
-                                      options, prior=prior)  # fmt: skip
+    try:
+        strategy = get_strategy(job.strategy)
+        options = job.strategy_options
+        if getattr(strategy, "wants_gpu_model", False):  # an LLM arm tells its endpoint the GPU
+            options = {**options, "gpu_model": job.gpu_model}
+        optimizer = strategy.from_history(space, job.problem, history, int(job.seed), options, prior=prior)
+    except InvalidInput as exc:
+        # The API refuses such options; a job stored before it did, or before a strategy or an option
+        # was removed, would otherwise raise at every step and never finish.
+        reason = f"cannot build its strategy: {exc}"
+        return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
     configs = optimizer.ask(wanted)
     ask_seconds = time.perf_counter() - started
     if not configs:

@@ -1,7 +1,8 @@
 """The worked example of docs/EXTENDING.md: local search around the fastest config found so far.
 
-Copied to ``tuner/strategies/local_search.py`` and registered (tuner/strategies/registry.py and
-core/strategy_names.py), it passes tests/tuner/test_strategy_contract.py with every other strategy.
+Copied to ``tuner/strategies/local_search.py`` and registered (tuner/strategies/registry.py,
+core/strategy_names.py, core/strategy_options/__init__.py), it passes tests/tuner/test_strategy_contract.py
+with every other strategy.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelfarm.core.space import Config
+from kernelfarm.core.strategy_options import NoOptions
 from kernelfarm.tuner.strategies.base import Optimizer
 
 
@@ -17,6 +19,10 @@ class LocalSearch(Optimizer):
     so far (ties in random order); random configs until a trial has succeeded. No options."""
 
     name = "local"
+
+    def configure(self) -> None:
+        super().configure()
+        NoOptions.from_options(self.options, self.name)  # an option sent to it is refused, not ignored
 
     def ask(self, n: int) -> list[Config]:
         pool = self.candidates()  # index rows of valid configs neither observed nor pending

@@ -138,3 +138,52 @@ def test_a_huge_refused_problem_value_is_not_echoed_back_whole(api_only: Farm, s
     assert response.status_code in (400, 422), response.text[:300]
     assert "problem.dtype=" in response.text and "is not one of" in response.text
     assert len(response.content) < 2_000
+
+
+@pytest.mark.parametrize(
+    ("strategy", "options", "reason"),
+    [
+        ("bayes", {"bogus": 1}, "unknown options for strategy 'bayes': ['bogus']"),
+        ("bayes", {"population": 6}, "unknown options for strategy 'bayes': ['population']"),  # genetic's
+        ("bayes", {"n_init": "10"}, "'n_init' must be an integer, not a string"),
+        ("bayes", {"transfer": 1}, "'transfer' must be a boolean, not an integer"),
+        ("bayes", {"n_init": 0}, "n_init, pool, train_max, fit_max, local_every must be positive"),
+        ("bayes", {"acquisition": "ucb"}, "'acquisition' must be one of ('ei', 'lcb', 'pi')"),
+        ("bayes", {"xi": 10**400}, "'xi' must be a finite number of magnitude at most 2147483647"),
+        ("bayes", {"pool": 10**4000}, "'pool' must be a finite number"),  # not echoed: 4,001 digits
+        ("genetic", {"population": 1}, "'population' must be at least 2"),
+        ("genetic", {"tournament": [2]}, "'tournament' must be an integer, not an array"),
+        ("random", {"n_init": 4}, "unknown options for strategy 'random': ['n_init']"),
+        ("bayes_llm", {"gpu_model": "nvidia-h100"}, "the farm sets it"),
+        ("bayes_llm", {"llm_period_min": 8, "llm_period_max": 4}, "1 <= 'llm_period_min' <= 'llm_period_max'"),
+        ("bayes_llm", {"llm_period_min": 2, "bogus": 1}, "unknown options for strategy 'bayes_llm': ['bogus']"),
+    ],
+)  # fmt: skip
+def test_options_the_strategy_would_refuse_are_422_with_its_reason(
+    api_only: Farm, submit_token: str, strategy: str, options: dict, reason: str
+) -> None:
+    """Before, such a job was accepted (201) and its coordinator raised at every step: the job stayed
+    queued for good, and held one of its owner's active jobs."""
+    with client_for(api_only, submit_token) as client:
+        response = client.post("/v1/jobs", json={**JOB, "strategy": strategy, "strategy_options": options})
+    assert response.status_code == 422, response.text[:300]
+    assert reason in response.json()["detail"], response.text[:600]
+    assert len(response.content) < 2_000
+
+
+@pytest.mark.parametrize(
+    ("strategy", "options"),
+    [
+        ("bayes", {"n_init": 5, "xi": 0.1, "transfer": False, "acquisition": "lcb"}),
+        ("bayes", {"xi": 1}),  # an integer where a number is wanted
+        ("genetic", {"population": 6, "mutation": 0.25}),
+        ("bayes_llm", {"llm_period_min": 2, "llm_period_max": 8, "n_init": 6}),
+    ],
+)
+def test_options_the_strategy_takes_are_accepted(
+    api_only: Farm, submit_token: str, strategy: str, options: dict
+) -> None:
+    with client_for(api_only, submit_token) as client:
+        response = client.post("/v1/jobs", json={**JOB, "strategy": strategy, "strategy_options": options})
+        assert response.status_code == 201, response.text[:600]
+        assert client.post(f"/v1/jobs/{response.json()['id']}/cancel").status_code == 200

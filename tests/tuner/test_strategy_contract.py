@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
+from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.space import Config, SearchSpace
 from kernelfarm.core.states import FailureKind
 from kernelfarm.core.strategy_names import DEFAULT_STRATEGY as API_DEFAULT
 from kernelfarm.core.strategy_names import STRATEGY_NAMES
+from kernelfarm.core.strategy_options import OPTION_READERS, check_strategy_options
 from kernelfarm.tuner.strategies.base import Observation, Optimizer
+from kernelfarm.tuner.strategies.bayes_llm import LLMAssistedBayes
 from kernelfarm.tuner.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, get_strategy
 from tests.tuner.conftest import CONTEXT, SPACE, TINY, drive, objective
 
@@ -32,6 +36,50 @@ def test_api_names_match_the_registry() -> None:
     assert set(STRATEGY_NAMES) == set(STRATEGIES)
     assert API_DEFAULT == DEFAULT_STRATEGY
     assert DEFAULT_STRATEGY in STRATEGIES
+
+
+def test_every_strategy_has_its_options_in_core() -> None:
+    assert set(OPTION_READERS) == set(STRATEGIES)
+
+
+# Options of every strategy, right and wrong: the API's check and the strategy must agree on each.
+OPTION_SAMPLES: list[dict[str, object]] = [
+    {}, {"no_such_option": 1}, {"n_init": 4}, {"n_init": 0}, {"n_init": "4"}, {"n_init": 4.0}, {"n_init": True},
+    {"xi": 1}, {"xi": 10**400}, {"pool": -(2**40)}, {"transfer": 0}, {"acquisition": "ucb"}, {"gate_nulls": 1},
+    {"prior_consensus": 1.5}, {"population": 6}, {"population": 1}, {"mutation": 0.5}, {"mutation": 2.0},
+    {"tournament": 0}, {"llm_period_min": 2}, {"llm_period_min": 0}, {"llm_period_min": 9, "llm_period_max": 8},
+    {"llm_period_max": "64"},
+]  # fmt: skip
+
+
+def refusal(call: Callable[[], object]) -> str | None:
+    try:
+        call()
+    except InvalidInput as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("sample", range(len(OPTION_SAMPLES)))
+def test_the_api_refuses_exactly_what_the_strategy_refuses(name: str, sample: int) -> None:
+    options = OPTION_SAMPLES[sample]
+    api = refusal(lambda: check_strategy_options(name, options))
+    built = refusal(lambda: get_strategy(name).from_history(SPACE, CONTEXT, [], 0, options))
+    assert api == built
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_an_option_the_strategy_does_not_know_is_refused_not_ignored(name: str) -> None:
+    with pytest.raises(InvalidInput, match=f"unknown options for strategy '{name}': \\['no_such_option'\\]"):
+        get_strategy(name).from_history(SPACE, CONTEXT, [], 0, {"no_such_option": 1})
+
+
+def test_only_the_coordinator_tells_the_llm_arm_its_gpu() -> None:
+    with pytest.raises(InvalidInput, match="the farm sets it"):
+        check_strategy_options("bayes_llm", {"gpu_model": "nvidia-h100"})
+    optimizer = get_strategy("bayes_llm").from_history(SPACE, CONTEXT, [], 0, {"gpu_model": "nvidia-h100"})
+    assert isinstance(optimizer, LLMAssistedBayes) and optimizer.gpu_model == "nvidia-h100"
 
 
 @pytest.mark.parametrize("name", ALL)

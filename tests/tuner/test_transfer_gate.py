@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from kernelfarm.core.states import FailureKind
+from kernelfarm.core.strategy_options.bayes import BayesSettings
 from kernelfarm.tuner.coordinator import _prior_status
 from kernelfarm.tuner.history import describe_prior
 from kernelfarm.tuner.strategies import bayes, transfer
 from kernelfarm.tuner.strategies.base import Observation
-from kernelfarm.tuner.strategies.bayes import BayesianOptimizer, BayesSettings
+from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.design import maximin
 from kernelfarm.tuner.strategies.observed import table_rows

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from skopt.acquisition import gaussian_ei, gaussian_lcb, gaussian_pi
 
-ACQUISITIONS = ("ei", "lcb", "pi")
+from kernelfarm.core.strategy_options.bayes import ACQUISITIONS
 
 
 class _PoolModel:

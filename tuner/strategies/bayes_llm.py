@@ -23,11 +23,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import fields
 from typing import ClassVar
 
 import numpy as np
 
 from kernelfarm.core.space import Config
+from kernelfarm.core.strategy_options.bayes_llm import GPU_MODEL_OPTION, read_llm_options
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table, configs_at
 from kernelfarm.tuner.strategies.llm import (
@@ -41,7 +43,6 @@ from kernelfarm.tuner.strategies.llm import (
 )
 
 log = logging.getLogger(__name__)
-ARM_OPTIONS = ("gpu_model", "llm_period_min", "llm_period_max")
 
 
 def configured_proposer() -> Proposer | None:
@@ -56,8 +57,8 @@ def configured_proposer() -> Proposer | None:
 
 
 class LLMAssistedBayes(BayesianOptimizer):
-    """Options: those of ``bayes``, plus ``llm_period_min`` / ``llm_period_max`` (ArmSchedule);
-    ``gpu_model`` is filled in by the coordinator."""
+    """Options: :class:`~kernelfarm.core.strategy_options.bayes_llm.LLMArmSettings` and those of
+    ``bayes``; ``gpu_model`` is filled in by the coordinator."""
 
     name = "bayes_llm"
     wants_gpu_model = True
@@ -65,10 +66,11 @@ class LLMAssistedBayes(BayesianOptimizer):
     proposer_factory: ClassVar[Callable[[], Proposer | None]] = staticmethod(configured_proposer)
 
     def configure(self) -> None:
-        arm = {k: self.options.pop(k) for k in ARM_OPTIONS if k in self.options}  # the model's options are bayes's
-        super().configure()
-        self.gpu_model = str(arm.get("gpu_model", ""))
-        self.schedule = ArmSchedule(int(arm.get("llm_period_min", 4)), int(arm.get("llm_period_max", 64)))
+        self.gpu_model = str(self.options.pop(GPU_MODEL_OPTION, ""))  # the coordinator's, not the job's
+        arm = read_llm_options(self.options, self.name)[0]
+        self.options = {k: v for k, v in self.options.items() if k not in {f.name for f in fields(arm)}}
+        super().configure()  # the rest are the model's: bayes's
+        self.schedule = ArmSchedule(arm.llm_period_min, arm.llm_period_max)
         self.proposed_by: dict[str, str] = {}
         self.dropped = 0
         self.rejected = 0  # valid proposals the model did not rank among its best candidates

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelfarm.core.space import Config
+from kernelfarm.core.strategy_options.genetic import GeneticSettings
 from kernelfarm.tuner.strategies.base import Optimizer
 from kernelfarm.tuner.strategies.candidates import CandidateTable, candidate_table, configs_at
 from kernelfarm.tuner.strategies.observed import observe
@@ -22,14 +23,13 @@ ATTEMPTS = 50
 
 
 class GeneticAlgorithm(Optimizer):
-    """Options:
-    population (int, 20): parents are the best this many successful configs; before that many
-        evaluations, proposals are uniform random.
-    mutation (float, 0): per-gene mutation probability; 0 means 1 / (number of free parameters).
-    tournament (int, 2): tournament size for parent selection.
-    """
+    """Options: see :class:`~kernelfarm.core.strategy_options.genetic.GeneticSettings`."""
 
     name = "genetic"
+
+    def configure(self) -> None:
+        super().configure()
+        self.settings = GeneticSettings.from_options(self.options)
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)
@@ -40,7 +40,7 @@ class GeneticAlgorithm(Optimizer):
         if n <= 0:
             return []
         rng = self.rng()
-        size = int(self.options.get("population", 20))
+        size = self.settings.population
         parents = observed.success_rows[np.argsort(observed.log_time, kind="stable")[:size]]
         chosen: list[int] = []
         for _ in range(n):
@@ -57,8 +57,8 @@ class GeneticAlgorithm(Optimizer):
         genes = table.indices[parents]  # (p, P), rank order: row 0 is the best
         sizes = table.sizes
         mutable = np.flatnonzero(sizes > 1)
-        rate = float(self.options.get("mutation", 0.0)) or 1.0 / max(len(mutable), 1)
-        tournament = int(self.options.get("tournament", 2))
+        rate = self.settings.mutation or 1.0 / max(len(mutable), 1)
+        tournament = self.settings.tournament
         for _ in range(ATTEMPTS):
             a, b = (int(rng.integers(len(parents), size=tournament).min()) for _ in range(2))
             if a == b:

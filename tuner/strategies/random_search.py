@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from kernelfarm.core.space import Config
+from kernelfarm.core.strategy_options import NoOptions
 from kernelfarm.tuner.strategies.base import Optimizer
 
 
 class RandomSearch(Optimizer):
     name = "random"
+
+    def configure(self) -> None:
+        super().configure()
+        NoOptions.from_options(self.options, self.name)  # refused, not ignored
 
     def ask(self, n: int) -> list[Config]:
         pool = self.candidates()

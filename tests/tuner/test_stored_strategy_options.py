@@ -1,0 +1,84 @@
+"""A job stored with options its strategy refuses ends at its next step and says why. The API refuses
+such options now (tests/api/test_input_hardening.py); a job stored before it did, or whose option a
+later version removed, made the coordinator raise at every step: it stayed queued for good."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import delete
+
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.measurement import Measurement, TimingStats
+from kernelfarm.core.models import GpuWorker, Job, Trial
+from kernelfarm.core.settings import get_settings
+from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store import workers as worker_store
+from kernelfarm.tuner import coordinator
+from tests.conftest import store_job
+
+REFUSED = "cannot build its strategy: unknown options for strategy 'bayes': ['removed_option']"
+
+
+@pytest.fixture
+def gpu_model(database_url: str) -> Iterator[str]:
+    """A GPU model of this test alone, with a live worker row: a step without one only waits."""
+    model = f"test-options-{secrets.token_hex(4)}"
+    identity = worker_store.WorkerIdentity(name=f"{model}@test", hostname="test", backend="replay", gpu_model=model,
+                                           gpu_name=model, queue=queue_for(model))  # fmt: skip
+    with session_scope(database_url) as session:
+        worker_store.register_worker(session, identity)
+    yield model
+    with session_scope(database_url) as session:
+        jobs = session.query(Job.id).filter(Job.gpu_model == model).scalar_subquery()
+        session.execute(delete(Trial).where(Trial.job_id.in_(jobs)))
+        session.execute(delete(Job).where(Job.gpu_model == model))
+        session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == model))
+
+
+def job_with_results(database_url: str, gpu_model: str, times_ms: list[float]) -> uuid.UUID:
+    """A bayes job of 10 trials whose options name one its strategy does not know, and ``times_ms``
+    measured already."""
+    with session_scope(database_url) as session:
+        job = store_job(session, "convolution_kernel", gpu_model, strategy="bayes",
+                        strategy_options={"removed_option": 1})  # fmt: skip
+        trials = trial_store.add_trials(session, job, [(f"k{i}", {"i": i}) for i in range(len(times_ms))])
+        job_id, ids = job.id, [t.id for t in trials]
+    for trial_id, time_ms in zip(ids, times_ms, strict=True):
+        with session_scope(database_url) as session:
+            claim = trial_store.claim(session, trial_id, "test-worker", None)
+            assert claim is not None
+        with session_scope(database_url) as session:
+            measured = Measurement(timing=TimingStats.from_times([time_ms]), verified=True)
+            assert trial_store.record_result(session, trial_id, claim.attempt, measured)
+    return job_id
+
+
+def step(job_id: uuid.UUID) -> Job:
+    sent: list[Any] = []
+    coordinator.advance(job_id, get_settings(), lambda *a: sent.append(a), lambda *a: sent.append(a))
+    assert sent == []  # nothing proposed, nothing to profile
+    with session_scope() as session:
+        return job_store.get_job(session, job_id)
+
+
+def test_a_new_job_whose_options_its_strategy_refuses_fails_saying_why(database_url: str, gpu_model: str) -> None:
+    job = step(job_with_results(database_url, gpu_model, []))
+    assert job.state == "failed"
+    assert f"failed ({REFUSED}" in (job.status_message or "")
+
+
+def test_a_job_with_results_ends_complete_with_them(database_url: str, gpu_model: str) -> None:
+    job_id = job_with_results(database_url, gpu_model, [2.0, 1.5])
+    job = step(job_id)
+    assert job.state == "complete"
+    assert f"complete ({REFUSED}" in (job.status_message or "") and "2 complete, 0 failed; best 1.5000 ms (k1)" in (
+        job.status_message or ""
+    )
+    assert step(job_id).status_message == job.status_message  # finished: a later step changes nothing
