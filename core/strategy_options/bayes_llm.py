@@ -34,7 +34,7 @@ def read_llm_options(options: Mapping[str, Any], strategy: str = "bayes_llm") ->
         InvalidInput: an option neither the arm nor ``bayes`` knows, ``gpu_model`` (the farm sets
             it), a bad value, or a period range that is empty.
     """
-    if not isinstance(options, dict):
+    if not isinstance(options, Mapping):
         raise InvalidInput("strategy_options must be an object")
     if GPU_MODEL_OPTION in options:
         raise InvalidInput(f"strategy option {GPU_MODEL_OPTION!r} is the job's own GPU model: the farm sets it")

@@ -4,6 +4,7 @@ the dataclass's fields, every value of that field's type and in range of what a 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -25,7 +26,7 @@ def read_options(cls: type[Settings], options: Any, strategy: str) -> Settings:
             not finite or larger than :data:`LARGEST_OPTION` in magnitude. The message names the option
             and the JSON type sent, never the value (it may be huge).
     """
-    if not isinstance(options, dict):
+    if not isinstance(options, Mapping):
         raise InvalidInput(f"strategy_options must be an object, not {_json_type(options)}")
     defaults = cls()
     known = sorted(field.name for field in fields(defaults))  # type: ignore[arg-type]
