@@ -88,6 +88,9 @@ class ProcessInfo:
     pid: int
     log: str
     argv: list[str] = field(default_factory=list)  # how to start it again
+    # Where its output begins in ``log``: a component started again under its name appends to the
+    # file its predecessors wrote.
+    log_start: int = 0
 
 
 @dataclass
@@ -153,11 +156,12 @@ def spawn(name: str, argv: list[str], env: dict[str, str], log_dir: Path, cwd: P
     its working directory (the caller's when None)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
+    log_start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log:
         # A new session: `down` stops the whole process group, Celery's children included.
         process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)  # fmt: skip
-    return ProcessInfo(name=name, pid=process.pid, log=str(log_path), argv=list(argv))
+    return ProcessInfo(name=name, pid=process.pid, log=str(log_path), argv=list(argv), log_start=log_start)
 
 
 def _worker_argv(index: int, plan: WorkerPlan) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.strategy_options.bayes import BayesSettings
-from kernelfarm.core.strategy_options.reading import read_options
+from kernelfarm.core.strategy_options.reading import read_options, refuse_unknown, require_object
 
 # Filled in by the coordinator, never by a job: the GPU the endpoint is told about is the job's own.
 GPU_MODEL_OPTION = "gpu_model"
@@ -27,6 +27,9 @@ class LLMArmSettings:
     llm_period_max: int = 64
 
 
+ARM_OPTIONS = {field.name for field in fields(LLMArmSettings)}
+
+
 def read_llm_options(options: Mapping[str, Any], strategy: str = "bayes_llm") -> tuple[LLMArmSettings, BayesSettings]:
     """The arm's settings and the model's.
 
@@ -34,13 +37,12 @@ def read_llm_options(options: Mapping[str, Any], strategy: str = "bayes_llm") ->
         InvalidInput: an option neither the arm nor ``bayes`` knows, ``gpu_model`` (the farm sets
             it), a bad value, or a period range that is empty.
     """
-    if not isinstance(options, Mapping):
-        raise InvalidInput("strategy_options must be an object")
+    require_object(options)
     if GPU_MODEL_OPTION in options:
         raise InvalidInput(f"strategy option {GPU_MODEL_OPTION!r} is the job's own GPU model: the farm sets it")
-    names = {field.name for field in fields(LLMArmSettings)}
-    arm = read_options(LLMArmSettings, {k: v for k, v in options.items() if k in names}, strategy)
+    refuse_unknown(options, ARM_OPTIONS | {field.name for field in fields(BayesSettings)}, strategy)
+    arm = read_options(LLMArmSettings, {k: v for k, v in options.items() if k in ARM_OPTIONS}, strategy)
     if not 1 <= arm.llm_period_min <= arm.llm_period_max:
         raise InvalidInput("strategy options must have 1 <= 'llm_period_min' <= 'llm_period_max'")
-    model = BayesSettings.from_options({k: v for k, v in options.items() if k not in names}, strategy)
+    model = BayesSettings.from_options({k: v for k, v in options.items() if k not in ARM_OPTIONS}, strategy)
     return arm, model

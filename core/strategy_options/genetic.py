@@ -16,7 +16,7 @@ class GeneticSettings:
     population: parents are the best this many successful configs; before that many evaluations,
         proposals are uniform random.
     mutation: per-gene mutation probability; 0 means 1 / (number of free parameters).
-    tournament: tournament size for parent selection.
+    tournament: tournament size for parent selection (at most ``population``).
     """
 
     population: int = 20
@@ -30,8 +30,9 @@ class GeneticSettings:
         settings = read_options(cls, options, strategy)
         if settings.population < 2:
             raise InvalidInput("strategy option 'population' must be at least 2 (a child needs two parents)")
-        if settings.tournament < 1:
-            raise InvalidInput("strategy option 'tournament' must be at least 1")
+        # Bounded by the population: each draw allocates ``tournament`` indices, 50 times per child.
+        if not 1 <= settings.tournament <= settings.population:
+            raise InvalidInput("strategy option 'tournament' must be from 1 to 'population'")
         if not 0 <= settings.mutation <= 1:
             raise InvalidInput("strategy option 'mutation' must be a probability from 0 to 1")
         return settings

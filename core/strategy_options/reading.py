@@ -26,13 +26,10 @@ def read_options(cls: type[Settings], options: Any, strategy: str) -> Settings:
             not finite or larger than :data:`LARGEST_OPTION` in magnitude. The message names the option
             and the JSON type sent, never the value (it may be huge).
     """
-    if not isinstance(options, Mapping):
-        raise InvalidInput(f"strategy_options must be an object, not {_json_type(options)}")
+    require_object(options)
     defaults = cls()
-    known = sorted(field.name for field in fields(defaults))  # type: ignore[arg-type]
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise InvalidInput(f"unknown options for strategy {strategy!r}: {unknown}; known: {known}")
+    known = {field.name for field in fields(defaults)}  # type: ignore[arg-type]
+    refuse_unknown(options, known, strategy)
     values: dict[str, Any] = {}
     for key, value in options.items():
         kind = type(getattr(defaults, key))
@@ -44,6 +41,30 @@ def read_options(cls: type[Settings], options: Any, strategy: str) -> Settings:
             raise InvalidInput(f"strategy option {key!r} must be a finite number of magnitude at most {LARGEST_OPTION}")
         values[key] = kind(value)
     return cls(**values)
+
+
+def require_object(options: Any) -> None:
+    """Raises:
+    InvalidInput: ``options`` is not a JSON object (a mapping)."""
+    if not isinstance(options, Mapping):
+        raise InvalidInput(f"strategy_options must be an object, not {_json_type(options)}")
+
+
+# Names are echoed in the refusal (a typo is found by reading it), cut short: the API takes a body of
+# 256 KiB, and one key of that length would otherwise come back whole, into the job's status too.
+SHOWN_NAMES, SHOWN_NAME_LENGTH = 5, 64
+
+
+def refuse_unknown(options: Mapping[Any, Any], known: set[str], strategy: str) -> None:
+    """Raises:
+    InvalidInput: a name of ``options`` not in ``known``, naming the first few (cut short) and
+        every known one."""
+    unknown = sorted(str(name) for name in set(options) - known)
+    if unknown:
+        shown = [name if len(name) <= SHOWN_NAME_LENGTH else name[:SHOWN_NAME_LENGTH] + "..." for name in unknown]
+        more = f" and {len(unknown) - SHOWN_NAMES} more" if len(unknown) > SHOWN_NAMES else ""
+        listed = f"{shown[:SHOWN_NAMES]}{more}"
+        raise InvalidInput(f"unknown options for strategy {strategy!r}: {listed}; known: {sorted(known)}")
 
 
 def _in_range(value: int | float) -> bool:

@@ -73,9 +73,6 @@ class ChaosFarm:
     # a promotion that found its spare still starting counts (core/standby.py's SpareDemand).
     _demands: dict[Any, SpareDemand] = field(default_factory=dict)
     spare_window_s: float = 60.0
-    # Where each process's output begins in its log (by pid): a component started again under its
-    # name (the coordinator, in most modules) appends to the same file as its predecessors.
-    _log_starts: dict[int, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ servers
     @property
@@ -132,10 +129,7 @@ class ChaosFarm:
         return launcher.component_env(self.database_url, self.redis_url, overrides=overrides)
 
     def _start(self, name: str, argv: list[str], **env: str) -> ProcessInfo:
-        log = self.directory / "logs" / f"{name}.log"
-        start = log.stat().st_size if log.exists() else 0
         info = spawn(name, argv, self.env(**env), self.directory / "logs", cwd=self.cwd)
-        self._log_starts[info.pid] = start
         self.processes[name] = info
         return info
 
@@ -172,8 +166,9 @@ class ChaosFarm:
         return "coordinator" in self.processes and " ready." in self.component_log("coordinator")
 
     def worker_ready(self, name: str) -> bool:
-        """Worker ``name`` has registered and consumes its queue (its log says so once it does)."""
-        return " ready." in self.log(name)
+        """Worker ``name`` has registered and consumes its queue (its log says so once it does; a
+        restart under the name counts only its own lines)."""
+        return " ready." in self.component_log(name)
 
     def start_worker(
         self, sleep_ms: float = 0.0, landscapes: Sequence[Path] = (CONVOLUTION,), name: str | None = None, **env: str
@@ -277,13 +272,12 @@ class ChaosFarm:
         return due
 
     def component_log(self, name: str) -> str:
-        """What the component serving as ``name`` now has logged (a promoted spare's is its own file),
-        without its predecessors' lines: their " ready." or a housekeeping of theirs would otherwise
-        pass for its own (``log`` reads the whole file)."""
+        """The log of the component serving as ``name`` now (a promoted spare's is its own file) from
+        where that process started writing: a predecessor's " ready." or housekeeping under the same
+        name would otherwise pass for its own (``log`` reads the whole file)."""
         info = self.processes[name]
         path = Path(info.log)
-        output = path.read_bytes()[self._log_starts.get(info.pid, 0) :] if path.exists() else b""
-        return output.decode(errors="replace")
+        return path.read_bytes()[info.log_start :].decode(errors="replace") if path.exists() else ""
 
     def log(self, name: str) -> str:
         path = self.directory / "logs" / f"{name}.log"

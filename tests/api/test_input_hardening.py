@@ -157,6 +157,10 @@ def test_a_huge_refused_problem_value_is_not_echoed_back_whole(api_only: Farm, s
         ("bayes_llm", {"gpu_model": "nvidia-h100"}, "the farm sets it"),
         ("bayes_llm", {"llm_period_min": 8, "llm_period_max": 4}, "1 <= 'llm_period_min' <= 'llm_period_max'"),
         ("bayes_llm", {"llm_period_min": 2, "bogus": 1}, "unknown options for strategy 'bayes_llm': ['bogus']"),
+        ("bayes_llm", {"bogus": 1}, "'llm_period_max', 'llm_period_min', 'local_after'"),  # the arm's are known
+        ("genetic", {"population": 6, "tournament": 7}, "'tournament' must be from 1 to 'population'"),
+        ("bayes", {"x" * 100_000: 1}, "['" + "x" * 64 + "...']"),  # a 100 kB name, not echoed whole
+        ("bayes", {f"typo{i}": 1 for i in range(30)}, "['typo0', 'typo1', 'typo10', 'typo11', 'typo12'] and 25 more"),
     ],
 )  # fmt: skip
 def test_options_the_strategy_would_refuse_are_422_with_its_reason(

@@ -282,7 +282,7 @@ def test_a_worker_restarted_under_its_name_ends_the_leases_its_dead_process_left
         assert time.monotonic() - started < float(LONG_LEASE) / 2  # not the lease: it has 40 s
         assert row.attempt == 2 and row.worker_name.startswith(f"{first.name}@")
         assert terminal_transitions(farm.database_url, trial_id) == 1
-        assert "of an earlier" in farm.log(again.name)
+        assert "of an earlier" in farm.component_log(again.name)
     finally:
         farm.kill("coordinator")
         farm.kill(again.name)

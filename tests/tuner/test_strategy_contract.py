@@ -48,7 +48,7 @@ OPTION_SAMPLES: list[dict[str, object]] = [
     {"xi": 1}, {"xi": 10**400}, {"pool": -(2**40)}, {"transfer": 0}, {"acquisition": "ucb"}, {"gate_nulls": 1},
     {"prior_consensus": 1.5}, {"population": 6}, {"population": 1}, {"mutation": 0.5}, {"mutation": 2.0},
     {"tournament": 0}, {"llm_period_min": 2}, {"llm_period_min": 0}, {"llm_period_min": 9, "llm_period_max": 8},
-    {"llm_period_max": "64"},
+    {"llm_period_max": "64"}, {"population": 6, "tournament": 7}, {"llm_period_min": 2, "population": 6},
 ]  # fmt: skip
 
 

@@ -23,13 +23,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import fields
 from typing import ClassVar
 
 import numpy as np
 
 from kernelfarm.core.space import Config
-from kernelfarm.core.strategy_options.bayes_llm import GPU_MODEL_OPTION, read_llm_options
+from kernelfarm.core.strategy_options.bayes_llm import ARM_OPTIONS, GPU_MODEL_OPTION, read_llm_options
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table, configs_at
 from kernelfarm.tuner.strategies.llm import (
@@ -67,8 +66,8 @@ class LLMAssistedBayes(BayesianOptimizer):
 
     def configure(self) -> None:
         self.gpu_model = str(self.options.pop(GPU_MODEL_OPTION, ""))  # the coordinator's, not the job's
-        arm = read_llm_options(self.options, self.name)[0]
-        self.options = {k: v for k, v in self.options.items() if k not in {f.name for f in fields(arm)}}
+        arm = read_llm_options(self.options, self.name)[0]  # all of them checked, as the API does
+        self.options = {k: v for k, v in self.options.items() if k not in ARM_OPTIONS}
         super().configure()  # the rest are the model's: bayes's
         self.schedule = ArmSchedule(arm.llm_period_min, arm.llm_period_max)
         self.proposed_by: dict[str, str] = {}

@@ -29,7 +29,7 @@ class GeneticAlgorithm(Optimizer):
 
     def configure(self) -> None:
         super().configure()
-        self.settings = GeneticSettings.from_options(self.options)
+        self.settings = GeneticSettings.from_options(self.options, self.name)
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)

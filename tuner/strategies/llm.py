@@ -156,10 +156,11 @@ def _listed(space: SearchSpace, name: str, value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ArmSchedule:
-    """When the arm gets a slot: every ``period`` evaluations, adapted to its own record."""
+    """When the arm gets a slot: every ``period`` evaluations, adapted to its own record (its bounds:
+    core/strategy_options/bayes_llm.py, ``LLMArmSettings``)."""
 
-    period_min: int = 4
-    period_max: int = 64
+    period_min: int
+    period_max: int
 
     def period(self, history: Sequence[Observation]) -> int:
         done = [o for o in history if not o.pending]
