@@ -208,8 +208,8 @@ def test_a_message_a_dead_worker_took_before_claiming_goes_back_at_once(farm: Ch
         time.sleep(2.5)  # older than the grace a live worker has to claim
         workers += [ready_worker(farm, sleep_ms=100).name for _ in range(2)]
         state = trial_rows(farm.database_url, job_id)[0].state
-        # nobody has its message; once (CI, a loaded 2-core machine) the trial was already complete
-        # here, and the run kept no log of why: the assertion says what the coordinator saw
+        # nobody has its message. Once (CI) the trial was already complete here: the helper had taken
+        # an earlier test's leftover message instead (drop_leftover_messages; it now checks which)
         assert state == "queued", f"the trial is {state} before any worker was killed: {presence_events(farm)}"
         killed = time.monotonic()
         farm.kill(workers.pop(), signal.SIGKILL)  # a worker found gone: the sweep looks for taken messages
