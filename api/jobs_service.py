@@ -192,6 +192,7 @@ def to_public(session: Session, job: Job) -> JobPublic:
         gpu_model=job.gpu_model,
         objective=job.objective,
         strategy=job.strategy,
+        strategy_options=job.strategy_options,
         budget_trials=job.budget_trials,
         budget_seconds=job.budget_seconds,
         parallelism=job.parallelism,

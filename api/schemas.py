@@ -142,6 +142,9 @@ class JobPublic(BaseModel):
     gpu_model: str
     objective: str
     strategy: str
+    strategy_options: dict[str, Any] = Field(
+        default_factory=dict, description="the options the job's strategy runs with, as submitted"
+    )
     budget_trials: int | None
     budget_seconds: float | None
     parallelism: int

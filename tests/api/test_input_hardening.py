@@ -190,4 +190,5 @@ def test_options_the_strategy_takes_are_accepted(
     with client_for(api_only, submit_token) as client:
         response = client.post("/v1/jobs", json={**JOB, "strategy": strategy, "strategy_options": options})
         assert response.status_code == 201, response.text[:600]
+        assert response.json()["strategy_options"] == options  # read back as the strategy gets them
         assert client.post(f"/v1/jobs/{response.json()['id']}/cancel").status_code == 200
