@@ -28,6 +28,7 @@ class LLMArmSettings:
 
 
 ARM_OPTIONS = {field.name for field in fields(LLMArmSettings)}
+MODEL_OPTIONS = {field.name for field in fields(BayesSettings)}
 
 
 def read_llm_options(options: Mapping[str, Any], strategy: str = "bayes_llm") -> tuple[LLMArmSettings, BayesSettings]:
@@ -40,7 +41,7 @@ def read_llm_options(options: Mapping[str, Any], strategy: str = "bayes_llm") ->
     require_object(options)
     if GPU_MODEL_OPTION in options:
         raise InvalidInput(f"strategy option {GPU_MODEL_OPTION!r} is the job's own GPU model: the farm sets it")
-    refuse_unknown(options, ARM_OPTIONS | {field.name for field in fields(BayesSettings)}, strategy)
+    refuse_unknown(options, ARM_OPTIONS | MODEL_OPTIONS, strategy)
     arm = read_options(LLMArmSettings, {k: v for k, v in options.items() if k in ARM_OPTIONS}, strategy)
     if not 1 <= arm.llm_period_min <= arm.llm_period_max:
         raise InvalidInput("strategy options must have 1 <= 'llm_period_min' <= 'llm_period_max'")

@@ -95,7 +95,7 @@ class BayesianOptimizer(Optimizer):
 
     def configure(self) -> None:
         super().configure()
-        self.settings = BayesSettings.from_options(self.options, self.name)
+        self.settings = self.read_settings()
         # Configs suggested from outside the model (an LLM arm, bayes_llm.py), as table rows: each
         # is proposed only if the model ranks it among the top ``SUGGESTION_QUANTILE`` of its own
         # candidates, so a wrong suggester costs no evaluation. ``accepted``: those it proposed.
@@ -109,6 +109,10 @@ class BayesianOptimizer(Optimizer):
         self.prior_probing = False
         # set by ask (alignment_select): the objective model used the alignment columns
         self.alignment_selected = False
+
+    def read_settings(self) -> BayesSettings:
+        """The model's settings, from ``self.options`` (bayes_llm reads its arm's beside them)."""
+        return BayesSettings.from_options(self.options, self.name)
 
     def ask(self, n: int) -> list[Config]:
         table = candidate_table(self.space, self.context)

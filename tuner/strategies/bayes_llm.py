@@ -28,7 +28,8 @@ from typing import ClassVar
 import numpy as np
 
 from kernelfarm.core.space import Config
-from kernelfarm.core.strategy_options.bayes_llm import ARM_OPTIONS, GPU_MODEL_OPTION, read_llm_options
+from kernelfarm.core.strategy_options.bayes import BayesSettings
+from kernelfarm.core.strategy_options.bayes_llm import GPU_MODEL_OPTION, read_llm_options
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table, configs_at
 from kernelfarm.tuner.strategies.llm import (
@@ -66,14 +67,18 @@ class LLMAssistedBayes(BayesianOptimizer):
 
     def configure(self) -> None:
         self.gpu_model = str(self.options.pop(GPU_MODEL_OPTION, ""))  # the coordinator's, not the job's
-        arm = read_llm_options(self.options, self.name)[0]  # all of them checked, as the API does
-        self.options = {k: v for k, v in self.options.items() if k not in ARM_OPTIONS}
-        super().configure()  # the rest are the model's: bayes's
-        self.schedule = ArmSchedule(arm.llm_period_min, arm.llm_period_max)
+        super().configure()
         self.proposed_by: dict[str, str] = {}
         self.dropped = 0
         self.rejected = 0  # valid proposals the model did not rank among its best candidates
         self._proposer_name = ""
+
+    def read_settings(self) -> BayesSettings:
+        """The model's settings; the arm's, read beside them as the API checks them all, set when
+        the arm gets its slots."""
+        arm, model = read_llm_options(self.options, self.name)
+        self.schedule = ArmSchedule(arm.llm_period_min, arm.llm_period_max)
+        return model
 
     def ask(self, n: int) -> list[Config]:
         proposals = self._arm(n)
