@@ -35,6 +35,7 @@ from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store.workers import SILENCE_HEARTBEATS, absent_workers, live_workers, stopped_within
+from kernelfarm.core.strategy_options import check_strategy_options
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner.history import describe_prior, observations, prior_observations
 from kernelfarm.tuner.profiling import plan_profiles
@@ -131,6 +132,10 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     no_energy = _no_energy_yet(session, job, counts)
     if no_energy:
         return _finish_or_drain(session, job, in_flight, counts, no_energy, settings), [], job.gpu_model
+    try:  # before waiting for a worker: such a job would otherwise wait, then fail for want of one
+        check_strategy_options(job.strategy, job.strategy_options)
+    except InvalidInput as exc:
+        return _finish_or_drain(session, job, in_flight, counts, _unbuildable(exc), settings), [], job.gpu_model
 
     workers = live_workers(session, settings.worker_ttl_seconds, job.gpu_model)
     if not workers:
@@ -157,9 +162,9 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
         optimizer = strategy.from_history(space, job.problem, history, int(job.seed), options, prior=prior)
     except InvalidInput as exc:
         # The API refuses such options; a job stored before it did, or before a strategy or an option
-        # was removed, would otherwise raise at every step and never finish.
-        reason = f"cannot build its strategy: {exc}"
-        return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
+        # was removed, would otherwise raise at every step and never finish. Most are caught above; a
+        # strategy may still refuse what only its build sees (its space, its prior).
+        return _finish_or_drain(session, job, in_flight, counts, _unbuildable(exc), settings), [], job.gpu_model
     configs = optimizer.ask(wanted)
     ask_seconds = time.perf_counter() - started
     if not configs:
@@ -180,6 +185,10 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=False)
     result = StepResult(ids, job.state, job.status_message, ask_seconds, _tuples(profiles.batches))
     return result, ids, route
+
+
+def _unbuildable(exc: InvalidInput) -> str:
+    return f"cannot build its strategy: {exc}"
 
 
 def _prior_status(prior: Sequence[Observation], optimizer: object) -> str:

@@ -82,3 +82,14 @@ def test_a_job_with_results_ends_complete_with_them(database_url: str, gpu_model
         job.status_message or ""
     )
     assert step(job_id).status_message == job.status_message  # finished: a later step changes nothing
+
+
+def test_without_a_live_worker_it_fails_at_once_not_for_want_of_one(database_url: str, gpu_model: str) -> None:
+    """The options are checked before the coordinator waits for a worker: such a job used to wait
+    no_worker_timeout_seconds, then fail saying no worker came, which was not why it could not run."""
+    job_id = job_with_results(database_url, gpu_model, [])
+    with session_scope(database_url) as session:
+        session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == gpu_model))
+    job = step(job_id)
+    assert job.state == "failed"
+    assert f"failed ({REFUSED}" in (job.status_message or "")
