@@ -20,6 +20,14 @@ TRANSFORMS = ("copula", "log", "clip")
 
 # Most null models the transfer gate may fit per ask (option gate_nulls).
 MAX_GATE_NULLS = 64
+# Largest values of the options that set what one ask computes: a GP's cubic cost in its points
+# (train_max, fit_max, prior_fit_max) and the candidates it scores (pool, pool_work). Every job's asks
+# share the coordinator's few processes, and the values were unbounded: with train_max, fit_max, pool
+# and pool_work at 100,000 or more, one ask at 2,000 observations of gemm_RTX_3090 took 28 s on one
+# core (99 ms by default), growing with the cube of a job's trials. At these limits the same ask takes
+# 2.1 s (docs/benchmarks/STRATEGIES.md, "Ask latency on one core"); each is 4-33 times its default and
+# above every value the benchmarks used.
+COST_LIMITS = {"train_max": 1024, "fit_max": 256, "prior_fit_max": 256, "pool": 100_000, "pool_work": 20_000_000}
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,8 @@ class BayesSettings:
         pool: most candidates scored per ask.
         pool_work: pool x training-set size budget (bounds the cost at long histories).
         train_max: most observations in the posterior.
-        fit_max: most observations used to fit hyperparameters.
+        fit_max: most observations used to fit hyperparameters. These four and ``prior_fit_max``
+            are at most ``COST_LIMITS``.
         prior_init: the best prior configs proposed first when warm-starting (in addition to
             the ``n_init`` space-filling ones, so a misleading prior costs only these). 1 and 6
             measured no better than 3 on the real pairs (nineteenth session).
@@ -238,6 +247,9 @@ class BayesSettings:
             raise InvalidInput("strategy option 'local_tolerance' must be a fraction from 0 to 1")
         if settings.select_plain_steps < -1:
             raise InvalidInput("strategy option 'select_plain_steps' must be -1 (a fit of its own) or more")
+        for key, limit in COST_LIMITS.items():
+            if getattr(settings, key) > limit:
+                raise InvalidInput(f"strategy option {key!r} must be at most {limit:,} (it sets the cost of every ask)")
         # One null model has no spread to measure the prior against (transfer.calibrated_agreement_all
         # needs two), and every null model is a GP fit per ask: bounded so an option cannot stall the
         # coordinator.

@@ -151,6 +151,12 @@ def test_a_huge_refused_problem_value_is_not_echoed_back_whole(api_only: Farm, s
         ("bayes", {"acquisition": "ucb"}, "'acquisition' must be one of ('ei', 'lcb', 'pi')"),
         ("bayes", {"xi": 10**400}, "'xi' must be a finite number of magnitude at most 2147483647"),
         ("bayes", {"pool": 10**4000}, "'pool' must be a finite number"),  # not echoed: 4,001 digits
+        # each sets what every ask computes: unbounded, one job could stall the shared coordinator
+        ("bayes", {"train_max": 1025}, "'train_max' must be at most 1,024 (it sets the cost of every ask)"),
+        ("bayes", {"fit_max": 100_000}, "'fit_max' must be at most 256"),
+        ("bayes", {"prior_fit_max": 257}, "'prior_fit_max' must be at most 256"),
+        ("bayes", {"pool": 2**31 - 1}, "'pool' must be at most 100,000"),
+        ("bayes_llm", {"pool_work": 20_000_001}, "'pool_work' must be at most 20,000,000"),
         ("genetic", {"population": 1}, "'population' must be at least 2"),
         ("genetic", {"tournament": [2]}, "'tournament' must be an integer, not an array"),
         ("random", {"n_init": 4}, "unknown options for strategy 'random': ['n_init']"),
@@ -180,6 +186,7 @@ def test_options_the_strategy_would_refuse_are_422_with_its_reason(
     [
         ("bayes", {"n_init": 5, "xi": 0.1, "transfer": False, "acquisition": "lcb"}),
         ("bayes", {"xi": 1}),  # an integer where a number is wanted
+        ("bayes", {"train_max": 1024, "fit_max": 256, "prior_fit_max": 256, "pool": 100_000, "pool_work": 20_000_000}),
         ("genetic", {"population": 6, "mutation": 0.25}),
         ("bayes_llm", {"llm_period_min": 2, "llm_period_max": 8, "n_init": 6}),
     ],
