@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import platformdirs
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -102,7 +102,8 @@ class Settings(BaseSettings):
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: SecretStr | None = None
-    llm_timeout_seconds: float = 20.0
+    # For the whole answer, not each read (llm.py ChatProposer): the coordinator's step waits for it.
+    llm_timeout_seconds: float = Field(default=20.0, gt=0.0, le=300.0, allow_inf_nan=False)
 
     # Worker process (set by `kernelfarm worker`; one process per GPU).
     worker_backend: str = "replay"  # "cuda", "triton", "replay" or "fake" (worker.backend_factory.BACKEND_NAMES)
@@ -228,6 +229,25 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+def settings_problem(error: ValidationError) -> str:
+    """What is wrong with the environment's settings, one line per variable, for a human: the
+    variable's name (not the field's) and pydantic's reason; the value only where the name is not
+    one of a secret's (_SECRET_WORDS), cut to 64 characters."""
+    lines = []
+    for problem in error.errors(include_url=False):
+        field = str(problem["loc"][0]) if problem["loc"] else ""
+        info = Settings.model_fields.get(field)
+        alias = info.validation_alias if info is not None else None
+        names = [str(a) for a in alias.choices] if isinstance(alias, AliasChoices) else []
+        name = " or ".join(names) if names else f"KERNELFARM_{field.upper()}"
+        text = f"{name}: {problem['msg']}"
+        if not any(word in name for word in _SECRET_WORDS):
+            value = str(problem.get("input", ""))
+            text += f" (got {value[:64]!r}{'...' if len(value) > 64 else ''})"
+        lines.append(text)
+    return "; ".join(lines)
 
 
 # What a process that runs user code (the measuring child; ncu and the profile target it launches)

@@ -85,15 +85,19 @@ def main() -> None:
         app()
     except Exception as exc:
         # The error types are imported here, when one happened, not at every start (see the docstring).
+        from pydantic import ValidationError
         from sqlalchemy.exc import OperationalError
 
         from kernelfarm.client import ApiError
         from kernelfarm.context import CliError
         from kernelfarm.core.errors import KernelfarmError
+        from kernelfarm.core.settings import settings_problem
         from kernelfarm.stack import StackError
 
         if isinstance(exc, CliError | StackError | ApiError | KernelfarmError):  # a user can cause or fix these
             _fail(str(exc))
+        if isinstance(exc, ValidationError) and exc.title == "Settings":  # a KERNELFARM_* variable is wrong
+            _fail(f"invalid setting: {settings_problem(exc)}")
         if isinstance(exc, OperationalError):  # the database of DATABASE_URL or of the stack does not answer
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
             _fail(f"cannot reach the database ({reason}); is the stack running? `kernelfarm status` says")

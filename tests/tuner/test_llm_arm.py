@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,6 +22,8 @@ from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.bayes_llm import LLMAssistedBayes
 from kernelfarm.tuner.strategies.llm import (
+    MAX_ANSWER_BYTES,
+    MAX_ARRAY_STARTS,
     ArmSchedule,
     ChatProposer,
     ProposerError,
@@ -48,6 +51,10 @@ class Endpoint:
         self.headers: list[dict[str, str]] = []
         self.fail = False
         self.answer: list[object] = list(ANSWER)
+        self.content: str | None = None  # the answer's text as sent, instead of ``answer`` in prose
+        self.body: bytes | None = None  # the whole response body as sent, instead of a chat answer
+        self.drip_seconds: float | None = None  # send the body a byte at a time, this far apart
+        self.stopping = threading.Event()
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,13 +66,28 @@ class Endpoint:
                     self.send_response(500 if endpoint.fail else 404)
                     self.end_headers()
                     return
-                content = "Here you go:\n```json\n" + json.dumps(endpoint.answer) + "\n```"
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+                content = endpoint.content
+                if content is None:
+                    content = "Here you go:\n```json\n" + json.dumps(endpoint.answer) + "\n```"
+                payload = (
+                    endpoint.body
+                    or json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+                )
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if endpoint.drip_seconds is None:
+                    self.wfile.write(payload)
+                    return
+                for i in range(len(payload)):  # until the client hangs up, or the test ends
+                    if endpoint.stopping.wait(endpoint.drip_seconds):
+                        return
+                    try:
+                        self.wfile.write(payload[i : i + 1])
+                        self.wfile.flush()
+                    except OSError:
+                        return
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -79,6 +101,7 @@ class Endpoint:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
@@ -149,6 +172,61 @@ def test_a_failing_endpoint_leaves_the_model_to_propose(endpoint: Endpoint, monk
     )
     optimizer = LLMAssistedBayes.from_history(SPACE, CONTEXT, _history(6), 0, {"n_init": 4})
     assert len(optimizer.ask(3)) == 3 and optimizer.proposed_by == {}
+
+
+def test_an_endpoint_that_drips_its_answer_is_cut_off_at_the_timeout(endpoint: Endpoint) -> None:
+    """httpx's timeout bounds each read: an answer sent a byte every 0.1 s held the coordinator's
+    process for as long as the endpoint kept sending (here 40 s; without end for a broken one)."""
+    endpoint.body = json.dumps({"choices": [{"message": {"content": "[]"}}]}).encode() + b" " * 400
+    endpoint.drip_seconds = 0.1
+    request = summary_request(SPACE, CONTEXT, _history(6), "gpu-x", 4)
+    started = time.monotonic()
+    with pytest.raises(ProposerError, match="no whole answer within 1 s"):
+        ChatProposer(endpoint.url, "m", None, timeout=1.0).propose(request)
+    assert time.monotonic() - started < 3.0  # the deadline, plus one read at most
+
+
+def test_an_answer_too_long_is_refused_not_read_whole(endpoint: Endpoint) -> None:
+    endpoint.body = json.dumps({"choices": [{"message": {"content": json.dumps([GOOD])}}]}).encode()
+    endpoint.body += b" " * MAX_ANSWER_BYTES  # valid JSON, one config, 1 MiB of padding
+    request = summary_request(SPACE, CONTEXT, _history(6), "gpu-x", 4)
+    with pytest.raises(ProposerError, match=f"answer longer than {MAX_ANSWER_BYTES} bytes"):
+        ChatProposer(endpoint.url, "m", None).propose(request)
+
+
+@pytest.mark.parametrize("where", ["content", "body"])
+def test_an_answer_nested_too_deep_is_no_answer_and_the_model_proposes(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The parse raised RecursionError, which no caller caught: the coordinator's step for the job
+    failed, and again at every step while the endpoint answered so."""
+    if where == "content":
+        endpoint.content = "[" * 100_000
+    else:
+        endpoint.body = b"[" * 100_000
+    history = _history(6)
+    monkeypatch.setattr(
+        LLMAssistedBayes, "proposer_factory", staticmethod(lambda: ChatProposer(endpoint.url, "m", None))
+    )
+    optimizer = LLMAssistedBayes.from_history(SPACE, CONTEXT, history, 0, {"n_init": 4})
+    assert len(optimizer.ask(3)) == 3 and optimizer.proposed_by == {}
+    assert len(endpoint.requests) == 1  # the endpoint was asked: its answer was what failed
+
+
+def test_an_answer_of_many_brackets_is_tried_at_a_bounded_number_of_places(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each "[" was tried as the array's start, on a copy of the rest of the text: 200 kB of "x[" took
+    1.4 s on one core, growing with the square of the length."""
+    tries: list[int] = []
+    raw_decode = json.JSONDecoder.raw_decode
+
+    def counted(self: json.JSONDecoder, text: str, idx: int = 0) -> tuple[Any, int]:
+        tries.append(idx)
+        return raw_decode(self, text, idx)
+
+    monkeypatch.setattr(json.JSONDecoder, "raw_decode", counted)
+    assert parse_proposals("x[" * 500_000 + "]") == []
+    assert len(tries) == MAX_ARRAY_STARTS
+    assert parse_proposals("x[" * (MAX_ARRAY_STARTS - 1) + "[1]") == [1]  # the last bracket tried
 
 
 def test_unconfigured_it_is_bayes() -> None:

@@ -7,7 +7,9 @@ constraints), a summary of the job's history (the best configs with their times,
 failed) and the GPU model. Its answer is untrusted text: configs are parsed from the first JSON
 array in it, and every one that is not a valid member of the space (unknown or missing
 parameter, unlisted value, constraint violated), already observed or pending, or a repeat is
-dropped and counted.
+dropped and counted. The endpoint is untrusted too: it is asked from the coordinator, whose few
+processes step every job, so an answer is read within ``MAX_ANSWER_BYTES`` and the timeout as a
+whole (not per read), and no text it sends can make the parse raise or run long.
 
 Why an *arm*, and why screened: a proposer can be a perfect oracle or confidently wrong, and the
 farm cannot know which before it has seen outcomes. So the valid proposals go to the Bayesian
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -35,6 +38,12 @@ from kernelfarm.core.space import Config, SearchSpace
 from kernelfarm.tuner.strategies.base import Observation
 
 ORIGIN = "llm"
+# Most bytes of an endpoint's answer read: a chat answer listing configs is a few kB. Unbounded, an
+# endpoint that streamed without end held a coordinator process and its memory.
+MAX_ANSWER_BYTES = 1 << 20
+# Most "[" in an answer tried as the start of its JSON array: each try may scan the rest of the
+# text, so an answer of many brackets cost the square of its length.
+MAX_ARRAY_STARTS = 64
 SYSTEM_PROMPT = (
     "You tune GPU kernels. Propose configurations likely to run fastest on the given GPU. "
     "Answer with a JSON array of objects, one per configuration, mapping every parameter name "
@@ -100,22 +109,41 @@ class ChatProposer:
             "temperature": 0.2,
         }
         try:
-            response = httpx.post(
-                f"{self.base_url}/chat/completions", json=body, headers=self._headers, timeout=self._timeout
-            )
-            response.raise_for_status()
-            content = response.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            answer = json.loads(self._read_answer(body))
+            content = answer["choices"][0]["message"]["content"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
             raise ProposerError(f"LLM endpoint {self.base_url}: {exc}") from exc
         return parse_proposals(str(content))
 
+    def _read_answer(self, body: dict[str, Any]) -> bytes:
+        """The answer's body, read within ``MAX_ANSWER_BYTES`` and the timeout as a whole: httpx's
+        timeout bounds each read, so an endpoint sending a byte now and then was never cut off. The
+        total can pass the deadline by one read's timeout (a read that began before it)."""
+        deadline = time.monotonic() + self._timeout
+        url = f"{self.base_url}/chat/completions"
+        with httpx.stream("POST", url, json=body, headers=self._headers, timeout=self._timeout) as response:
+            response.raise_for_status()
+            received = bytearray()
+            for chunk in response.iter_bytes():
+                received += chunk
+                if len(received) > MAX_ANSWER_BYTES:
+                    raise ValueError(f"answer longer than {MAX_ANSWER_BYTES} bytes")
+                if time.monotonic() > deadline:
+                    raise ValueError(f"no whole answer within {self._timeout:g} s")
+        return bytes(received)
+
 
 def parse_proposals(text: str) -> list[Any]:
-    """The first JSON array in ``text`` (models wrap answers in prose or code fences); [] if none."""
-    for match in re.finditer(r"\[", text):
+    """The first JSON array in ``text`` (models wrap answers in prose or code fences) among its first
+    ``MAX_ARRAY_STARTS`` brackets; [] if none. Arrays nested deeper than the parser's recursion limit
+    are no array (they raised RecursionError, which failed the coordinator's step for the job)."""
+    decoder = json.JSONDecoder()
+    for tries, match in enumerate(re.finditer(r"\[", text)):
+        if tries == MAX_ARRAY_STARTS:
+            break
         try:
-            value, _ = json.JSONDecoder().raw_decode(text[match.start() :])
-        except json.JSONDecodeError:
+            value, _ = decoder.raw_decode(text, match.start())
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(value, list):
             return value
