@@ -10,7 +10,7 @@ import uuid
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress
+from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress, WarmStartPrior
 from kernelfarm.core.advance_requests import request_advance
 from kernelfarm.core.errors import Conflict, InvalidInput
 from kernelfarm.core.gpu import model_slug
@@ -198,6 +198,7 @@ def to_public(session: Session, job: Job) -> JobPublic:
         profile=job.profile,
         profile_top_k=job.profile_top_k,
         warm_start=job.warm_start,
+        warm_start_prior=WarmStartPrior.model_validate(job.warm_start_prior) if job.warm_start_prior else None,
         state=job.state,
         status_message=status_message(job, progress),
         owner=job.owner,

@@ -134,6 +134,19 @@ class BestSoFar(BaseModel):
     energy_mj: float | None = Field(default=None, description="energy per launch, where it was measured")
 
 
+class WarmStartPrior(BaseModel):
+    """The prior a warm job's last step used (the job's status says it while the job runs; this stays
+    when it ends)."""
+
+    trials: int = Field(description="trials of the same kernel and problem on other GPU models")
+    sources: list[str] = Field(description="their GPU models")
+    state: Literal["in_use", "held_back", "dropped", "none"] = Field(
+        description="in_use; held_back: not admitted yet, the job runs as a cold one until its own measurements "
+        "rank configs as the prior does; dropped: they did not (the job went on cold); none: no other GPU model "
+        "had tuned this kernel and problem"
+    )
+
+
 class JobPublic(BaseModel):
     id: uuid.UUID
     kernel: str
@@ -152,6 +165,9 @@ class JobPublic(BaseModel):
     profile: str
     profile_top_k: int
     warm_start: bool
+    warm_start_prior: WarmStartPrior | None = Field(
+        default=None, description="null for a job with warm_start false, and before its first step"
+    )
     state: str
     status_message: str
     owner: str

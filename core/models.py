@@ -105,6 +105,9 @@ class Job(Base):
     profile: Mapped[str] = mapped_column(String(16), default="all")
     profile_top_k: Mapped[int] = mapped_column(Integer, default=5)
     warm_start: Mapped[bool] = mapped_column(default=True)
+    # The prior the job's last asking step used (tuner/history.py prior_use): None before its first
+    # such step and for a job submitted with warm_start false.
+    warm_start_prior: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
     state: Mapped[str] = mapped_column(String(16), index=True)
     status_message: Mapped[str] = mapped_column(Text, default="")
     owner: Mapped[str] = mapped_column(String(128))

@@ -37,7 +37,7 @@ from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store.workers import SILENCE_HEARTBEATS, absent_workers, live_workers, stopped_within
 from kernelfarm.core.strategy_options import check_strategy_options
 from kernelfarm.kernels.registry import get_kernel
-from kernelfarm.tuner.history import describe_prior, observations, prior_observations
+from kernelfarm.tuner.history import describe_prior, observations, prior_observations, prior_use
 from kernelfarm.tuner.profiling import plan_profiles
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.registry import get_strategy
@@ -175,11 +175,12 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     trial_store.mark_dispatched(session, [t.id for t in new])
     total = len(trials) + len(new)
     budget = job.budget_trials if job.budget_trials is not None else "∞"
-    job_store.set_job_status(
-        session, job, state=JobState.RUNNING,
-        message=f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight"
-        + (f"; {_prior_status(prior, optimizer)}" if job.warm_start else ""),
-    )  # fmt: skip
+    message = f"running: {total}/{budget} trials proposed, {in_flight + len(new)} in flight"
+    if job.warm_start:
+        dropped, waiting = _prior_verdict(prior, optimizer)
+        message += f"; {describe_prior(prior, dropped, waiting)}"
+        job.warm_start_prior = prior_use(prior, dropped, waiting)
+    job_store.set_job_status(session, job, state=JobState.RUNNING, message=message)
     logger.info("job %s: dispatched %d trials (ask %.0f ms)", job.id, len(new), ask_seconds * 1e3)
     ids = [t.id for t in new]
     profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=False)
@@ -191,11 +192,12 @@ def _unbuildable(exc: InvalidInput) -> str:
     return f"cannot build its strategy: {exc}"
 
 
-def _prior_status(prior: Sequence[Observation], optimizer: object) -> str:
-    """The job status's warm-start part; strategies without a gate use every prior they get."""
+def _prior_verdict(prior: Sequence[Observation], optimizer: object) -> tuple[bool, bool]:
+    """(dropped, waiting): what the strategy's gate made of the prior; strategies without a gate use
+    every prior they get."""
     dropped = bool(getattr(optimizer, "prior_dropped", False))
     waiting = bool(prior) and not dropped and not getattr(optimizer, "prior_used", True)
-    return describe_prior(prior, dropped, waiting)
+    return dropped, waiting
 
 
 def _no_capable_worker(job: Job, requires: frozenset[str], live: Sequence[GpuWorker]) -> str:

@@ -87,6 +87,14 @@ def prior_observations(session: Session, job: Job, space: SearchSpace) -> list[O
     ]
 
 
+def prior_use(prior: Sequence[Observation], dropped: bool = False, waiting: bool = False) -> dict[str, Any]:
+    """What describe_prior says, as the job keeps it (``jobs.warm_start_prior``): how many trials from
+    which GPU models, and ``state``: "in_use", "held_back" (the gate has not admitted them yet),
+    "dropped", or "none" (no other GPU model has tuned this kernel and problem)."""
+    state = "none" if not prior else "dropped" if dropped else "held_back" if waiting else "in_use"
+    return {"trials": len(prior), "sources": sorted({o.source or "?" for o in prior}), "state": state}
+
+
 def describe_prior(prior: Sequence[Observation], dropped: bool = False, waiting: bool = False) -> str:
     """What a job's status says about its warm start, e.g. "warm start: 180 trials from A100, RTX 3090";
     ``dropped``: the strategy's gate set the prior aside (it ranks the job's own measurements otherwise,

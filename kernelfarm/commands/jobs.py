@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -224,10 +225,27 @@ def exit_code(job: dict[str, Any]) -> int:
     return 0 if job["state"] == "complete" and job["best"] is not None else EXIT_NO_RESULT
 
 
+PRIOR_STATES = {
+    "in_use": "used",
+    "held_back": "held back: the job's own measurements had not yet shown that they rank its configs alike",
+    "dropped": "dropped: the job's own measurements disagreed with them",
+}
+
+
+def describe_prior(prior: dict[str, Any]) -> str:
+    """A job's ``warm_start_prior`` in words (the API's WarmStartPrior)."""
+    if prior["state"] == "none":
+        return "cold start: no other GPU model had tuned this kernel and problem"
+    sources = ", ".join(escape(s) for s in prior["sources"])
+    return f"warm start: {prior['trials']} trials from {sources} ({PRIOR_STATES.get(prior['state'], prior['state'])})"
+
+
 def report(client: Client, job: dict[str, Any], top: int) -> None:
     console.print(f"job {job['id']}: [bold]{job['state']}[/] — {job['status_message']}")
     progress = job["progress"]
     console.print(f"trials: {progress['complete']} complete, {progress['failed']} failed, {progress['total']} total")
+    if job.get("warm_start_prior"):  # a finished job's status message no longer says it
+        console.print(describe_prior(job["warm_start_prior"]), highlight=False)
     if job["best"]:
         console.print(
             f"[green]best config[/] ({job['best']['time_ms']:.4f} ms): {format_config(job['best']['config'])}"

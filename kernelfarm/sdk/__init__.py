@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from kernelfarm.sdk.client import Client, WaitTimeout
 from kernelfarm.sdk.lookup import BestConfigLookup, LookupMiss
-from kernelfarm.sdk.results import BestConfig, Job, Kernel, Trial
+from kernelfarm.sdk.results import BestConfig, Job, Kernel, Trial, WarmStartPrior
 
-__all__ = ["BestConfig", "BestConfigLookup", "Client", "Job", "Kernel", "LookupMiss", "Trial", "WaitTimeout"]
+__all__ = [
+    "BestConfig", "BestConfigLookup", "Client", "Job", "Kernel", "LookupMiss", "Trial", "WaitTimeout", "WarmStartPrior",
+]  # fmt: skip

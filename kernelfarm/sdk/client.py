@@ -81,15 +81,18 @@ class Client:
         seed: int | None = None,
         space: Mapping[str, Any] | None = None,
         profile: str = "all",
-        warm_start: bool = False,
+        warm_start: bool | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
         """Submit a tuning job (give ``budget_trials`` and/or ``budget_seconds``). The same
-        ``idempotency_key`` again returns the job it created (from any process: CI retries)."""
+        ``idempotency_key`` again returns the job it created (from any process: CI retries).
+        ``warm_start`` None: the farm's default (on: the job learns from the same kernel and problem on
+        other GPU models; ``Job.warm_start_prior`` says which); False starts cold."""
         body: dict[str, Any] = {"kernel": kernel, "gpu_model": gpu_model, "problem": dict(problem or {}),
-                                "parallelism": parallelism, "profile": profile, "warm_start": warm_start}  # fmt: skip
+                                "parallelism": parallelism, "profile": profile}  # fmt: skip
         optional = {"budget_trials": budget_trials, "budget_seconds": budget_seconds, "strategy": strategy,
-                    "seed": seed, "space": dict(space) if space is not None else None}  # fmt: skip
+                    "seed": seed, "space": dict(space) if space is not None else None,
+                    "warm_start": warm_start}  # fmt: skip
         body |= {k: v for k, v in optional.items() if v is not None}
         key = idempotency_key or f"kernelfarm-client-{uuid.uuid4()}"
         return Job.model_validate(self._json("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}))

@@ -37,6 +37,15 @@ class BestSoFar(_Result):
     time_ms: float
 
 
+class WarmStartPrior(_Result):
+    """The trials of other GPU models a warm job learned from: ``state`` is "in_use", "held_back",
+    "dropped" or "none" (no other GPU model had tuned the kernel and problem)."""
+
+    trials: int
+    sources: list[str]
+    state: str
+
+
 class Job(_Result):
     id: str
     kernel: str
@@ -45,6 +54,8 @@ class Job(_Result):
     strategy: str
     budget_trials: int | None
     budget_seconds: float | None
+    warm_start: bool = True
+    warm_start_prior: WarmStartPrior | None = None  # None: warm start off, not stepped yet, or an older farm
     state: str
     status_message: str
     owner: str

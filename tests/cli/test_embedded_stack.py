@@ -52,6 +52,8 @@ def test_tune_then_best_from_the_cli(stack: Path) -> None:
     tuned = run(stack, "tune", "convolution_kernel", "--gpu", RTX3090, "--budget", "50", "--seed", "5")
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     assert "best config" in tuned.stdout and "top 10 trials" in tuned.stdout
+    # the stack's own database: no other GPU model has tuned it (kept by the job: its status has moved on)
+    assert "cold start: no other GPU model had tuned this kernel and problem" in tuned.stdout
     best_ms = float(re.search(r"best config \(([\d.]+) ms\)", tuned.stdout).group(1))  # type: ignore[union-attr]
 
     looked_up = run(stack, "best", "convolution_kernel", "--gpu", RTX3090, "--json")

@@ -122,10 +122,14 @@ def test_client_wait_follow_timeout_and_cancel(client: Client) -> None:
         job.id, timeout=120, poll=0.1, progress=lambda j: seen.append(j.progress.complete + j.progress.failed)
     )
     assert done.state == "complete" and seen == sorted(seen) and seen[-1] == 12
+    # the farm's default, warm start (issue 17); a prior is other GPU models' trials, never the job's own
+    assert done.warm_start and done.warm_start_prior is not None and RTX3090 not in done.warm_start_prior.sources
     assert [j.state for j in client.follow(job.id)][-1] == "complete"
     assert len(client.trials(job.id)) == 12
 
-    slow = client.submit(CONV, RTX3090, CONV_PROBLEM, budget_trials=400, parallelism=1, seed=6, profile="none")
+    slow = client.submit(CONV, RTX3090, CONV_PROBLEM, budget_trials=400, parallelism=1, seed=6, profile="none",
+                         warm_start=False)  # fmt: skip
+    assert not slow.warm_start and slow.warm_start_prior is None
     with pytest.raises(WaitTimeout) as waited:
         client.wait(slow.id, timeout=0.3, poll=0.1)
     assert not waited.value.job.finished

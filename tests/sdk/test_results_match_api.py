@@ -26,6 +26,7 @@ PAIRS: dict[type[BaseModel], type[BaseModel]] = {
     sdk.Trial: api.TrialPublic,
     sdk.BestConfig: api.BestPublic,
     sdk.Kernel: api.KernelPublic,
+    sdk.WarmStartPrior: api.WarmStartPrior,
 }
 REF_PAIRS = {client.__name__: server.__name__ for client, server in PAIRS.items()}
 

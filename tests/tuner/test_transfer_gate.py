@@ -13,8 +13,8 @@ import pytest
 
 from kernelfarm.core.states import FailureKind
 from kernelfarm.core.strategy_options.bayes import BayesSettings
-from kernelfarm.tuner.coordinator import _prior_status
-from kernelfarm.tuner.history import describe_prior
+from kernelfarm.tuner.coordinator import _prior_verdict
+from kernelfarm.tuner.history import describe_prior, prior_use
 from kernelfarm.tuner.strategies import bayes, transfer
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
@@ -317,16 +317,21 @@ def test_the_status_says_when_the_prior_is_held_back() -> None:
         "show they rank its configs alike)"
     )
     assert describe_prior(related).endswith(("RTX 3090", "other"))  # admitted or no gate: no remark
-    # what the coordinator writes into the job's status
-    assert _prior_status(related, waiting).endswith("show they rank its configs alike)")
+    # what the coordinator makes of it: (dropped, waiting), for the job's status and its warm_start_prior
+    assert _prior_verdict(related, waiting) == (False, True)
+    assert prior_use(related, False, True)["state"] == "held_back"
     probing = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {}, prior=related)
     probing.ask(1)  # the gate proposes the probe: the prior is still held back
-    assert probing.prior_probing and _prior_status(related, probing).endswith("show they rank its configs alike)")
+    assert probing.prior_probing and _prior_verdict(related, probing) == (False, True)
     admitted = BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"gate_probe": False}, prior=related)
     admitted.ask(1)
-    assert admitted.prior_used and _prior_status(related, admitted) == describe_prior(related)
+    assert admitted.prior_used and _prior_verdict(related, admitted) == (False, False)
     genetic = get_strategy("genetic").from_history(SPACE, CONTEXT, history[:2], 0, {}, prior=related)
-    assert _prior_status(related, genetic) == describe_prior(related)  # no gate: every prior is used
+    assert _prior_verdict(related, genetic) == (False, False)  # no gate: every prior is used
+    assert prior_use(related) == {
+        "trials": len(related), "sources": sorted({o.source or "?" for o in related}), "state": "in_use"
+    }  # fmt: skip
+    assert prior_use([])["state"] == "none" and prior_use(related, dropped=True)["state"] == "dropped"
 
 
 def test_a_banned_row_is_never_picked_and_leaves_the_other_picks_as_they_were() -> None:

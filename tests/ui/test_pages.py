@@ -166,6 +166,13 @@ def test_job_plots_hold_the_trials(dashboard: Dashboard, logged_in: Any) -> None
     assert drawn["x"] == [e for e, _ in expected] and drawn["y"] == pytest.approx([b for _, b in expected])
     scatter = page.evaluate("document.getElementById('all-trials').data[0]")
     assert sorted(scatter["y"]) == pytest.approx(sorted(t["time_ms"] for t in complete))
+    # the prior it learned from (issue 17), which the finished job's status message no longer says
+    prior = job["warm_start_prior"]
+    warm = page.inner_text("#summary [data-key='warm start']")
+    if prior["state"] == "none":
+        assert "cold start: no other GPU model had tuned this kernel and problem" in warm
+    else:
+        assert f"{prior['trials']} trials from {', '.join(prior['sources'])}" in warm
 
     # The heatmap: the median time of the complete trials in each cell, for the parameters picked.
     for x, y in (("block_size_x", "block_size_y"), ("tile_size_x", "tile_size_y")):

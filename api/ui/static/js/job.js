@@ -29,6 +29,21 @@ const table = { sortKey: "seq", sortDir: 1, page: 0, rows: [] };
 function layout(extra) { return { ...LAYOUT, ...extra }; }
 
 // ---------------------------------------------------------------- summary
+const PRIOR_STATES = {
+  in_use: "used",
+  held_back: "held back: the job's own measurements had not yet shown that they rank its configs alike",
+  dropped: "dropped: the job's own measurements disagreed with them",
+};
+
+// The prior the job learned from: kept by the job, since its status message says it only while it runs.
+function warmStart(job) {
+  const prior = job.warm_start_prior;
+  if (!job.warm_start) return "off (cold start by request)";
+  if (!prior) return "not decided yet";
+  if (prior.state === "none") return "cold start: no other GPU model had tuned this kernel and problem";
+  return `${prior.trials} trials from ${prior.sources.join(", ")} (${PRIOR_STATES[prior.state] || prior.state})`;
+}
+
 function summary() {
   const p = job.progress;
   const done = p.complete + p.failed;
@@ -40,11 +55,12 @@ function summary() {
     ["trials", `${p.complete} complete, ${p.failed} failed, ${p.running} running, ${p.queued} queued`],
     ["best", job.best ? `${fmtMs(job.best.time_ms)} ms — ${job.best.config_key}` : "none yet"],
     ["strategy", `${job.strategy} (seed ${job.seed}, parallelism ${job.parallelism})`],
+    ["warm start", warmStart(job)],
     ["created", fmtWhen(job.created_at)], ["finished", fmtWhen(job.finished_at)], ["owner", job.owner],
     ["status", job.status_message || ""],
   ];
   const box = document.getElementById("summary");
-  box.replaceChildren(...items.map(([k, v]) => el("div", {}, el("span", { class: "k" }, k), v)));
+  box.replaceChildren(...items.map(([k, v]) => el("div", { "data-key": k }, el("span", { class: "k" }, k), v)));
   if (job.state === "queued" || job.state === "running") {
     const cancel = el("button", { type: "button", id: "cancel" }, "Cancel job");
     cancel.addEventListener("click", async () => {
