@@ -217,6 +217,7 @@ class JobIdempotencyKey(Base):
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     request_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class ModelProfile(Base):
