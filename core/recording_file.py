@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,15 +16,24 @@ from kernelfarm.core.errors import InvalidInput
 
 
 def read_json_tolerant(path: Path) -> dict[str, Any]:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    text = raw.decode("utf-8").strip()
+    """The JSON object of a Kernel Tuner cache file, plain or gzip, terminated or not.
+
+    Raises:
+        InvalidInput: the file is not one (not gzip or UTF-8 JSON, or not an object), with the reason:
+            a file given by mistake (`kernelfarm bench-strategies README.md`) raised a JSON traceback.
+    """
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        # An unterminated Kernel Tuner cache: entries end with "},"; close the cache and the file.
-        data = json.loads(text.rstrip().rstrip(",") + "}}")
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8").strip()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            # An unterminated Kernel Tuner cache: entries end with "},"; close the cache and the file.
+            data = json.loads(text.rstrip().rstrip(",") + "}}")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{path}: not a Kernel Tuner cache file ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: not a Kernel Tuner cache file")
     return data

@@ -111,3 +111,22 @@ def test_a_kernels_recording_outside_the_cache_format_is_refused_at_load(tmp_pat
         registry._with_recordings(FAULT_SPEC, tmp_path)
     (tmp_path / "gpu_n7.json").write_text(json.dumps(recording | {"cache": {}}))
     assert registry._with_recordings(FAULT_SPEC, tmp_path).impl("replay", Recordings).gpu_models == {"gpu-a"}
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"# a README, given by mistake\n", "JSONDecodeError"),
+        (b"\x1f\x8b not gzip after all", "BadGzipFile"),
+        (b"\xff\xfe{}", "UnicodeDecodeError"),
+        (b"[" * 100_000, "RecursionError"),
+        (b"[1, 2]", ""),  # JSON, but no object
+    ],
+)
+def test_a_file_that_is_no_cache_file_is_refused_saying_so(tmp_path: Path, content: bytes, reason: str) -> None:
+    """They raised the parser's own exception (a traceback from `kernelfarm bench-strategies`)."""
+    path = tmp_path / "not-a-cache.json"
+    path.write_bytes(content)
+    with pytest.raises(InvalidInput, match=r"not-a-cache\.json: not a Kernel Tuner cache file") as refused:
+        registry.read_json_tolerant(path)
+    assert reason in str(refused.value)
