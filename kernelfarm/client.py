@@ -81,8 +81,8 @@ class Client:
     def cancel(self, job_id: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/jobs/{job_id}/cancel")
 
-    def best(self, kernel: str, gpu: str, problem: dict[str, Any]) -> dict[str, Any]:
-        params: list[tuple[str, str]] = [("kernel", kernel), ("gpu", gpu)]
+    def best(self, kernel: str, gpu: str, problem: dict[str, Any], objective: str = "time") -> dict[str, Any]:
+        params: list[tuple[str, str]] = [("kernel", kernel), ("gpu", gpu), ("objective", objective)]
         params += [("problem", f"{k}={v}") for k, v in problem.items()]
         return self._call("GET", "/v1/best", params=params)
 

@@ -38,6 +38,21 @@ def parse_pairs(pairs: list[str], what: str) -> dict[str, Any]:
     return out
 
 
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``--option KEY=VALUE`` entries as a job's strategy_options: VALUE read as JSON (5, 0.1, true,
+    "ei"), a bare word as a string (ei)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"--option entries look like KEY=VALUE, got {pair!r}")
+        try:
+            out[name] = json.loads(value)
+        except ValueError:
+            out[name] = value
+    return out
+
+
 def _scalar(text: str) -> int | float | str:
     for cast in (int, float):
         try:
@@ -99,6 +114,14 @@ def tune(
     budget_seconds: float = typer.Option(None, help="wall-time budget, seconds"),
     parallelism: int = typer.Option(4, help="trials in flight at once"),
     strategy: str = typer.Option(None, help="search strategy (default: the farm's)"),
+    option: list[str] = typer.Option(
+        [], "--option", "-o", help="strategy option KEY=VALUE, VALUE as JSON or a bare word (repeatable)"
+    ),
+    objective: str = typer.Option(
+        "time",
+        help="what to minimize: time, energy (per launch, NVML: cuda workers) or time+energy "
+        "(a Pareto front: `best --objective pareto`)",
+    ),
     seed: int = typer.Option(None),
     profile: str = typer.Option("all", help="ncu profile: all, top_k or none"),
     warm_start: bool = typer.Option(
@@ -118,7 +141,8 @@ def tune(
     client = cli_context().client()
     body: dict[str, Any] = {
         "kernel": kernel, "gpu_model": gpu, "problem": parse_pairs(problem, "--problem"),
-        "parallelism": parallelism, "profile": profile, "warm_start": warm_start,
+        "parallelism": parallelism, "profile": profile, "warm_start": warm_start, "objective": objective,
+        "strategy_options": parse_options(option),
     }  # fmt: skip
     for key, value in (("budget_trials", budget), ("budget_seconds", budget_seconds), ("strategy", strategy),
                        ("seed", seed)):  # fmt: skip
@@ -247,9 +271,9 @@ def report(client: Client, job: dict[str, Any], top: int) -> None:
     if job.get("warm_start_prior"):  # a finished job's status message no longer says it
         console.print(describe_prior(job["warm_start_prior"]), highlight=False)
     if job["best"]:
-        console.print(
-            f"[green]best config[/] ({job['best']['time_ms']:.4f} ms): {format_config(job['best']['config'])}"
-        )
+        energy = job["best"].get("energy_mj")
+        measured = f"{job['best']['time_ms']:.4f} ms" + (f", {energy:.4g} mJ" if energy is not None else "")
+        console.print(f"[green]best config[/] ({measured}): {format_config(job['best']['config'])}")
     page = call(client.trials, job["id"], order="time", state="complete", limit=top)
     table = Table("rank", "trial #", "time ms (median)", "p20", "p80", "config", title=f"top {top} trials")
     for rank, trial in enumerate(page["items"], 1):
@@ -264,18 +288,30 @@ def best(
     kernel: str = typer.Argument(...),
     gpu: str = typer.Option(..., help="GPU model slug or device name"),
     problem: list[str] = typer.Option([], help="name=value (repeatable)"),
+    objective: str = typer.Option(
+        "time",
+        help="time (with fallbacks), energy (the most frugal config) or pareto (the time/energy front); "
+        "the last two: exact matches only",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the raw JSON"),
 ) -> None:
     """The best known config for a kernel, problem and GPU model (with the fallback used)."""
     client = cli_context().client()
-    result = call(client.best, kernel, gpu, parse_pairs(problem, "--problem"))
+    result = call(client.best, kernel, gpu, parse_pairs(problem, "--problem"), objective)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
     console.print(f"[green]{result['match']}[/] match: {result['matched_gpu_model']} {result['matched_problem']}")
-    console.print(f"{result['time_ms']:.4f} ms  config {json.dumps(result['config'])}")
+    energy = f", {result['energy_mj']:.4g} mJ" if result.get("energy_mj") is not None else ""
+    console.print(f"{result['time_ms']:.4f} ms{energy}  config {json.dumps(result['config'])}", highlight=False)
     console.print(f"from trial {result['trial_id']} of job {result['job_id']}; backend "
                   f"{result['provenance'].get('backend', '?')}")  # fmt: skip
+    if result.get("pareto"):
+        front = Table("time ms", "energy mJ", "config", "trial", title="time/energy front, fastest first")
+        for point in result["pareto"]:
+            front.add_row(f"{point['time_ms']:.4f}", f"{point['energy_mj']:.4g}", escape(point["config_key"]),
+                          str(point["trial_id"]))  # fmt: skip
+        console.print(front)
 
 
 def jobs(state: str = typer.Option(None), kernel: str = typer.Option(None), limit: int = 20, offset: int = 0,

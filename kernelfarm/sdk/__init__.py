@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from kernelfarm.sdk.client import Client, WaitTimeout
 from kernelfarm.sdk.lookup import BestConfigLookup, LookupMiss
-from kernelfarm.sdk.results import BestConfig, Job, Kernel, Trial, WarmStartPrior
+from kernelfarm.sdk.results import BestConfig, Job, Kernel, ParetoPoint, Trial, WarmStartPrior
 
 __all__ = [
-    "BestConfig", "BestConfigLookup", "Client", "Job", "Kernel", "LookupMiss", "Trial", "WaitTimeout", "WarmStartPrior",
+    "BestConfig", "BestConfigLookup", "Client", "Job", "Kernel", "LookupMiss", "ParetoPoint", "Trial", "WaitTimeout",
+    "WarmStartPrior",
 ]  # fmt: skip

@@ -82,17 +82,23 @@ class Client:
         space: Mapping[str, Any] | None = None,
         profile: str = "all",
         warm_start: bool | None = None,
+        objective: str | None = None,
+        strategy_options: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> Job:
         """Submit a tuning job (give ``budget_trials`` and/or ``budget_seconds``). The same
         ``idempotency_key`` again returns the job it created (from any process: CI retries).
         ``warm_start`` None: the farm's default (on: the job learns from the same kernel and problem on
-        other GPU models; ``Job.warm_start_prior`` says which); False starts cold."""
+        other GPU models; ``Job.warm_start_prior`` says which); False starts cold. ``objective``: "time"
+        (the farm's default), "energy" (per launch, NVML: cuda workers) or "time+energy" (a Pareto front:
+        ``best(..., objective="pareto")``). ``strategy_options``: the strategy's own (docs/EXTENDING.md);
+        options it would refuse are refused with the reason (ApiError 422)."""
         body: dict[str, Any] = {"kernel": kernel, "gpu_model": gpu_model, "problem": dict(problem or {}),
                                 "parallelism": parallelism, "profile": profile}  # fmt: skip
         optional = {"budget_trials": budget_trials, "budget_seconds": budget_seconds, "strategy": strategy,
                     "seed": seed, "space": dict(space) if space is not None else None,
-                    "warm_start": warm_start}  # fmt: skip
+                    "warm_start": warm_start, "objective": objective,
+                    "strategy_options": dict(strategy_options) if strategy_options is not None else None}  # fmt: skip
         body |= {k: v for k, v in optional.items() if v is not None}
         key = idempotency_key or f"kernelfarm-client-{uuid.uuid4()}"
         return Job.model_validate(self._json("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}))
@@ -154,10 +160,16 @@ class Client:
                 return items
 
     # ------------------------------------------------------------------ best configs
-    def best(self, kernel: str, gpu: str, problem: Mapping[str, Any] | None = None) -> BestConfig:
+    def best(
+        self, kernel: str, gpu: str, problem: Mapping[str, Any] | None = None, *, objective: str = "time"
+    ) -> BestConfig:
         """The best config with the farm's fallback order (``match``: exact, nearest_problem,
-        same_architecture); ApiError 404 when there is none."""
+        same_architecture); ApiError 404 when there is none. ``objective`` "energy": the most frugal
+        config; "pareto": the time/energy front (``pareto``), its fastest config as the answer; both
+        exact matches only, 404 where no energy was measured."""
         params = [("kernel", kernel), ("gpu", gpu), *_problem_params(problem)]
+        if objective != "time":
+            params.append(("objective", objective))
         return BestConfig.model_validate(self._json("GET", "/v1/best", params=params))
 
     @overload

@@ -54,6 +54,8 @@ class Job(_Result):
     strategy: str
     budget_trials: int | None
     budget_seconds: float | None
+    objective: str = "time"  # what the search minimizes: "time", "energy" or "time+energy"
+    strategy_options: dict[str, Any] = {}
     warm_start: bool = True
     warm_start_prior: WarmStartPrior | None = None  # None: warm start off, not stepped yet, or an older farm
     state: str
@@ -83,6 +85,16 @@ class Trial(_Result):
     provenance: dict[str, Any]
 
 
+class ParetoPoint(_Result):
+    """A config of the time/energy front (``BestConfig.pareto``): no other is both faster and more frugal."""
+
+    config: dict[str, Any]
+    config_key: str
+    time_ms: float
+    energy_mj: float
+    trial_id: int
+
+
 class BestConfig(_Result):
     """The answer of ``GET /v1/best``: ``match`` says which fallback level answered."""
 
@@ -100,6 +112,9 @@ class BestConfig(_Result):
     trial_id: int
     job_id: str
     provenance: dict[str, Any]
+    objective: str = "time"  # "time", "energy" or "pareto", as asked
+    energy_mj: float | None = None  # energy per launch, for objective energy or pareto
+    pareto: list[ParetoPoint] | None = None  # objective pareto: the time/energy front, fastest first
 
 
 class Kernel(_Result):

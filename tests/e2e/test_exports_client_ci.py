@@ -22,12 +22,17 @@ import pytest
 
 from kernelfarm import launcher
 from kernelfarm.client import ApiError
+from kernelfarm.core.db import session_scope
 from kernelfarm.core.exports import header, json_format, triton
 from kernelfarm.core.exports.model import BestExport
+from kernelfarm.core.states import JobState
+from kernelfarm.core.store import jobs as job_store
 from kernelfarm.kernels.recorded import RECORDED_DIR
 from kernelfarm.sdk import BestConfigLookup, Client, WaitTimeout
 from kernelfarm.sdk.results import Job
 from kernelfarm.services import free_port
+from tests.api.test_best_cache import KERNEL, add_job, new_model
+from tests.api.test_best_energy import record
 from tests.conftest import RTX3090, Farm, live_worker_count, make_token, wait_for
 
 H100 = "nvidia-h100-80gb-hbm3"
@@ -477,3 +482,47 @@ def test_dropin_submits_one_tuning_job_for_a_shape_nobody_measured(client: Clien
     jobs = client.http.get("/v1/jobs", params={"kernel": "softmax", "gpu_model": H100}).json()["items"]
     assert len(jobs) == 1 and jobs[0]["problem"] == shape and jobs[0]["budget_trials"] == 4
     client.cancel(jobs[0]["id"])
+
+
+# ---------------------------------------------------------------------------------------------- energy, options
+def test_objective_and_strategy_options_from_the_client_and_the_cli(
+    farm: Farm, admin_token: str, client: Client, database_url: str, tmp_path: Path
+) -> None:
+    """Issue 17's energy objective and the strategies' options were reachable by raw HTTP alone: neither
+    the Python client nor the CLI could submit them, or ask /v1/best for energy or the Pareto front."""
+    job = client.submit(CONV, RTX3090, CONV_PROBLEM, budget_trials=4, parallelism=1, profile="none",
+                        objective="energy", strategy_options={"n_init": 3, "xi": 0.1})  # fmt: skip
+    assert job.objective == "energy" and job.strategy_options == {"n_init": 3, "xi": 0.1}
+    client.cancel(job.id)
+    with pytest.raises(ApiError) as refused:
+        client.submit(CONV, RTX3090, CONV_PROBLEM, budget_trials=4, strategy_options={"n_init": "3"})
+    assert refused.value.status == 422 and "'n_init' must be an integer, not a string" in refused.value.message
+
+    submitted = cli(farm, admin_token, tmp_path, "tune", CONV, "--gpu", RTX3090, "--budget", "4", "--no-follow",
+                    "--objective", "time+energy", "--option", "n_init=2", "-o", "acquisition=lcb")  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job = client.job(re.search(r"job (\S+) submitted", submitted.stdout).group(1))  # type: ignore[union-attr]
+    assert job.objective == "time+energy" and job.strategy_options == {"n_init": 2, "acquisition": "lcb"}
+    client.cancel(job.id)
+    bad = cli(farm, admin_token, tmp_path, "tune", CONV, "--gpu", RTX3090, "--budget", "4", "-o", "n_init=two")
+    assert bad.returncode == 1 and "'n_init' must be an integer, not a string" in bad.stdout
+    assert "Traceback" not in bad.stdout + bad.stderr
+
+    # /v1/best by energy and the front, from trials with energy readings (replay workers have no meter)
+    gpu = new_model()
+    job_id = add_job(database_url, gpu)
+    fast, frugal = (
+        record(database_url, job_id, 1.0, 9.0, key="fast"),
+        record(database_url, job_id, 3.0, 2.0, key="frugal"),
+    )
+    record(database_url, job_id, 4.0, 5.0, key="dominated")
+    with session_scope(database_url) as session:  # finished: no coordinator steps it (no worker serves its model)
+        job_store.set_job_status(session, job_store.get_job(session, job_id), state=JobState.COMPLETE, message="test")
+    front = client.best(KERNEL, gpu, objective="pareto")
+    assert [p.trial_id for p in front.pareto or []] == [fast, frugal] and front.trial_id == fast
+    frugal_best = client.best(KERNEL, gpu, objective="energy")
+    assert frugal_best.trial_id == frugal and frugal_best.energy_mj == 2.0
+    shown = cli(farm, admin_token, tmp_path, "best", KERNEL, "--gpu", gpu, "--objective", "pareto")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "time/energy front" in shown.stdout and "1.0000 ms, 9 mJ" in shown.stdout
+    assert shown.stdout.index("fast") < shown.stdout.index("frugal") and "dominated" not in shown.stdout

@@ -27,6 +27,7 @@ PAIRS: dict[type[BaseModel], type[BaseModel]] = {
     sdk.BestConfig: api.BestPublic,
     sdk.Kernel: api.KernelPublic,
     sdk.WarmStartPrior: api.WarmStartPrior,
+    sdk.ParetoPoint: api.ParetoPoint,
 }
 REF_PAIRS = {client.__name__: server.__name__ for client, server in PAIRS.items()}
 

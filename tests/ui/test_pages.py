@@ -282,6 +282,7 @@ def test_a_job_started_from_the_form_runs_to_completion(dashboard: Dashboard, lo
     page.select_option("#strategy", "random")
     page.fill("#budget_trials", "12")
     page.fill("#seed", "3")
+    page.uncheck("#warm_start")
     # Restrict block_size_x to its first two values.
     row = page.locator(".range[data-parameter='block_size_x']")
     boxes = row.locator("input[type=checkbox]")
@@ -297,6 +298,8 @@ def test_a_job_started_from_the_form_runs_to_completion(dashboard: Dashboard, lo
     job_id = page.url.rsplit("/", 1)[1]
     job, trials = _job_data(dashboard, job_id)
     assert job["state"] == "complete" and job["progress"]["total"] == 12 and job["owner"] == "ui-user"
+    assert job["objective"] == "time" and job["warm_start"] is False and job["warm_start_prior"] is None
+    assert page.inner_text("#summary [data-key='warm start']").endswith("off (cold start by request)")
     assert {str(t["config"]["block_size_x"]) for t in trials} <= set(kept)
     page.close()
 
@@ -562,4 +565,25 @@ def test_the_csv_download_reports_a_failed_load(dashboard: Dashboard, logged_in:
     assert downloads == []
     # The one failure is the refused request (as the console and the response log it): no uncaught error.
     assert [p for p in watch.problems if "503" not in p] == [], watch.problems
+    page.close()
+
+
+def test_the_form_sends_the_objective(dashboard: Dashboard, logged_in: Any) -> None:
+    """Issue 17's energy objective from the dashboard (it was reachable by raw HTTP alone)."""
+    page = visit(logged_in, dashboard, "/ui/new", "new-job-form")
+    page.select_option("#kernel", "convolution_kernel")
+    page.fill("#gpu_model", RTX3090)
+    page.fill("#budget_trials", "4")
+    assert page.locator("#objective option").all_inner_texts() == [
+        "time", "energy per launch", "time and energy (Pareto front)"
+    ]  # fmt: skip
+    page.select_option("#objective", "time+energy")
+    page.click("#submit")
+    page.wait_for_url(re.compile(r"/ui/jobs/[0-9a-f-]{36}$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    job, _ = _job_data(dashboard, job_id)
+    assert job["objective"] == "time+energy" and job["warm_start"] is True
+    assert page.watch.problems == []
+    with dashboard.client() as client:
+        client.post(f"/v1/jobs/{job_id}/cancel")
     page.close()

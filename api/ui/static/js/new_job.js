@@ -84,6 +84,8 @@ function body() {
     budget_trials: Number(document.getElementById("budget_trials").value),
     parallelism: Number(document.getElementById("parallelism").value),
     profile: document.getElementById("profile").value,
+    objective: document.getElementById("objective").value,
+    warm_start: document.getElementById("warm_start").checked,
   };
   const seed = document.getElementById("seed").value.trim();
   if (seed) request.seed = Number(seed);
