@@ -23,9 +23,9 @@ MAX_GATE_NULLS = 64
 # Largest values of the options that set what one ask computes: a GP's cubic cost in its points
 # (train_max, fit_max, prior_fit_max) and the candidates it scores (pool, pool_work). Every job's asks
 # share the coordinator's few processes, and the values were unbounded: with train_max, fit_max, pool
-# and pool_work at 100,000 or more, one ask at 2,000 observations of gemm_RTX_3090 took 28 s on one
-# core (99 ms by default), growing with the cube of a job's trials. At these limits the same ask takes
-# 2.1 s (docs/benchmarks/STRATEGIES.md, "Ask latency on one core"); each is 4-33 times its default and
+# and pool_work at 100,000 or more, one ask at 2,000 observations of gemm_RTX_3090 took 25.7 s on one
+# core (65 ms by default), growing with the cube of a job's trials. At these limits the same ask takes
+# 1.9 s (docs/benchmarks/STRATEGIES.md, "Ask latency on one core"); each is 4-33 times its default and
 # above every value the benchmarks used.
 COST_LIMITS = {"train_max": 1024, "fit_max": 256, "prior_fit_max": 256, "pool": 100_000, "pool_work": 20_000_000}
 
