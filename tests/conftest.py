@@ -39,9 +39,11 @@ from sqlalchemy.orm import Session
 
 from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.models import Job
 from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.core.store.tokens import create_token
 from kernelfarm.kernels.registry import get_kernel
@@ -258,6 +260,18 @@ def store_job(session: Session, kernel_name: str, gpu_model: str, **fields: Any)
         profile="none", profile_top_k=5, warm_start=False, owner="test",
     )  # fmt: skip
     return job_store.create_job(session, job_store.NewJob(**(defaults | fields)))
+
+
+def measure_trials(database_url: str, trial_ids: list[int], time_ms: float = 1.0) -> None:
+    """Each trial claimed by a test worker and recorded as measured in ``time_ms``, verified: what a
+    worker's result would store, for tests that drive the store and the coordinator without one."""
+    for trial_id in trial_ids:
+        with session_scope(database_url) as session:
+            claim = trial_store.claim(session, trial_id, "test-worker", None)
+            assert claim is not None
+        with session_scope(database_url) as session:
+            result = Measurement(timing=TimingStats.from_times([time_ms]), verified=True)
+            assert trial_store.record_result(session, trial_id, claim.attempt, result)
 
 
 REDIS_CLAIM_KEY = "kernelfarm-test:claimed-by"

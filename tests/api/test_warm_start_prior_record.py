@@ -15,7 +15,6 @@ from sqlalchemy import delete
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
-from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.models import GpuWorker, Job, Trial
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import jobs as job_store
@@ -24,7 +23,7 @@ from kernelfarm.core.store import workers as worker_store
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.tuner import coordinator
 from tests.api.conftest import client_for
-from tests.conftest import Farm, make_token, store_job
+from tests.conftest import Farm, make_token, measure_trials, store_job
 
 KERNEL = "convolution_kernel"
 
@@ -45,16 +44,6 @@ def models(database_url: str) -> Iterator[tuple[str, str]]:
         session.execute(delete(Trial).where(Trial.job_id.in_(jobs)))
         session.execute(delete(Job).where(Job.gpu_model.in_([source, target])))
         session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == target))
-
-
-def measure(database_url: str, trial_ids: list[int], time_ms: float = 1.0) -> None:
-    for trial_id in trial_ids:
-        with session_scope(database_url) as session:
-            claim = trial_store.claim(session, trial_id, "test-worker", None)
-            assert claim is not None
-        with session_scope(database_url) as session:
-            result = Measurement(timing=TimingStats.from_times([time_ms]), verified=True)
-            assert trial_store.record_result(session, trial_id, claim.attempt, result)
 
 
 def step(job_id: uuid.UUID) -> tuple[Job, list[int]]:
@@ -79,14 +68,14 @@ def test_a_warm_job_keeps_the_prior_it_used_once_done(
         ids = [t.id for t in trial_store.add_trials(session, done, [(spec.space.key(c), c) for c in configs])]
         warm = store_job(session, KERNEL, target, strategy="bayes", warm_start=True, budget_trials=3, **same)
         cold = store_job(session, KERNEL, target, strategy="bayes", warm_start=False, budget_trials=3, **same)
-    measure(database_url, ids, 2.0)
+    measure_trials(database_url, ids, 2.0)
 
     job, proposed = step(warm.id)
     # the gate judges the prior on the job's own first measurements: held back until then
     assert job.warm_start_prior == {"trials": 6, "sources": [source], "state": "held_back"}
     assert f"warm start: 6 trials from {source} (held back" in job.status_message
     for _ in range(3):  # until its 3 trials are measured and it ends
-        measure(database_url, proposed)
+        measure_trials(database_url, proposed)
         job, proposed = step(warm.id)
     assert job.state == "complete" and "warm start" not in job.status_message  # the message moved on
     assert job.warm_start_prior == {"trials": 6, "sources": [source], "state": "held_back"}  # the job did not

@@ -14,14 +14,13 @@ from sqlalchemy import delete
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
-from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.models import GpuWorker, Job, Trial
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.core.store import workers as worker_store
 from kernelfarm.tuner import coordinator
-from tests.conftest import store_job
+from tests.conftest import measure_trials, store_job
 
 REFUSED = "cannot build its strategy: unknown options for strategy 'bayes': ['removed_option']"
 
@@ -51,12 +50,7 @@ def job_with_results(database_url: str, gpu_model: str, times_ms: list[float]) -
         trials = trial_store.add_trials(session, job, [(f"k{i}", {"i": i}) for i in range(len(times_ms))])
         job_id, ids = job.id, [t.id for t in trials]
     for trial_id, time_ms in zip(ids, times_ms, strict=True):
-        with session_scope(database_url) as session:
-            claim = trial_store.claim(session, trial_id, "test-worker", None)
-            assert claim is not None
-        with session_scope(database_url) as session:
-            measured = Measurement(timing=TimingStats.from_times([time_ms]), verified=True)
-            assert trial_store.record_result(session, trial_id, claim.attempt, measured)
+        measure_trials(database_url, [trial_id], time_ms)
     return job_id
 
 
