@@ -64,14 +64,15 @@ class Constraint:
         """
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             try:
-                result = _interpret(self.tree.body, values)
-            except ZeroDivisionError:
-                return False
+                result, failed = _interpret(self.tree.body, values)
             except KeyError as exc:
                 raise ConstraintError(f"constraint {self.text!r} needs a value for {exc.args[0]!r}") from None
             except (TypeError, ValueError, OverflowError) as exc:
                 raise ConstraintError(f"constraint {self.text!r} cannot be evaluated: {exc}") from None
-        return result
+        if not np.any(failed):
+            return result
+        valid = np.logical_and(result, np.logical_not(failed))  # a config that divides by zero is invalid
+        return valid if _is_array(valid) else bool(valid)
 
 
 def parse_constraint(text: str, allowed_names: set[str] | frozenset[str]) -> Constraint:
@@ -140,51 +141,87 @@ def _check_node(node: ast.AST, text: str, allowed: set[str] | frozenset[str], na
         raise ConstraintError(f"constraint {text!r}: {type(node).__name__} is not allowed")
 
 
-def _interpret(node: ast.expr, values: Mapping[str, Any]) -> Any:
+def _interpret(node: ast.expr, values: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(value, failed): ``failed`` is where Python itself would have raised ZeroDivisionError (a bool, or
+    a bool array over the configs), evaluating as Python does: ``and``, ``or``, chained comparisons
+    and ``if``/``else`` evaluate an operand only where the ones before it call for it.
+
+    Why: a division by zero makes a config invalid, but only where Python would have reached it. The
+    interpreter evaluated every operand everywhere, and a single config's Python ints raised at the
+    first zero divisor: ``x == 0 or 12 % x == 0`` held for x = 0 over an array (numpy's 12 % 0 is 0)
+    and not for that config alone, so a config the enumeration kept was refused by ``contains``; and a
+    zero division by constants anywhere refused every config (a fuzzed case: CI, 2026-11-29)."""
     if isinstance(node, ast.Constant):
-        return node.value
+        return node.value, False
     if isinstance(node, ast.Name):
-        return values[node.id]
+        return values[node.id], False
     if isinstance(node, ast.BinOp):
-        left, right = _interpret(node.left, values), _interpret(node.right, values)
+        (left, left_failed), (right, right_failed) = _interpret(node.left, values), _interpret(node.right, values)
+        failed = np.logical_or(left_failed, right_failed)
         if isinstance(node.op, ast.Pow):
             # In floating point: Python ints would compute 10 ** 10 ** 9 exactly (a denial of
             # service), integer arrays refuse negative powers, and (-8) ** 0.5 is complex.
-            return np.power(np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64))
-        return _BINARY[type(node.op)](left, right)
+            base, exponent = np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64)
+            failed = np.logical_or(failed, np.logical_and(base == 0, exponent < 0))  # 0 ** -1
+            return np.power(base, exponent), failed
+        if isinstance(node.op, ast.Div | ast.FloorDiv | ast.Mod) and _numeric(right):
+            zero = np.asarray(right) == 0
+            return _BINARY[type(node.op)](left, np.where(zero, 1, right)), np.logical_or(failed, zero)
+        return _BINARY[type(node.op)](left, right), failed
     if isinstance(node, ast.UnaryOp):
-        operand = _interpret(node.operand, values)
+        operand, failed = _interpret(node.operand, values)
         if isinstance(node.op, ast.Not):
-            return np.logical_not(operand) if _is_array(operand) else not operand
-        return -operand if isinstance(node.op, ast.USub) else +operand
+            return (np.logical_not(operand) if _is_array(operand) else not operand), failed
+        return (-operand if isinstance(node.op, ast.USub) else +operand), failed
     if isinstance(node, ast.BoolOp):
-        results = [_interpret(value, values) for value in node.values]
-        combine = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
-        out = results[0]
-        for item in results[1:]:
-            out = combine(out, item)
-        return out
+        first, failed = _interpret(node.values[0], values)
+        truth = _truth(first)
+        for item in node.values[1:]:
+            value, item_failed = _interpret(item, values)
+            reached = truth if isinstance(node.op, ast.And) else np.logical_not(truth)
+            failed = np.logical_or(failed, np.logical_and(reached, item_failed))
+            combine = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
+            truth = combine(truth, _truth(value))
+        return truth, failed
     if isinstance(node, ast.Compare):
-        left = _interpret(node.left, values)
+        left, failed = _interpret(node.left, values)
         holds: Any = True
         for op, comparator in zip(node.ops, node.comparators, strict=True):
-            right = _interpret(comparator, values)
+            right, right_failed = _interpret(comparator, values)
+            failed = np.logical_or(failed, np.logical_and(holds, right_failed))  # a < b < c: c where a < b
             holds = np.logical_and(holds, _COMPARE[type(op)](left, right))
             left = right
-        return holds
+        return holds, failed
     if isinstance(node, ast.IfExp):
-        return np.where(_interpret(node.test, values), _interpret(node.body, values), _interpret(node.orelse, values))
+        (test, test_failed), (body, body_failed), (orelse, orelse_failed) = (
+            _interpret(node.test, values), _interpret(node.body, values), _interpret(node.orelse, values)
+        )  # fmt: skip
+        chosen = _truth(test)
+        return np.where(chosen, body, orelse), np.logical_or(test_failed, np.where(chosen, body_failed, orelse_failed))
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
-        args = [_interpret(arg, values) for arg in node.args]
+        args, failed = [], False
+        for arg in node.args:  # Python evaluates every argument
+            value, arg_failed = _interpret(arg, values)
+            args.append(value)
+            failed = np.logical_or(failed, arg_failed)
         func = _FUNCTIONS[node.func.id]
         if func is np.abs:
-            return func(*args)
+            return func(*args), failed
         out = args[0]
         for arg in args[1:]:
             out = func(out, arg)
-        return out
+        return out, failed
     raise ConstraintError(f"unsupported expression node {type(node).__name__}")  # unreachable after parse
+
+
+def _numeric(value: Any) -> bool:
+    return np.asarray(value).dtype.kind in "biuf"
+
+
+def _truth(value: Any) -> Any:
+    """Python's truth of a value, element-wise for arrays."""
+    return np.asarray(value, dtype=bool) if _is_array(value) else bool(value)
 
 
 def _is_array(value: Any) -> bool:

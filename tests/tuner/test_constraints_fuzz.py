@@ -124,3 +124,40 @@ def test_values_that_do_not_fit_the_expression_raise_constraint_error() -> None:
     with pytest.raises(ConstraintError):
         constraint.evaluate({"a": 1})
     assert parse_constraint("a % b == 0", NAMES).evaluate({"a": 4, "b": 0}) is False
+
+
+def _python(text: str, values: dict[str, float]) -> bool:
+    """Python's own answer; a division by zero it reaches makes the config invalid (False)."""
+    try:
+        # Oracle only: the texts are the fixed ones below, never a user's.
+        return bool(eval(text, {"__builtins__": {}, "min": min, "max": max, "abs": abs}, dict(values)))
+    except ZeroDivisionError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a == 0 or 12 % a == 0",  # a guard: Python never divides where a == 0
+        "a != 0 and 12 // a > 2",
+        "b > 1 or a < (0 // 0)",  # zero division by constants, reached only where b <= 1
+        "0 < a < 12 / a",  # a chained comparison stops at its first false link
+        "(12 // a if a else 1) > 0",
+        "12 % a == 0",  # reached everywhere: invalid where a == 0
+        "0 ** a > 1 or b > 1",  # 0 ** -1 divides by zero too
+        "max(a, 12 // a) > 3",  # every argument is evaluated
+    ],
+)
+def test_zero_division_makes_a_config_invalid_only_where_python_reaches_it(text: str) -> None:
+    """A single config (scalars) and every config at once (arrays) agree with Python: a config the
+    enumeration kept was refused by ``contains`` for guards like the first (the interpreter evaluated
+    every operand everywhere, and a scalar's 12 % 0 raised), and a reached-nowhere ``0 // 0`` refused
+    every config."""
+    constraint = parse_constraint(text, NAMES)
+    grid = [(a, b) for a in (-2, -1, 0, 1, 2, 3, 4, 6) for b in (0, 1, 2)]
+    expected = [_python(text, {"a": a, "b": b}) for a, b in grid]
+    scalar = [constraint.evaluate({"a": a, "b": b}) for a, b in grid]
+    assert [bool(v) for v in scalar] == expected
+    columns = {"a": np.array([a for a, _ in grid]), "b": np.array([b for _, b in grid])}
+    vector = np.broadcast_to(np.asarray(constraint.evaluate(columns), dtype=bool), (len(grid),))
+    assert vector.tolist() == expected
