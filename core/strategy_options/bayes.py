@@ -24,9 +24,10 @@ MAX_GATE_NULLS = 64
 # (train_max, fit_max, prior_fit_max) and the candidates it scores (pool, pool_work). Every job's asks
 # share the coordinator's few processes, and the values were unbounded: with train_max, fit_max, pool
 # and pool_work at 100,000 or more, one ask at 2,000 observations of gemm_RTX_3090 took 25.7 s on one
-# core (65 ms by default), growing with the cube of a job's trials. At these limits the same ask takes
-# 1.9 s (docs/benchmarks/STRATEGIES.md, "Ask latency on one core"); each is 4-33 times its default and
-# above every value the benchmarks used.
+# core (65 ms by default), 13 times its 1.97 s at 500 (a GP's fit is cubic in its points). At these
+# limits the same ask takes 1.9 s (docs/benchmarks/STRATEGIES.md, "Ask latency on one core"). Each is
+# 4-33 times its default, except prior_fit_max: its default, 256, was chosen on the real pairs and is
+# also its limit (it can be lowered, not raised), as it is the largest value the benchmarks used.
 COST_LIMITS = {"train_max": 1024, "fit_max": 256, "prior_fit_max": 256, "pool": 100_000, "pool_work": 20_000_000}
 
 

@@ -121,10 +121,16 @@ class ChatProposer:
         total can pass the deadline by one read's timeout (a read that began before it)."""
         deadline = time.monotonic() + self._timeout
         url = f"{self.base_url}/chat/completions"
-        with httpx.stream("POST", url, json=body, headers=self._headers, timeout=self._timeout) as response:
+        # Uncompressed only, read raw: httpx inflates each compressed chunk whole before the length
+        # check sees it (a 300 kB gzip answer took 143 MB of memory before it was refused).
+        headers = {**self._headers, "Accept-Encoding": "identity"}
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=self._timeout) as response:
             response.raise_for_status()
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise ValueError(f"answer sent with Content-Encoding {encoding[:32]!r}; identity was asked for")
             received = bytearray()
-            for chunk in response.iter_bytes():
+            for chunk in response.iter_raw():
                 received += chunk
                 if len(received) > MAX_ANSWER_BYTES:
                     raise ValueError(f"answer longer than {MAX_ANSWER_BYTES} bytes")
@@ -135,15 +141,16 @@ class ChatProposer:
 
 def parse_proposals(text: str) -> list[Any]:
     """The first JSON array in ``text`` (models wrap answers in prose or code fences) among its first
-    ``MAX_ARRAY_STARTS`` brackets; [] if none. Arrays nested deeper than the parser's recursion limit
-    are no array (they raised RecursionError, which failed the coordinator's step for the job)."""
+    ``MAX_ARRAY_STARTS`` brackets; [] if none. Arrays nested deeper than the parser's recursion limit,
+    or holding an integer longer than Python converts (ValueError), are no array: they failed the
+    coordinator's step for the job."""
     decoder = json.JSONDecoder()
     for tries, match in enumerate(re.finditer(r"\[", text)):
         if tries == MAX_ARRAY_STARTS:
             break
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # JSONDecodeError, and an integer of over 4,300 digits
             continue
         if isinstance(value, list):
             return value
