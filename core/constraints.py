@@ -67,7 +67,9 @@ class Constraint:
                 result, failed = _interpret(self.tree.body, values)
             except KeyError as exc:
                 raise ConstraintError(f"constraint {self.text!r} needs a value for {exc.args[0]!r}") from None
-            except (TypeError, ValueError, OverflowError) as exc:
+            except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:
+                # ZeroDivisionError: none is known to reach here (a zero divisor is a failed config);
+                # a 422 with the reason if one does, never a 500.
                 raise ConstraintError(f"constraint {self.text!r} cannot be evaluated: {exc}") from None
         if not np.any(failed):
             return result
@@ -166,7 +168,7 @@ def _interpret(node: ast.expr, values: Mapping[str, Any]) -> tuple[Any, Any]:
             return np.power(base, exponent), failed
         if isinstance(node.op, ast.Div | ast.FloorDiv | ast.Mod) and _numeric(right):
             zero = np.asarray(right) == 0
-            return _BINARY[type(node.op)](left, np.where(zero, 1, right)), np.logical_or(failed, zero)
+            return _BINARY[type(node.op)](left, _select(zero, 1, right)), np.logical_or(failed, zero)
         return _BINARY[type(node.op)](left, right), failed
     if isinstance(node, ast.UnaryOp):
         operand, failed = _interpret(node.operand, values)
@@ -197,7 +199,7 @@ def _interpret(node: ast.expr, values: Mapping[str, Any]) -> tuple[Any, Any]:
             _interpret(node.test, values), _interpret(node.body, values), _interpret(node.orelse, values)
         )  # fmt: skip
         chosen = _truth(test)
-        return np.where(chosen, body, orelse), np.logical_or(test_failed, np.where(chosen, body_failed, orelse_failed))
+        return _select(chosen, body, orelse), np.logical_or(test_failed, _select(chosen, body_failed, orelse_failed))
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
         args, failed = [], False
@@ -216,7 +218,18 @@ def _interpret(node: ast.expr, values: Mapping[str, Any]) -> tuple[Any, Any]:
 
 
 def _numeric(value: Any) -> bool:
-    return np.asarray(value).dtype.kind in "biuf"
+    """Numbers, scalar or array; "O": an array of Python ints too large for int64 (a manifest's
+    parameter may list one), compared with 0 element by element like the others."""
+    return np.asarray(value).dtype.kind in "biufO"
+
+
+def _select(chosen: Any, if_true: Any, if_false: Any) -> Any:
+    """``if_true`` where ``chosen``, else ``if_false``: element-wise over arrays; for a single config
+    the operand itself, so Python ints keep exact arithmetic (numpy made them int64, or refused
+    them: "Python int too large")."""
+    if any(map(_is_array, (chosen, if_true, if_false))):
+        return np.where(chosen, if_true, if_false)
+    return if_true if chosen else if_false
 
 
 def _truth(value: Any) -> Any:

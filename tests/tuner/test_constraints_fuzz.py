@@ -161,3 +161,19 @@ def test_zero_division_makes_a_config_invalid_only_where_python_reaches_it(text:
     columns = {"a": np.array([a for a, _ in grid]), "b": np.array([b for _, b in grid])}
     vector = np.broadcast_to(np.asarray(constraint.evaluate(columns), dtype=bool), (len(grid),))
     assert vector.tolist() == expected
+
+
+def test_integers_beyond_int64_divide_exactly_and_by_zero_make_a_config_invalid() -> None:
+    """A manifest's parameter may list an int above int64: its column is an object array, which the
+    zero-divisor guard skipped, so ``N % t`` raised ZeroDivisionError (a 500 from POST /v1/kernels);
+    and a single config's Python ints went through int64 (``4*M*N*K // 8`` at 2**21 each was refused
+    as "Python int too large")."""
+    constraint = parse_constraint("a % b == 0", NAMES)
+    column = np.array([0, 2**64, 2, 3], dtype=object)
+    assert constraint.evaluate({"a": np.array([8, 8, 8, 8]), "b": column}).tolist() == [False, False, True, False]
+    assert constraint.evaluate({"a": 2**65, "b": 2**64}) and not constraint.evaluate({"a": 2**65, "b": 0})
+    big = parse_constraint("a * b * c // 8 == 2 ** 60", NAMES)
+    assert big.evaluate({"a": 2**21, "b": 2**21, "c": 2**21})
+    chosen = parse_constraint("(a if a > 1 else b) // 3 == c", NAMES)
+    assert chosen.evaluate({"a": 0, "b": 2**70, "c": 2**70 // 3})
+    assert not chosen.evaluate({"a": 0, "b": 2**70 + 3, "c": 2**70 // 3})
