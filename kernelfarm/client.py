@@ -49,6 +49,8 @@ class Client:
             response = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise ApiError(0, f"cannot reach the API at {self.http.base_url}{self.unreachable_hint}: {exc}") from None
+        except ValueError as exc:  # nothing was sent: a body or parameter the request cannot carry (NaN, non-UTF-8)
+            raise ApiError(0, f"cannot send this request: {exc}") from None
         if response.status_code >= 400:
             try:
                 detail = response.json().get("detail", response.text)

@@ -4,8 +4,11 @@ query best configs; list jobs, workers and kernels."""
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +31,61 @@ EXIT_NO_WORKER = 3
 JSON_OPTION = typer.Option(False, "--json", help="print JSON (for scripts) instead of a table")
 
 
-def parse_pairs(pairs: list[str], what: str) -> dict[str, Any]:
+def parse_pairs(pairs: list[str], what: str, read: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """``name=value`` entries; each value read by ``read`` (a number where it is one, else the text).
+
+    Raises:
+        typer.BadParameter: an entry without a name or "=", or one a request cannot carry: a number
+            that is not finite (nan, inf, 1e999), or text that is not UTF-8 (an argument's invalid
+            bytes, a lone surrogate), which failed inside the HTTP client with a traceback.
+    """
     out: dict[str, Any] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise typer.BadParameter(f"{what} entries look like name=value, got {pair!r}")
-        out[name] = _scalar(value)
+            raise typer.BadParameter(f"{what} entries look like name=value, got {_shown(pair)}")
+        out[name] = (read or _scalar)(value)
+        problem = _unsendable(name) or _unsendable(out[name])
+        if problem:
+            raise typer.BadParameter(f"{what} {_shown(pair)}: {problem}")
     return out
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
     """``--option KEY=VALUE`` entries as a job's strategy_options: VALUE read as JSON (5, 0.1, true,
     "ei"), a bare word as a string (ei)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise typer.BadParameter(f"--option entries look like KEY=VALUE, got {pair!r}")
+    return parse_pairs(pairs, "--option", _json_or_word)
+
+
+def _json_or_word(text: str) -> Any:
+    most = sys.get_int_max_str_digits()  # json.loads refuses a longer integer: it is still no word
+    if most and re.fullmatch(r"[-+]?\d+", text) and len(text.lstrip("+-")) > most:
+        raise typer.BadParameter(f"--option value of {len(text)} digits: at most {most}")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _unsendable(value: Any) -> str | None:
+    """Why a request's JSON body cannot carry ``value``, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    if isinstance(value, str):
         try:
-            out[name] = json.loads(value)
-        except ValueError:
-            out[name] = value
-    return out
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "not valid UTF-8 text"
+    if isinstance(value, list | dict):
+        items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+        return next((p for k, v in items if (p := _unsendable(k) or _unsendable(v))), None)
+    return None
+
+
+def _shown(text: str) -> str:
+    """``text`` as a message may print it: invalid bytes escaped, long text cut."""
+    shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+    return repr(shown if len(shown) <= 80 else shown[:77] + "...")
 
 
 def _scalar(text: str) -> int | float | str:
@@ -303,7 +338,7 @@ def best(
         return
     console.print(f"[green]{result['match']}[/] match: {result['matched_gpu_model']} {result['matched_problem']}")
     energy = f", {result['energy_mj']:.4g} mJ" if result.get("energy_mj") is not None else ""
-    console.print(f"{result['time_ms']:.4f} ms{energy}  config {json.dumps(result['config'])}", highlight=False)
+    console.print(f"{result['time_ms']:.4f} ms{energy}  config {escape(json.dumps(result['config']))}", highlight=False)
     console.print(f"from trial {result['trial_id']} of job {result['job_id']}; backend "
                   f"{result['provenance'].get('backend', '?')}")  # fmt: skip
     if result.get("pareto"):

@@ -1,0 +1,56 @@
+"""Values no request can carry are one human line from the CLI, not a traceback from the HTTP client:
+a number that is not finite (httpx: "Out of range float values are not JSON compliant"), text that is
+not UTF-8 (an argument's invalid bytes, a JSON lone surrogate: UnicodeEncodeError), an integer longer
+than Python converts (it became a string, and the server said "not a string").
+
+Each runs the installed CLI against an API address nobody listens on: nothing here needs the farm,
+and a request that was sent would fail differently ("cannot reach the API")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelfarm.services import free_port
+
+TUNE = ["tune", "convolution_kernel", "--gpu", "nvidia-geforce-rtx-3090", "--budget", "4", "--no-follow"]
+
+
+def kernelfarm(tmp_path: Path, *args: str | bytes) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KERNELFARM_STATE_DIR": str(tmp_path / "state"),
+           "KERNELFARM_API_URL": f"http://127.0.0.1:{free_port()}", "KERNELFARM_API_TOKEN": "unused"}  # fmt: skip
+    argv: list[str | bytes] = [sys.executable, "-P", "-m", "kernelfarm", *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, errors="replace", timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-o", "n_init=NaN"], "--option 'n_init=NaN': not a finite number"),
+        (["-o", "xi=1e999"], "--option 'xi=1e999': not a finite number"),
+        (["-o", 'acquisition="\\ud800"'], "not valid UTF-8 text"),
+        ([b"-o", b"acquisition=\xff"], "not valid UTF-8 text"),
+        (["-o", "n_init=" + "1" * 5000], "--option value of 5000 digits: at most 4300"),
+        (["--problem", "M=nan"], "--problem 'M=nan': not a finite number"),
+        (["-o", "=1"], "entries look like name=value, got '=1'"),
+    ],
+)  # fmt: skip
+def test_an_argument_no_request_can_carry_is_a_usage_error(tmp_path: Path, args: list[str | bytes], says: str) -> None:
+    done = kernelfarm(tmp_path, *TUNE, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in " ".join(done.stderr.split()), done.stderr  # rich wraps the usage panel
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_request_the_client_cannot_build_is_one_line_and_nothing_is_sent(tmp_path: Path) -> None:
+    """A --set list holding nan reaches the HTTP client, which refused to build the body: the client
+    says so in one line (exit 1) instead of raising."""
+    done = kernelfarm(tmp_path, *TUNE, "--set", "tile_size_x=1,nan")
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())  # rich wraps at the terminal's width
+    assert said == "error: cannot send this request: Out of range float values are not JSON compliant"
+    assert "Traceback" not in done.stderr
