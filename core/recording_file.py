@@ -19,11 +19,15 @@ def read_json_tolerant(path: Path) -> dict[str, Any]:
     """The JSON object of a Kernel Tuner cache file, plain or gzip, terminated or not.
 
     Raises:
-        InvalidInput: the file is not one (not gzip or UTF-8 JSON, or not an object), with the reason:
-            a file given by mistake (`kernelfarm bench-strategies README.md`) raised a JSON traceback.
+        InvalidInput: the file cannot be read, or is not one (not gzip or UTF-8 JSON, or not an
+            object), with the reason: a file given by mistake (`kernelfarm bench-strategies
+            README.md`) raised a JSON traceback.
     """
     try:
         raw = path.read_bytes()
+    except OSError as exc:  # missing, a folder, no permission: not a question of its format
+        raise InvalidInput(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    try:
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         text = raw.decode("utf-8").strip()

@@ -31,10 +31,14 @@ class Progress(_Result):
 
 
 class BestSoFar(_Result):
+    """The job's best trial under its objective; ``energy_mj`` where it was measured (an energy job's
+    best always has it)."""
+
     trial_id: int
     config: dict[str, Any]
     config_key: str
     time_ms: float
+    energy_mj: float | None = None
 
 
 class WarmStartPrior(_Result):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,13 @@ def test_a_file_that_is_no_cache_file_is_refused_saying_so(tmp_path: Path, conte
     with pytest.raises(InvalidInput, match=r"not-a-cache\.json: not a Kernel Tuner cache file") as refused:
         registry.read_json_tolerant(path)
     assert reason in str(refused.value)
+
+
+@pytest.mark.parametrize("make", [lambda p: None, lambda p: p.mkdir()], ids=["missing", "a folder"])
+def test_a_file_that_cannot_be_read_is_refused_as_unreadable_not_as_no_cache_file(
+    tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    path = tmp_path / "recording.json"
+    make(path)
+    with pytest.raises(InvalidInput, match=r"recording\.json: cannot be read \((No such file|Is a directory)"):
+        registry.read_json_tolerant(path)
