@@ -28,6 +28,7 @@ UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 # no live worker could run (documented in the README).
 EXIT_NO_RESULT = 1
 EXIT_NO_WORKER = 3
+MAX_NESTING = 32  # of an --option's JSON value: the farm's options are scalars; deeper is a mistake
 JSON_OPTION = typer.Option(False, "--json", help="print JSON (for scripts) instead of a table")
 
 
@@ -65,20 +66,29 @@ def _json_or_word(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+    except RecursionError:
+        raise typer.BadParameter(f"--option value nested deeper than {MAX_NESTING}") from None
 
 
 def _unsendable(value: Any) -> str | None:
-    """Why a request's JSON body cannot carry ``value``, or None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "not a finite number"
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "not valid UTF-8 text"
-    if isinstance(value, list | dict):
-        items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
-        return next((p for k, v in items if (p := _unsendable(k) or _unsendable(v))), None)
+    """Why a request's JSON body cannot carry ``value``, or None. Iterative: a value nested about as
+    deep as json.loads allows ran out of recursion here, or in the HTTP client's encoder."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_NESTING:
+            return f"nested deeper than {MAX_NESTING}"
+        if isinstance(item, float) and not math.isfinite(item):
+            return "not a finite number"
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "not valid UTF-8 text"
+        if isinstance(item, dict):
+            pending += [(part, depth + 1) for pair in item.items() for part in pair]
+        elif isinstance(item, list):
+            pending += [(part, depth + 1) for part in item]
     return None
 
 

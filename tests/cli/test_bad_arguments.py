@@ -1,7 +1,8 @@
 """Values no request can carry are one human line from the CLI, not a traceback from the HTTP client:
 a number that is not finite (httpx: "Out of range float values are not JSON compliant"), text that is
 not UTF-8 (an argument's invalid bytes, a JSON lone surrogate: UnicodeEncodeError), an integer longer
-than Python converts (it became a string, and the server said "not a string").
+than Python converts (it became a string, and the server said "not a string"), JSON nested so deep
+that decoding or encoding it ran out of recursion.
 
 Each runs the installed CLI against an API address nobody listens on: nothing here needs the farm,
 and a request that was sent would fail differently ("cannot reach the API")."""
@@ -36,6 +37,8 @@ def kernelfarm(tmp_path: Path, *args: str | bytes) -> subprocess.CompletedProces
         ([b"-o", b"acquisition=\xff"], "not valid UTF-8 text"),
         (["-o", "n_init=" + "1" * 5000], "--option value of 5000 digits: at most 4300"),
         (["--problem", "M=nan"], "--problem 'M=nan': not a finite number"),
+        (["-o", "x=" + "[" * 500 + "]" * 500], "nested deeper than 32"),  # RecursionError in the encoder
+        (["-o", "x=" + "[" * 5000], "--option value nested deeper than 32"),  # ... in json.loads
         (["-o", "=1"], "entries look like name=value, got '=1'"),
     ],
 )  # fmt: skip
