@@ -110,15 +110,15 @@ def test_the_coordinator_survives_redis_restarts_under_load(farm: ChaosFarm) -> 
         raise AssertionError(f"{exc}\n{stall_report(farm, jobs)}") from None
     assert all(alive(p.pid) for p in farm.processes.values()), stall_report(farm, jobs)
     assert "hostname" not in farm.log("coordinator")
-    assert "object has no attribute 'client'" not in farm.log("coordinator"), farm.log("coordinator")[-3000:]
 
 
 def stall_report(farm: ChaosFarm, jobs: list[uuid.UUID]) -> str:
     """What a stalled farm looks like: its trials by state, the broker's queues, and every
     component's last log lines (CI keeps no logs of its own)."""
     states = Counter(row.state for job in jobs for row in trial_rows(farm.database_url, job))
-    broker = redis.Redis.from_url(farm.redis_url)
-    queues = {key.decode(): broker.llen(key) for key in broker.scan_iter() if broker.type(key) == b"list"}
+    with redis.Redis.from_url(farm.redis_url) as broker:  # the farm's own Redis
+        queues = {key.decode(): broker.llen(key) for key in broker.scan_iter() if broker.type(key) == b"list"}
+        unacked = broker.hlen("unacked")
     logs = "\n".join(f"--- {name} (alive: {alive(info.pid)})\n{farm.log(name)[-2500:]}"
                      for name, info in farm.processes.items())  # fmt: skip
-    return f"trials by state: {dict(states)}; queues: {queues}; unacked: {broker.hlen('unacked')}\n{logs}"
+    return f"trials by state: {dict(states)}; queues: {queues}; unacked: {unacked}\n{logs}"
