@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import reprlib
 import sys
 import time
 from collections.abc import Callable
@@ -32,7 +33,16 @@ MAX_NESTING = 32  # of an --option's JSON value: the farm's options are scalars;
 JSON_OPTION = typer.Option(False, "--json", help="print JSON (for scripts) instead of a table")
 
 
-def parse_pairs(pairs: list[str], what: str, read: Callable[[str], Any] | None = None) -> dict[str, Any]:
+def _scalar(text: str) -> int | float | str:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_pairs(pairs: list[str], what: str, read: Callable[[str], Any] = _scalar) -> dict[str, Any]:
     """``name=value`` entries; each value read by ``read`` (a number where it is one, else the text).
 
     Raises:
@@ -44,11 +54,11 @@ def parse_pairs(pairs: list[str], what: str, read: Callable[[str], Any] | None =
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise typer.BadParameter(f"{what} entries look like name=value, got {_shown(pair)}")
-        out[name] = (read or _scalar)(value)
+            raise typer.BadParameter(f"{what} entries look like name=value, got {reprlib.repr(pair)}")
+        out[name] = read(value)
         problem = _unsendable(name) or _unsendable(out[name])
         if problem:
-            raise typer.BadParameter(f"{what} {_shown(pair)}: {problem}")
+            raise typer.BadParameter(f"{what} {reprlib.repr(pair)}: {problem}")
     return out
 
 
@@ -90,21 +100,6 @@ def _unsendable(value: Any) -> str | None:
         elif isinstance(item, list):
             pending += [(part, depth + 1) for part in item]
     return None
-
-
-def _shown(text: str) -> str:
-    """``text`` as a message may print it: invalid bytes escaped, long text cut."""
-    shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
-    return repr(shown if len(shown) <= 80 else shown[:77] + "...")
-
-
-def _scalar(text: str) -> int | float | str:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
 
 
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
