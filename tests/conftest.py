@@ -14,6 +14,10 @@ id> (checked at the end: a survivor fails the run and is stopped), the databases
 dropped, its Redis databases are claimed empty and emptied, and its temporary folder (embedded
 PostgreSQL data dirs: ~250 MB) is removed. Only this run's own processes, databases and keys are
 touched: other checkouts run tests on the same machine at the same time.
+
+`make test` runs the files in pytest-xdist workers (``-n 3 --dist loadfile``): each worker is a test
+session of its own here (its database, its Redis database, its folder inside the run's), and the
+controller, which runs no test, checks for survivors once every worker has exited.
 """
 
 from __future__ import annotations
@@ -80,7 +84,10 @@ _OWN_BASETEMP = pytest.StashKey[Path]()
 
 @pytest.fixture(scope="session", autouse=True)
 def _traversable_basetemp(tmp_path_factory: pytest.TempPathFactory) -> None:
-    tmp_path_factory.getbasetemp().chmod(0o711)  # this run's own folder: others may pass, not list
+    basetemp = tmp_path_factory.getbasetemp()
+    basetemp.chmod(0o711)  # this run's own folder: others may pass, not list
+    if basetemp.parent.name == f"kf-test-{RUN_ID}":  # a pytest-xdist worker's folder, inside the run's own
+        basetemp.parent.chmod(0o711)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -130,9 +137,15 @@ def tagged_processes() -> list[int]:
     return found
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own, which stops its workers (they carry the tag)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if a process it started survived (then stop them), and remove its temp folder."""
-    if os.environ.get("KERNELFARM_TEST_RUN") != RUN_ID or hasattr(session.config, "workerinput"):
+    """Fail the run if a process it started survived (then stop them), drop the databases its tests
+    made, and remove its temp folder. Under pytest-xdist each worker drops its own databases and the
+    controller, which runs no test, looks for survivors once every worker has exited."""
+    if os.environ.get("KERNELFARM_TEST_RUN") != RUN_ID:
+        return
+    if hasattr(session.config, "workerinput"):
+        _drop_all_created_databases()
         return
     deadline = time.monotonic() + 10  # components stopped a moment ago may still be exiting
     survivors = tagged_processes()
@@ -153,13 +166,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "LEAK: processes started by this test run survived it (killed now):\n  " + "\n  ".join(described), red=True
         )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    for server_url in {server for server, _ in CREATED_DATABASES}:  # made outside the database_url fixture
-        # An embedded server already stopped: its data dir goes with the temp folder.
-        with contextlib.suppress(Exception):
-            drop_created_databases(server_url)
+    _drop_all_created_databases()
     own = session.config.stash.get(_OWN_BASETEMP, None)
     if own is not None and not os.environ.get("KERNELFARM_KEEP_TEST_TMP"):
         shutil.rmtree(own, ignore_errors=True)
+
+
+def _drop_all_created_databases() -> None:
+    """The databases this process's tests made outside the database_url fixture."""
+    for server_url in {server for server, _ in CREATED_DATABASES}:
+        # An embedded server already stopped: its data dir goes with the temp folder.
+        with contextlib.suppress(Exception):
+            drop_created_databases(server_url)
 
 
 # The harness's fast clocks, except that the shared farm re-sends a queued trial after 8 s (the

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import Services
@@ -21,7 +22,12 @@ INNER = """
 import subprocess, sys
 from pathlib import Path
 
-def test_leaks(database_url, tmp_path):
+from tests.conftest import fresh_database
+
+def test_leaks(services, tmp_path):
+    # made outside the database_url fixture (whose teardown drops what its process made): only the
+    # end of the session drops it, in the worker that made it
+    database_url = fresh_database(services.server_url)
     Path({record!r}).write_text(database_url + "\\n" + str(tmp_path) + "\\n")
     leaked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
     Path({record!r}).open("a").write(str(leaked.pid) + "\\n")
@@ -36,7 +42,12 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_leaked_process_fails_the_run_and_the_rest_is_cleaned_up(tmp_path: Path, services: Services) -> None:
+# `make test` runs the suite in pytest-xdist workers: there a worker drops its databases and the
+# controller, which runs no test, finds the survivor and removes the run's folder.
+@pytest.mark.parametrize("parallel", [[], ["-n", "2"]], ids=["one process", "xdist workers"])
+def test_a_leaked_process_fails_the_run_and_the_rest_is_cleaned_up(
+    tmp_path: Path, services: Services, parallel: list[str]
+) -> None:
     record = tmp_path / "record.txt"
     inner = tmp_path / "inner"
     inner.mkdir()
@@ -44,7 +55,7 @@ def test_a_leaked_process_fails_the_run_and_the_rest_is_cleaned_up(tmp_path: Pat
     env = {k: v for k, v in os.environ.items() if k not in ("KERNELFARM_TEST_RUN", "REDIS_URL")}
     env["DATABASE_URL"] = services.server_url  # the same server: the inner run makes its database there
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
-                             "--rootdir", str(inner), str(inner / "test_inner_leak.py")],
+                             *parallel, "--rootdir", str(inner), str(inner / "test_inner_leak.py")],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     output = result.stdout + result.stderr
     database_url, inner_tmp, pid = record.read_text().split("\n")[:3]

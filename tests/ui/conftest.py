@@ -34,7 +34,10 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Module scope: a running sync Playwright holds an asyncio loop in this thread, and every later test in
+# the same process calling asyncio.run failed with "cannot be called from a running event loop" (under
+# pytest-xdist a worker runs other folders' tests after these).
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     path = chromium_path()
     if path is None:

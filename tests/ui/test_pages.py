@@ -9,6 +9,8 @@ import re
 import statistics
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import httpx
@@ -162,7 +164,7 @@ def test_job_plots_hold_the_trials(dashboard: Dashboard, logged_in: Any) -> None
     assert page.locator("#conv-evals svg circle").count() == len(best_line)  # drawn, one marker a point
     # The page's curve from every trial is the API's (the first view's) and the trials' own.
     drawn = page.evaluate("document.getElementById('conv-evals').kfSeries")
-    expected = _convergence(trials)
+    expected = _convergence(job, trials)
     assert drawn["x"] == [e for e, _ in expected] and drawn["y"] == pytest.approx([b for _, b in expected])
     scatter = page.evaluate("document.getElementById('all-trials').data[0]")
     assert sorted(scatter["y"]) == pytest.approx(sorted(t["time_ms"] for t in complete))
@@ -190,10 +192,24 @@ def test_job_plots_hold_the_trials(dashboard: Dashboard, logged_in: Any) -> None
     page.close()
 
 
-def _convergence(trials: list[dict[str, Any]]) -> list[tuple[int, float]]:
+def _finish_order(job: dict[str, Any]) -> Any:
+    """The order the API's curve puts finished trials in (core/store/trial_table.py): seconds since the
+    job was created, rounded half up to 0.1 ms, then proposal order. Sorting the finished_at strings
+    was flaky: two replay workers finish trials tens of microseconds apart (a rounded tie that seq
+    decides), and a timestamp on a whole second is written without a fraction (it sorts last)."""
+    created = datetime.fromisoformat(job["created_at"])
+
+    def key(trial: dict[str, Any]) -> tuple[Decimal, int]:
+        micros = (datetime.fromisoformat(trial["finished_at"]) - created) // timedelta(microseconds=1)
+        return Decimal(micros).scaleb(-6).quantize(Decimal("0.0001"), ROUND_HALF_UP), trial["seq"]
+
+    return key
+
+
+def _convergence(job: dict[str, Any], trials: list[dict[str, Any]]) -> list[tuple[int, float]]:
     """(evaluations, best so far) where the best complete time improves, and at the last finished trial."""
     finished = sorted((t for t in trials if t["state"] in ("complete", "failed") and t["finished_at"]),
-                      key=lambda t: (t["finished_at"], t["seq"]))  # fmt: skip
+                      key=_finish_order(job))  # fmt: skip
     points, best = [], float("inf")
     for k, trial in enumerate(finished, 1):
         improves = trial["state"] == "complete" and trial["time_ms"] is not None and trial["time_ms"] < best
@@ -206,14 +222,14 @@ def _convergence(trials: list[dict[str, Any]]) -> list[tuple[int, float]]:
 def test_the_first_view_answers_are_slices_of_the_whole(dashboard: Dashboard) -> None:
     """/convergence is the trials' best-so-far curve; /trial-columns?limit=n is the first n trials of
     the whole document, with the whole job's count and columns."""
-    _, trials = _job_data(dashboard, dashboard.finished_job)
+    job, trials = _job_data(dashboard, dashboard.finished_job)
     with dashboard.client() as client:
         curve = client.get(f"/v1/jobs/{dashboard.finished_job}/convergence").json()
         whole = client.get(f"/v1/jobs/{dashboard.finished_job}/trial-columns").json()
         head = client.get(f"/v1/jobs/{dashboard.finished_job}/trial-columns", params={"limit": 7}).json()
         assert client.get(f"/v1/jobs/{dashboard.finished_job}/trial-columns", params={"limit": 0}).status_code == 422
         assert client.get(f"/v1/jobs/{uuid.uuid4()}/convergence").status_code == 404
-    expected = _convergence(trials)
+    expected = _convergence(job, trials)
     assert curve["finished"] == len([t for t in trials if t["state"] in ("complete", "failed")])
     assert curve["evaluations"] == [e for e, _ in expected]
     assert curve["best_ms"] == pytest.approx([b for _, b in expected])
@@ -239,10 +255,10 @@ def test_the_first_view_needs_no_plotly(dashboard: Dashboard, logged_in: Any) ->
     page.on("console", lambda m: console.append(m.text))
     page.goto(f"{dashboard.url}/ui/jobs/{dashboard.finished_job}")
     page.wait_for_selector("body[data-rendered='1']", timeout=30_000)
-    _, trials = _job_data(dashboard, dashboard.finished_job)
+    job, trials = _job_data(dashboard, dashboard.finished_job)
     assert page.locator("#summary .bar").count() == 1
     assert page.locator("#trials tbody tr").count() == min(50, len(trials))
-    assert page.locator("#conv-evals svg circle").count() == len(_convergence(trials))
+    assert page.locator("#conv-evals svg circle").count() == len(_convergence(job, trials))
     assert page.evaluate("window.Plotly") is None
     # The first view's three answers are preloaded from the page's head and the script uses those
     # preloads: each is asked for once (an unmatched preload would be asked for twice, and warned of).
