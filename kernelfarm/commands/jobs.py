@@ -33,7 +33,21 @@ MAX_NESTING = 32  # of an --option's JSON value: the farm's options are scalars;
 JSON_OPTION = typer.Option(False, "--json", help="print JSON (for scripts) instead of a table")
 
 
+class _Unreadable(ValueError):
+    """A value no request could carry, and why (parse_pairs names the argument)."""
+
+
+def _refuse_long_integer(text: str) -> None:
+    """int() and json.loads refuse an integer of more digits than Python converts (a ValueError, as
+    for a word): it became inf (float) or a string, which the server then refused for another reason."""
+    most = sys.get_int_max_str_digits()
+    digits = len(text.strip().lstrip("+-"))
+    if most and digits > most and re.fullmatch(r"\s*[-+]?\d+\s*", text):
+        raise _Unreadable(f"an integer of {digits} digits: at most {most}")
+
+
 def _scalar(text: str) -> int | float | str:
+    _refuse_long_integer(text)
     for cast in (int, float):
         try:
             return cast(text)
@@ -48,14 +62,18 @@ def parse_pairs(pairs: list[str], what: str, read: Callable[[str], Any] = _scala
     Raises:
         typer.BadParameter: an entry without a name or "=", or one a request cannot carry: a number
             that is not finite (nan, inf, 1e999), or text that is not UTF-8 (an argument's invalid
-            bytes, a lone surrogate), which failed inside the HTTP client with a traceback.
+            bytes, a lone surrogate), which failed inside the HTTP client with a traceback; an integer
+            longer than Python converts; a value ``read`` cannot read (``_Unreadable``).
     """
     out: dict[str, Any] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
             raise typer.BadParameter(f"{what} entries look like name=value, got {reprlib.repr(pair)}")
-        out[name] = read(value)
+        try:
+            out[name] = read(value)
+        except _Unreadable as exc:
+            raise typer.BadParameter(f"{what} {reprlib.repr(pair)}: {exc}") from None
         problem = _unsendable(name) or _unsendable(out[name])
         if problem:
             raise typer.BadParameter(f"{what} {reprlib.repr(pair)}: {problem}")
@@ -69,15 +87,18 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def _json_or_word(text: str) -> Any:
-    most = sys.get_int_max_str_digits()  # json.loads refuses a longer integer: it is still no word
-    if most and re.fullmatch(r"[-+]?\d+", text) and len(text.lstrip("+-")) > most:
-        raise typer.BadParameter(f"--option value of {len(text)} digits: at most {most}")
+    _refuse_long_integer(text)
     try:
         return json.loads(text)
     except ValueError:
         return text
     except RecursionError:
-        raise typer.BadParameter(f"--option value nested deeper than {MAX_NESTING}") from None
+        raise _Unreadable(f"nested deeper than {MAX_NESTING}") from None
+
+
+def _scalar_list(text: str) -> list[int | float | str]:
+    """A --set value: comma-separated scalars."""
+    return [_scalar(item) for item in text.split(",")]
 
 
 def _unsendable(value: Any) -> str | None:
@@ -189,7 +210,7 @@ def tune(
         if value is not None:
             body[key] = value
     if set_values or constraint:
-        restricted = {k: [_scalar(v) for v in str(vs).split(",")] for k, vs in parse_pairs(set_values, "--set").items()}
+        restricted = parse_pairs(set_values, "--set", _scalar_list)
         body["space"] = {"parameters": restricted, "constraints": constraint}
     job = call(client.submit, body)
     console.print(f"job [bold]{job['id']}[/] submitted: {job['kernel']} {job['problem']} on {job['gpu_model']}")

@@ -73,6 +73,17 @@ def test_tune_then_best_from_the_cli(stack: Path) -> None:
     assert "convolution_kernel" in kernels.stdout and "block_size_x" in kernels.stdout
 
 
+def test_tune_searches_only_the_values_set(stack: Path) -> None:
+    tuned = run(stack, "tune", "convolution_kernel", "--gpu", RTX3090, "--budget", "6", "--seed", "2", "--top", "6",
+                "--cold-start", "--set", "block_size_x=32,64", "--set", "tile_size_x=2")  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    rows = [line for line in tuned.stdout.splitlines() if "block_size_x=" in line and "best config" not in line]
+    complete = int(re.search(r"trials: (\d+) complete", tuned.stdout).group(1))  # type: ignore[union-attr]
+    assert len(rows) == complete > 0, tuned.stdout  # every complete trial of the job is in the table
+    assert {re.search(r"block_size_x=(\d+)", row).group(1) for row in rows} <= {"32", "64"}  # type: ignore[union-attr]
+    assert all(" tile_size_x=2 " in row for row in rows), rows
+
+
 def test_tokens_from_the_cli(stack: Path) -> None:
     created = run(stack, "token", "create", "--scope", "read", "--name", "ci-reader")
     assert created.returncode == 0 and created.stdout.strip().startswith("kf_")
