@@ -36,7 +36,7 @@ chromium:
 	  else echo "no chromium and not root: the browser tests will skip"; fi; }
 
 # Three worker processes (pytest-xdist), each test file on one of them (its module-scoped farm is started
-# once): most tests wait on the farm processes they start, so on 2 cores three at a time took 13.5 min
+# once): most tests wait on the farm processes they start, so on 2 cores three at a time took 13 min
 # where one at a time took 22.6. Each worker has its own database and Redis database.
 TEST_WORKERS ?= 3
 
