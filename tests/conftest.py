@@ -66,6 +66,7 @@ __all__ = ["CONVOLUTION", "PNPOLY", "RTX3090", "wait_for"]
 # This run's tag: inherited by every process the suite starts (components, CLI runs, servers).
 RUN_ID = os.environ.setdefault("KERNELFARM_TEST_RUN", f"{os.getpid()}-{secrets.token_hex(4)}")
 RUN_TAG = f"KERNELFARM_TEST_RUN={RUN_ID}".encode()
+RUN_FOLDER = f"kf-test-{RUN_ID}"  # the run's temporary folder, in the temp dir (pytest-xdist workers' inside it)
 CREATED_DATABASES: list[tuple[str, str]] = []  # (server url, name) of every database this run made
 
 
@@ -75,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     the embedded PostgreSQL runs as when the suite runs as root (pytest's default /tmp/pytest-of-root
     is closed to it, and the suite must not change the permissions of folders it did not create)."""
     if config.option.basetemp is None and os.environ.get("KERNELFARM_TEST_RUN") == RUN_ID:
-        config.option.basetemp = str(Path(tempfile.gettempdir()) / f"kf-test-{RUN_ID}")
+        config.option.basetemp = str(Path(tempfile.gettempdir()) / RUN_FOLDER)
         config.stash[_OWN_BASETEMP] = Path(config.option.basetemp)
 
 
@@ -86,7 +87,7 @@ _OWN_BASETEMP = pytest.StashKey[Path]()
 def _traversable_basetemp(tmp_path_factory: pytest.TempPathFactory) -> None:
     basetemp = tmp_path_factory.getbasetemp()
     basetemp.chmod(0o711)  # this run's own folder: others may pass, not list
-    if basetemp.parent.name == f"kf-test-{RUN_ID}":  # a pytest-xdist worker's folder, inside the run's own
+    if basetemp.parent.name == RUN_FOLDER:  # a pytest-xdist worker's folder, inside the run's own
         basetemp.parent.chmod(0o711)
 
 

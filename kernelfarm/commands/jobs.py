@@ -72,9 +72,9 @@ def parse_pairs(pairs: list[str], what: str, read: Callable[[str], Any] = _scala
             raise typer.BadParameter(f"{what} entries look like name=value, got {reprlib.repr(pair)}")
         try:
             out[name] = read(value)
+            problem = _unsendable(name) or _unsendable(out[name])
         except _Unreadable as exc:
-            raise typer.BadParameter(f"{what} {reprlib.repr(pair)}: {exc}") from None
-        problem = _unsendable(name) or _unsendable(out[name])
+            problem = str(exc)
         if problem:
             raise typer.BadParameter(f"{what} {reprlib.repr(pair)}: {problem}")
     return out

@@ -8,7 +8,7 @@ import io
 import re
 import statistics
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -192,7 +192,7 @@ def test_job_plots_hold_the_trials(dashboard: Dashboard, logged_in: Any) -> None
     page.close()
 
 
-def _finish_order(job: dict[str, Any]) -> Any:
+def _finish_order(job: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[Decimal, int]]:
     """The order the API's curve puts finished trials in (core/store/trial_table.py): seconds since the
     job was created, rounded half up to 0.1 ms, then proposal order. Sorting the finished_at strings
     was flaky: two replay workers finish trials tens of microseconds apart (a rounded tie that seq
@@ -255,10 +255,10 @@ def test_the_first_view_needs_no_plotly(dashboard: Dashboard, logged_in: Any) ->
     page.on("console", lambda m: console.append(m.text))
     page.goto(f"{dashboard.url}/ui/jobs/{dashboard.finished_job}")
     page.wait_for_selector("body[data-rendered='1']", timeout=30_000)
-    job, trials = _job_data(dashboard, dashboard.finished_job)
+    finished, trials = _job_data(dashboard, dashboard.finished_job)
     assert page.locator("#summary .bar").count() == 1
     assert page.locator("#trials tbody tr").count() == min(50, len(trials))
-    assert page.locator("#conv-evals svg circle").count() == len(_convergence(job, trials))
+    assert page.locator("#conv-evals svg circle").count() == len(_convergence(finished, trials))
     assert page.evaluate("window.Plotly") is None
     # The first view's three answers are preloaded from the page's head and the script uses those
     # preloads: each is asked for once (an unmatched preload would be asked for twice, and warned of).
