@@ -26,10 +26,18 @@ class PageWatch:
     def __init__(self, page: Any) -> None:
         self.page = page
         self.problems: list[str] = []
-        page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        page.on("console", self._console)
         page.on("pageerror", lambda e: self.problems.append(f"exception: {e}"))
         page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
-        page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
+        page.on("response", self._response)
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":
+            self.problems.append(f"console: {message.text}")
+
+    def _response(self, response: Any) -> None:
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
 
 
 @pytest.fixture(scope="module")
