@@ -32,7 +32,11 @@ def get_session(settings: SettingsDep) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the transaction commits before the response is sent. With FastAPI's default
+# ("request") the commit ran after the client had its answer, so a token or kernel version it had
+# just been told about (201) could be missing from its next request, and a failed commit came
+# after a success had been reported.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 async def get_celery(request: Request) -> Celery:

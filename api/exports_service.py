@@ -29,6 +29,9 @@ def best_export(
     unknown = sorted(set(problem_filter) - set(names))
     if unknown:
         raise InvalidInput(f"{spec.name} has no problem dimension {unknown}; its problems have {names}")
+    # A value no problem can have is a 422 naming it, as /v1/best answers, not "nothing matches".
+    params = {p.name: p for p in spec.problem_params}
+    problem_filter = {name: params[name].normalize(value) for name, value in problem_filter.items()}
     # Jobs stored before a problem dimension was added lack it: the spec says what they mean.
     rows = [
         (t, j, spec.stored_problem(j.problem))

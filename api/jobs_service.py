@@ -44,6 +44,12 @@ def create_job(
         Conflict: the owner already has ``max_active_jobs_per_owner`` unfinished jobs.
     """
     spec = get_kernel(request.kernel, request.kernel_version)
+    if request.kernel_version is not None and request.kernel_version != spec.version:
+        # A catalogue or plugin kernel is the one installed here: a job pinned to another version
+        # would be stored as pinned to this one.
+        raise InvalidInput(
+            f"kernel_version: {request.kernel!r} is at version {spec.version} here, not {request.kernel_version}"
+        )
     problem = spec.normalize_problem(request.problem)
     try:
         gpu_model = model_slug(request.gpu_model)

@@ -7,10 +7,22 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
+from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.objectives import OBJECTIVES, check_objective
 from kernelfarm.core.states import ProfileMode
+from kernelfarm.core.store.tokens import check_token_name
 
 # Strict: "5" stays a string and true is no 1 (lax coercion created jobs from "5", true and "yes").
 ScalarValue = StrictInt | StrictFloat | StrictStr
@@ -325,9 +337,18 @@ class TokenCreate(BaseModel):
 
     name: str = Field(
         min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$",
-        description="who uses it; jobs submitted with it are owned by this name",
+        description="who uses it; jobs submitted with it are owned by this name (printable, no invisible "
+        "characters, no white space at either end)",
     )  # fmt: skip
-    scopes: list[Literal["read", "submit", "admin"]] = Field(min_length=1, max_length=3)
+    scopes: list[Literal["read", "submit", "kernels", "admin"]] = Field(min_length=1, max_length=4)
+
+    @field_validator("name")
+    @classmethod
+    def _visible_name(cls, name: str) -> str:
+        try:
+            return check_token_name(name)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
 
 
 class TokenPublic(BaseModel):
@@ -345,9 +366,15 @@ class TokenCreated(TokenPublic):
     token: str = Field(description="the token itself, shown only in this answer")
 
 
-def _json_is_storable(value: Any, path: str = "report") -> None:
+MAX_STORED_DEPTH = 64  # a profile-model report is a few levels deep; pydantic stops serializing at 255
+
+
+def _json_is_storable(value: Any, path: str = "report", depth: int = 0) -> None:
     """PostgreSQL's JSONB refuses NUL characters and JSON has no NaN or Infinity: say where, as a 422,
-    instead of failing at the insert."""
+    instead of failing at the insert. Nesting is bounded too: a report stored 300 levels deep could
+    never be read back (pydantic refuses to serialize it: every GET was a 500)."""
+    if depth > MAX_STORED_DEPTH:
+        raise ValueError(f"{path}: nested deeper than {MAX_STORED_DEPTH} levels")
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError(f"{path} contains a NUL character")
@@ -360,10 +387,10 @@ def _json_is_storable(value: Any, path: str = "report") -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             _json_is_storable(key, f"{path} key")
-            _json_is_storable(item, f"{path}.{key}")
+            _json_is_storable(item, f"{path}.{key}", depth + 1)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _json_is_storable(item, f"{path}[{i}]")
+            _json_is_storable(item, f"{path}[{i}]", depth + 1)
 
 
 class ModelProfileCreate(BaseModel):
@@ -376,7 +403,7 @@ class ModelProfileCreate(BaseModel):
     dtype: Literal["bfloat16", "float16", "float32"]
     batch: int = Field(ge=1, le=1 << 20, strict=True)
     seq: int = Field(ge=1, le=1 << 20, strict=True)
-    latency_ms: float = Field(gt=0, le=1e9)
+    latency_ms: float = Field(gt=0, le=1e9, strict=True)  # a number: "3" or true is refused
     report: dict[str, Any]
 
     @model_validator(mode="after")

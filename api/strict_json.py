@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
 
@@ -68,8 +70,13 @@ def loads_strict(raw: bytes | str) -> Any:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError:
         raise  # malformed JSON: FastAPI's own 422 json_invalid
+    except RecursionError:  # FastAPI answered any other exception with a 400 that said nothing
+        raise json.JSONDecodeError("the body is nested deeper than it can be read", "", 0) from None
     except ValueError as exc:  # our refusals, and integers longer than Python converts
-        raise json.JSONDecodeError(str(exc), text, 0) from None
+        message = str(exc)
+        if "integer string conversion" in message:  # Python's advice to call sys.set_int_max_str_digits
+            message = f"an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise json.JSONDecodeError(message, text, 0) from None
     reason = check_strings(value)
     if reason:
         raise json.JSONDecodeError(reason, text, 0)
@@ -90,6 +97,24 @@ class StrictJSONRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def strict_handler(request: Request) -> Response:
+            if _has_body(request) and not _is_json(request.headers.get("content-type", "")):
+                # FastAPI would not parse it and answer "Input should be a valid dictionary".
+                return JSONResponse(
+                    status_code=415,
+                    content={"detail": "send the body as JSON, with the header Content-Type: application/json"},
+                )
             return await handler(StrictJSONRequest(request.scope, request.receive))
 
         return strict_handler
+
+
+def _has_body(request: Request) -> bool:
+    length = request.headers.get("content-length")
+    return (length is not None and length.strip() not in ("", "0")) or "transfer-encoding" in request.headers
+
+
+def _is_json(content_type: str) -> bool:
+    """``application/json``, a ``+json`` type, with any parameters, or none at all: what FastAPI reads
+    as JSON."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return not media or media == "application/json" or (media.startswith("application/") and media.endswith("+json"))

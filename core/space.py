@@ -131,11 +131,12 @@ class SearchSpace:
         parameters = []
         for p in self.parameters:
             if p.name in values:
-                chosen = tuple(values[p.name])
-                extra = [v for v in chosen if v not in p.values]
+                matched = [_same_value(v, p.values) for v in values[p.name]]
+                extra = [v for v, m in zip(values[p.name], matched, strict=True) if m is None]
                 if extra:
                     raise InvalidInput(f"parameter {p.name!r}: values {extra} are not in {list(p.values)}")
-                parameters.append(Parameter(p.name, chosen))
+                # The parameter's own values (an int 2 given for 2.0 is 2.0), each once.
+                parameters.append(Parameter(p.name, tuple(dict.fromkeys(m for m in matched if m is not None))))
             else:
                 parameters.append(p)
         return SearchSpace(
@@ -264,3 +265,15 @@ def _plain(value: Any) -> Value:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _same_value(given: Value, values: Sequence[Value]) -> Value | None:
+    """The value of ``values`` that ``given`` names, or None. Equality alone is too loose: ``True ==
+    1`` and ``16.0 == 16``, and a config holding 16.0 has another key than the space's 16, so such a
+    restriction left no config ("empty search space"). An integer still names an equal float."""
+    for value in values:
+        if value == given and isinstance(given, bool) == isinstance(value, bool):
+            if isinstance(given, float) and not isinstance(value, float):
+                continue
+            return value
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import reprlib
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response
@@ -20,14 +22,29 @@ from kernelfarm.kernels.registry import get_kernel
 router = APIRouter(prefix="/v1", tags=["best"])
 
 
+# Integers are ASCII digits: str.isdigit() also takes "²" and other digits int() refuses (a 500).
+_INTEGER = re.compile(r"-?[0-9]+")
+MAX_INTEGER_DIGITS = 19  # beyond any problem size; int() of 5000 digits raised (a 500)
+
+
 def parse_problem(pairs: list[str]) -> dict[str, Any]:
-    """``["M=4096", "dtype=bf16"]`` → ``{"M": 4096, "dtype": "bf16"}`` (integers where they parse)."""
+    """``["M=4096", "dtype=bf16"]`` → ``{"M": 4096, "dtype": "bf16"}`` (integers where they parse).
+
+    Raises:
+        InvalidInput: an entry that is not name=value, a name given twice, or an integer too long.
+    """
     problem: dict[str, Any] = {}
     for pair in pairs:
-        name, sep, value = pair.partition("=")
+        name, sep, value = (part.strip() for part in pair.partition("="))
         if not sep or not name:
-            raise InvalidInput(f"problem entries look like name=value, got {pair!r}")
-        problem[name.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+            raise InvalidInput(f"problem entries look like name=value, got {reprlib.repr(pair)}")
+        if name in problem:
+            raise InvalidInput(f"problem {reprlib.repr(name)} is given twice")
+        integer = _INTEGER.fullmatch(value) is not None
+        digits = len(value.lstrip("-"))
+        if integer and digits > MAX_INTEGER_DIGITS:
+            raise InvalidInput(f"problem {reprlib.repr(name)}: {digits} digits, at most {MAX_INTEGER_DIGITS}")
+        problem[name] = int(value) if integer else value
     return problem
 
 

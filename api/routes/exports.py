@@ -14,6 +14,7 @@ from kernelfarm.api.routes.best import parse_problem
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import csv_format, header, json_format, kernel_tuner, t4, triton
 from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.models import Kernel
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.kernels.registry import get_kernel
 
@@ -66,7 +67,9 @@ def export_trials(
     """A job's trials: ``kernel_tuner`` (a Kernel Tuner cache file), ``t4`` (the Open Autotuning
     Results Schema) or ``csv``."""
     job = job_store.get_job(session, job_id)
-    export = exports_service.trials_export(session, get_kernel(job.kernel_name), job)
+    # The version the job measured, not the kernel's latest: a later upload may rename parameters.
+    spec = get_kernel(job.kernel_name, session.get_one(Kernel, job.kernel_id).version)
+    export = exports_service.trials_export(session, spec, job)
     if format == "csv":
         return Response(csv_format.write(export), media_type="text/csv")
     return Response((kernel_tuner if format == "kernel_tuner" else t4).write(export), media_type="application/json")

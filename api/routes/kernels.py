@@ -101,6 +101,7 @@ def upload_kernel(
             files=dict(bundle.files),
             recording=bundle.recording,
             owner=principal.name,
+            by_admin=Scope.ADMIN in principal.scopes,
         ),
     )
     public = version_public(row, created)
@@ -136,7 +137,9 @@ def show_kernel(
 
 @router.get("/{name}/versions", response_model=list[KernelVersionPublic])
 def list_versions(name: str, _: ReadToken, session: SessionDep) -> list[KernelVersionPublic]:
-    rows = version_store.versions(session, name)
+    # A name no upload can have (manifest names are identifiers) never reaches PostgreSQL, which
+    # refuses a NUL in a query parameter (it was a 500).
+    rows = version_store.versions(session, name) if name.isprintable() and len(name) <= 128 else []
     if not rows:
         raise NotFound(
             f"no uploaded kernel {name!r}" + (" (it is a catalogue kernel)" if name in all_kernels() else "")

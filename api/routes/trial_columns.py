@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Response
 from kernelfarm.api.deps import ReadToken, SessionDep
 from kernelfarm.api.insight_schemas import ConvergencePublic, TrialColumnsPublic
 from kernelfarm.core.errors import NotFound
+from kernelfarm.core.models import Kernel
 from kernelfarm.core.store.jobs import get_job
 from kernelfarm.core.store.trial_table import convergence, trial_columns_json
 from kernelfarm.kernels.registry import get_kernel
@@ -33,7 +34,8 @@ def job_trial_columns(
     metrics where present. Lighter than paging /trials (no repetitions, provenance or messages)."""
     job = get_job(session, job_id)
     # The database assembles the document (core/store/trial_table.py); it is sent as it comes.
-    body = trial_columns_json(session, job.id, _spec_order(job.kernel_name), limit)
+    version = session.get_one(Kernel, job.kernel_id).version  # the job's, not the kernel's latest
+    body = trial_columns_json(session, job.id, _spec_order(job.kernel_name, version), limit)
     return Response(content=body, media_type="application/json")
 
 
@@ -44,9 +46,9 @@ def job_convergence(job_id: uuid.UUID, _: ReadToken, session: SessionDep) -> Con
     return ConvergencePublic.model_validate(convergence(session, job_id))
 
 
-def _spec_order(kernel: str) -> list[str] | None:
+def _spec_order(kernel: str, version: int) -> list[str] | None:
     """The kernel spec's parameter order (the stored space is JSONB, which keeps no key order)."""
     try:
-        return [p.name for p in get_kernel(kernel).space.parameters]
+        return [p.name for p in get_kernel(kernel, version).space.parameters]
     except NotFound:  # a kernel no longer in the catalogue: the stored space's names
         return None

@@ -8,15 +8,15 @@ import re
 from functools import cache
 from importlib.resources import files
 from string import Template
-from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Body, FastAPI, Request, Response, status
+from fastapi import APIRouter, FastAPI, Request, Response, status
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from kernelfarm.api.deps import SettingsDep, principal_for, request_token
 from kernelfarm.api.session import SESSION_COOKIE, end_session, start_session
+from kernelfarm.api.strict_json import loads_strict
 from kernelfarm.core.errors import Forbidden, InvalidInput, KernelfarmError, Unauthorized
 from kernelfarm.core.store.tokens import Scope
 
@@ -124,14 +124,25 @@ async def login_page(next: str = "/ui/jobs") -> HTMLResponse:
     return _html(_template("login.html").substitute(next=target))
 
 
+MAX_LOGIN_BODY = 4096
+
+
 @router.post("/session", status_code=status.HTTP_204_NO_CONTENT)
-async def login(
-    request: Request, settings: SettingsDep, token: Annotated[str, Body(embed=True, min_length=1, max_length=512)]
-) -> Response:
+async def login(request: Request, settings: SettingsDep) -> Response:
     """Exchange an API token for the session cookies. JSON only: a cross-site form cannot send JSON
-    without a CORS preflight, so no other site can log a browser in with its own token."""
+    without a CORS preflight, so no other site can log a browser in with its own token. The body is
+    read here, after that check: declared as a body parameter, it was validated first, and a form
+    post got "Field required" instead of the reason."""
     if not request.headers.get("content-type", "").startswith("application/json"):
         raise InvalidInput('send the token as JSON: {"token": "kf_..."}')
+    raw = await request.body()
+    try:
+        data = loads_strict(raw) if len(raw) <= MAX_LOGIN_BODY else None
+    except ValueError as exc:  # json.JSONDecodeError, with the reason
+        raise InvalidInput(f"the body is not valid JSON: {exc}") from None
+    token = data.get("token") if isinstance(data, dict) and set(data) == {"token"} else None
+    if not isinstance(token, str) or not 1 <= len(token.strip()) <= 512:
+        raise InvalidInput('send the token as JSON: {"token": "kf_..."} (1 to 512 characters, nothing else)')
     principal = await principal_for(request, settings, token.strip())
     if Scope.READ not in principal.scopes:
         raise Forbidden(f"token {principal.name!r} lacks scope 'read'")

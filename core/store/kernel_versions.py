@@ -2,6 +2,10 @@
 
 The store keeps what was uploaded (a manifest, its files, a recording) without reading it: checking
 it and building a kernel from it is the kernels layer's job (kernels/manifest/).
+
+A name belongs to whoever uploaded its first version: only a token of that name, or an admin, may add
+versions to it. Without that rule any ``kernels`` token could make its own code the latest version of
+another owner's kernel, which every job that does not pin a version would then measure.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from kernelfarm.core.errors import NotFound
+from kernelfarm.core.errors import Forbidden, NotFound
 from kernelfarm.core.models import KernelVersion
 
 
@@ -25,6 +29,7 @@ class NewVersion:
     files: Mapping[str, str]
     recording: bytes | None
     owner: str
+    by_admin: bool = False  # an admin may add a version to any owner's name
 
 
 def add_version(session: Session, new: NewVersion) -> tuple[KernelVersion, bool]:
@@ -32,12 +37,21 @@ def add_version(session: Session, new: NewVersion) -> tuple[KernelVersion, bool]
 
     Returns:
         (the row, True when it was created now; False: the same content existed, as that version).
+
+    Raises:
+        Forbidden: the name belongs to another owner and the uploader is not an admin.
     """
     existing = by_hash(session, new.content_hash)
     if existing is not None:
         return existing, False
     # Serialize uploads of one name so two of them cannot take the same version number.
     session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"kernel_versions:{new.name}"))))
+    owner = name_owner(session, new.name)
+    if owner is not None and owner != new.owner and not new.by_admin:
+        raise Forbidden(
+            f"manifest.name: {new.name!r} belongs to {owner!r}; only a token named {owner!r} or an admin token"
+            " can add a version to it (choose another name)"
+        )
     latest = session.execute(select(func.max(KernelVersion.version)).where(KernelVersion.name == new.name)).scalar()
     statement = (
         insert(KernelVersion)
@@ -57,6 +71,12 @@ def add_version(session: Session, new: NewVersion) -> tuple[KernelVersion, bool]
     row = session.get_one(KernelVersion, created) if created is not None else by_hash(session, new.content_hash)
     assert row is not None
     return row, created is not None
+
+
+def name_owner(session: Session, name: str) -> str | None:
+    """Who uploaded the name's first version (None: the name is free)."""
+    query = select(KernelVersion.owner).where(KernelVersion.name == name).order_by(KernelVersion.version).limit(1)
+    return session.execute(query).scalar_one_or_none()
 
 
 def by_hash(session: Session, content_hash: str) -> KernelVersion | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import unicodedata
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -43,8 +44,31 @@ def effective_scopes(scopes: Sequence[str]) -> set[Scope]:
     return out
 
 
+MAX_NAME_LENGTH = 128
+MAX_TOKEN_ID = 2**31 - 1  # api_tokens.id is an INTEGER
+# Control, format (zero-width space, right-to-left override, ...), separator and unassigned characters.
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def check_token_name(name: str) -> str:
+    """The name as given, if it may own jobs and kernels; else InvalidInput saying why.
+
+    Ownership goes by name, and names are shown in job lists: a name that prints like another one
+    ("alice" followed by a zero-width space) or not at all could pass for someone else.
+    """
+    if not name or len(name) > MAX_NAME_LENGTH:
+        raise InvalidInput(f"a token name has 1 to {MAX_NAME_LENGTH} characters, got {len(name)}")
+    if name != name.strip():
+        raise InvalidInput("a token name may not start or end with white space")
+    for char in name:
+        if unicodedata.category(char) in _INVISIBLE:
+            raise InvalidInput(f"a token name may not contain U+{ord(char):04X} (an invisible or control character)")
+    return name
+
+
 def create_token(session: Session, name: str, scopes: Sequence[str]) -> str:
     """Create a token and return its plaintext (the only time it exists outside the caller)."""
+    check_token_name(name)
     try:
         parsed = sorted({Scope(s).value for s in scopes})
     except ValueError:
@@ -93,6 +117,8 @@ def revoke_token_id(session: Session, token_id: int) -> ApiToken:
     Raises:
         NotFound: no token has this id.
     """
+    if not 1 <= token_id <= MAX_TOKEN_ID:  # PostgreSQL refuses an integer parameter beyond its range
+        raise NotFound(f"token {token_id} not found")
     session.execute(
         update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
     )

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import threading
 import tomllib
 from collections.abc import Mapping
@@ -35,6 +36,7 @@ MAX_TOTAL_BYTES = 2 << 20
 MAX_RECORDING_BYTES = 8 << 20
 MAX_RECORDING_UNPACKED = 64 << 20
 MANIFEST_FILE = "manifest.json"
+MAX_MANIFEST_DEPTH = 16  # the schema's deepest field is 4 levels down
 # Operands each built-in reference reads (required, then optional).
 BUILTIN_OPERANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "matmul": (("a", "b"), ()),
@@ -61,15 +63,48 @@ def parse_manifest_text(raw: bytes, filename: str = MANIFEST_FILE) -> dict[str, 
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidManifest("manifest: not UTF-8 text") from None
+    kind = "TOML" if filename.endswith(".toml") else "JSON"
     try:
-        data = tomllib.loads(text) if filename.endswith(".toml") else json.loads(text)
+        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidManifest(
-            f"manifest: not valid {'TOML' if filename.endswith('.toml') else 'JSON'}: {exc}"
-        ) from None
+        raise InvalidManifest(f"manifest: not valid {kind}: {exc}") from None
+    except RecursionError:
+        raise InvalidManifest(f"manifest: {kind} nested deeper than {MAX_MANIFEST_DEPTH} levels") from None
+    except ValueError as exc:  # above all an integer longer than Python converts
+        too_long = "integer string" in str(exc)
+        reason = f"an integer of more than {sys.get_int_max_str_digits()} digits" if too_long else exc
+        raise InvalidManifest(f"manifest: not valid {kind}: {reason}") from None
     if not isinstance(data, dict):
         raise InvalidManifest("manifest: must be an object")
     return data
+
+
+def _check_storable(data: Mapping[str, Any]) -> None:
+    """Refuse what PostgreSQL cannot store or a reply cannot encode, naming the field: a NUL character
+    or a lone surrogate (JSON's ``\\u0000`` and ``\\ud800`` parse to both) in a key or value, and
+    nesting no manifest field has. Stored, a NUL broke every later job of the kernel (a 500)."""
+    stack: list[tuple[str, Any, int]] = [("manifest", data, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if depth > MAX_MANIFEST_DEPTH:
+            raise InvalidManifest(f"{path}: nested deeper than {MAX_MANIFEST_DEPTH} levels")
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                _check_text(f"{path} key {str(key)[:40]!r}", str(key))
+                stack.append((f"{path}.{key}", item, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((f"{path}.{index}", item, depth + 1) for index, item in enumerate(value))
+        elif isinstance(value, str):
+            _check_text(path, value)
+
+
+def _check_text(path: str, text: str) -> None:
+    if "\x00" in text:
+        raise InvalidManifest(f"{path}: contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidManifest(f"{path}: contains a lone surrogate (not a Unicode character)") from None
 
 
 def validated_model(data: Mapping[str, Any]) -> Manifest:
@@ -170,6 +205,7 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes])
     Raises:
         InvalidManifest: which field is wrong and why.
     """
+    _check_storable(manifest_data)
     manifest = validated_model(manifest_data)
     _check_sizes(uploads)
     recording_name = manifest.recording.file if manifest.recording else None
@@ -193,6 +229,8 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes])
             texts[name] = uploads[name].decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidManifest(f"files.{name}: not UTF-8 text") from None
+        if "\x00" in texts[name]:
+            raise InvalidManifest(f"files.{name}: contains a NUL byte (sources are text)")
     _check_source(manifest, texts)
     _check_names(manifest)
     bundle = Bundle(manifest, texts, uploads[recording_name] if recording_name else None)

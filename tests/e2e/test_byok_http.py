@@ -253,3 +253,67 @@ def test_cli_adds_lists_shows_and_versions_a_kernel(
     (folder / "axpb_naive.cu").unlink()
     missing = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
     assert missing.returncode == 1 and "axpb_naive.cu" in missing.stdout
+
+
+def renamed(manifest: dict[str, Any], uploads: dict[str, bytes], old: str, new: str) -> tuple[dict, dict]:
+    """The same kernel with a tunable parameter renamed, in the manifest and in the sources."""
+    text = json.dumps(manifest).replace(old, new)
+    return json.loads(text), {name: data.replace(old.encode(), new.encode()) for name, data in uploads.items()}
+
+
+def test_a_kernel_name_belongs_to_its_first_uploader(byok_farm: Farm, database_url: str, admin_token: str) -> None:
+    owner = make_token(database_url, "kernels", name="byok-owner")
+    other = make_token(database_url, "kernels", name="byok-other")
+    manifest, uploads = user_manifest() | {"name": "owned-axpb"}, user_uploads()
+    first = upload(client(byok_farm, owner), manifest, uploads)
+    assert first.status_code == 201 and first.json()["owner"] == "byok-owner", first.text
+
+    before = stored_versions(database_url)
+    changed = manifest | {"description": "another kernel under the owner's name"}
+    refused = upload(client(byok_farm, other), changed, uploads)
+    assert refused.status_code == 403 and "'byok-owner'" in refused.json()["detail"], refused.text
+    assert stored_versions(database_url) == before
+    # The same content is already stored: the answer is that version, and nothing changes.
+    same = upload(client(byok_farm, other), manifest, uploads)
+    assert same.status_code == 200 and same.json()["version"] == 1 and same.json()["owner"] == "byok-owner"
+
+    assert upload(client(byok_farm, owner), changed, uploads).json()["version"] == 2
+    by_admin = upload(client(byok_farm, admin_token), manifest | {"description": "an admin's fix"}, uploads)
+    assert by_admin.status_code == 201 and by_admin.json()["version"] == 3, by_admin.text
+    versions = client(byok_farm, owner).get("/v1/kernels/owned-axpb/versions").json()
+    assert [v["owner"] for v in versions][:2] == ["byok-owner", "byok-owner"] and len(versions) == 3
+
+
+def test_a_new_version_changes_neither_an_old_jobs_exports_nor_leaves_a_stale_best(
+    byok_farm: Farm, admin_token: str
+) -> None:
+    http = client(byok_farm, admin_token)
+    manifest = user_manifest() | {"name": "versioned-axpb", "recording": {"file": RECORDING}}
+    uploads = user_uploads() | {RECORDING: recording_bytes(manifest)}
+    assert upload(http, manifest, uploads).status_code == 201
+    body = {"kernel": "versioned-axpb", "gpu_model": RTX3090, "budget_trials": 8, "parallelism": 2, "seed": 3}
+    job_id = http.post("/v1/jobs", json=body).json()["id"]
+    done = wait_for(
+        lambda: (j := http.get(f"/v1/jobs/{job_id}").json())["state"] in ("complete", "failed") and j, 120, "the job"
+    )
+    assert done["state"] == "complete", done["status_message"]
+    lookup = {"kernel": "versioned-axpb", "gpu": RTX3090}
+    assert http.get("/v1/best", params=lookup).status_code == 200  # answered, and cached
+
+    # Version 2 renames a parameter and has no measurement yet.
+    manifest_2, uploads_2 = renamed(user_manifest() | {"name": "versioned-axpb"}, user_uploads(), "tile_size_y", "tsy")
+    assert upload(http, manifest_2, uploads_2).json()["version"] == 2
+    # /v1/best answers for the latest source: nothing is measured for it. The cached answer for
+    # version 1 was served until a trial of version 2 became a best.
+    wait_for(lambda: http.get("/v1/best", params=lookup).status_code == 404, 10, "the cached best to be dropped")
+
+    # The old job's trials are exported and plotted with the parameters it measured.
+    rows = http.get(f"/v1/jobs/{job_id}/export", params={"format": "csv"}).text.splitlines()
+    header = rows[0].split(",")
+    assert "tile_size_y" in header and "tsy" not in header, header
+    column = header.index("tile_size_y")
+    assert len(rows) == 9 and all(row.split(",")[column] for row in rows[1:]), rows
+    cache = http.get(f"/v1/jobs/{job_id}/export", params={"format": "kernel_tuner"}).json()
+    assert cache["tune_params_keys"] == ["block_size_x", "block_size_y", "tile_size_x", "tile_size_y"]
+    columns = http.get(f"/v1/jobs/{job_id}/trial-columns").json()
+    assert columns["parameters"] == cache["tune_params_keys"] and len(columns["config"]["tile_size_y"]) == 8

@@ -83,6 +83,13 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
     ("stray file", _add_file("notes.txt", b"hello"), "files", "not named"),
     ("source too large", _add_file("axpb.cu", b"//" + b"x" * (600 << 10)), "files.axpb.cu", "limit"),
     ("source not text", _add_file("axpb.cu", b"\xff\xfe\x00"), "files.axpb.cu", "UTF-8"),
+    # PostgreSQL stores neither: a NUL in the description was accepted and broke every later job (a 500)
+    ("NUL in a string", _set("description", "alpha \x00 beta"), "manifest.description", "NUL"),
+    ("lone surrogate in a string", _set("description", "alpha \ud800"), "manifest.description", "surrogate"),
+    ("NUL in a key", _set("problem.M\x00", {"default": 1}), "manifest.problem key", "NUL"),
+    ("NUL byte in a source", lambda m, u: u.__setitem__("axpb.cu", u["axpb.cu"] + b"\x00"), "files.axpb.cu", "NUL"),
+    ("nested too deeply", _set("description", [[[[[[[[[[[[[[[[[["deep"]]]]]]]]]]]]]]]]]]), "manifest.description",
+     "deeper than"),
     ("include of a file not uploaded", _add_file("axpb_common.h", b'#include "secret.h"\n'), "files.axpb_common.h",
      "secret.h"),
     ("recording of other parameters",
@@ -114,6 +121,14 @@ def test_unparseable_manifests_are_refused() -> None:
         parse_manifest_text(b"{", "m.json")
     with pytest.raises(InvalidManifest, match="larger than"):
         parse_manifest_text(b" " * (65 << 10), "m.json")
+    # Each of these raised past the parser's own errors (RecursionError, ValueError): a 500 at upload.
+    with pytest.raises(InvalidManifest, match="JSON nested deeper than"):
+        parse_manifest_text(b'{"a":' * 5000 + b"1" + b"}" * 5000, "m.json")
+    with pytest.raises(InvalidManifest, match="TOML nested deeper than"):
+        parse_manifest_text(b"a = " + b"[" * 3000 + b"]" * 3000, "m.toml")
+    for text, kind in ((b'{"format": ' + b"9" * 5000 + b"}", "m.json"), (b"default = " + b"9" * 5000, "m.toml")):
+        with pytest.raises(InvalidManifest, match="an integer of more than 4300 digits"):
+            parse_manifest_text(text, kind)
 
 
 def test_the_shipped_json_schema_is_the_models_schema() -> None:
