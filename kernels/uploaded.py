@@ -44,7 +44,7 @@ def spec_of_row(row: KernelVersion) -> KernelSpec:
     recording = manifest.get("recording", {}).get("file")
     if recording and row.recording is not None:
         uploads[recording] = bytes(row.recording)
-    bundle = check_bundle(manifest, uploads)
+    bundle = check_bundle(manifest, uploads, stored=True)
     directory = cache_root() / bundle.content_hash
     spec = build_spec(bundle, row.version, directory)
     with _lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import os
 import re
 import sys
@@ -23,6 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
 from kernelfarm.core.errors import ConstraintError, InvalidInput
@@ -96,6 +98,27 @@ def _check_storable(data: Mapping[str, Any]) -> None:
             stack.extend((f"{path}.{index}", item, depth + 1) for index, item in enumerate(value))
         elif isinstance(value, str):
             _check_text(path, value)
+        elif isinstance(value, float) and not math.isfinite(value):  # TOML's nan and inf
+            raise InvalidManifest(f"{path}: {value} is not a finite number")
+
+
+def _check_tune_values(manifest: Manifest) -> None:
+    """A config is keyed by its values' text joined by commas (Kernel Tuner's cache key), and a job
+    stores each key once: values that read the same ("1" and 1), or a comma inside a value, made two
+    configs one key, and the job stopped at the first clash and never finished."""
+    for name, values in manifest.tune_params.items():
+        texts: dict[str, Any] = {}
+        for value in values:
+            text = str(value)
+            if "," in text:
+                raise InvalidManifest(
+                    f"manifest.tune_params.{name}: {value!r} holds a comma (a config key joins values by commas)"
+                )
+            if text in texts:
+                raise InvalidManifest(
+                    f"manifest.tune_params.{name}: {texts[text]!r} and {value!r} read the same as text (a config's key)"
+                )
+            texts[text] = value
 
 
 def _check_text(path: str, text: str) -> None:
@@ -188,16 +211,20 @@ def read_bundle(directory: Path) -> Bundle:
     for path in directory.iterdir():
         if path.is_file() and path.name != MANIFEST_FILE and not path.name.startswith("."):
             files[path.name] = path.read_bytes()
-    return check_bundle(manifest, files)
+    return check_bundle(manifest, files, stored=True)
 
 
-def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes]) -> Bundle:
+def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes], *, stored: bool = False) -> Bundle:
     """Check a manifest with its uploaded files.
 
     Args:
         manifest_data: the parsed manifest.
         uploads: file name -> bytes: the sources and headers, the reference source and the
             recording the manifest names.
+        stored: the bundle is a stored version read back. The checks added after versions were
+            first stored (what PostgreSQL can hold, tune values a config key can tell apart) are
+            for new uploads only: one old version they would refuse must not make every version
+            of its kernel unreadable (the versions listing builds each).
 
     Returns:
         The bundle, ready to store and to build a KernelSpec from.
@@ -205,8 +232,11 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes])
     Raises:
         InvalidManifest: which field is wrong and why.
     """
-    _check_storable(manifest_data)
+    if not stored:
+        _check_storable(manifest_data)
     manifest = validated_model(manifest_data)
+    if not stored:
+        _check_tune_values(manifest)
     _check_sizes(uploads)
     recording_name = manifest.recording.file if manifest.recording else None
     extra = [name for name in (manifest.reference.source, manifest.reference.python) if name is not None]
@@ -229,10 +259,12 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes])
             texts[name] = uploads[name].decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidManifest(f"files.{name}: not UTF-8 text") from None
-        if "\x00" in texts[name]:
+        if not stored and "\x00" in texts[name]:
             raise InvalidManifest(f"files.{name}: contains a NUL byte (sources are text)")
     _check_source(manifest, texts)
     _check_names(manifest)
+    if not stored:
+        _check_shapes(manifest)
     bundle = Bundle(manifest, texts, uploads[recording_name] if recording_name else None)
     if bundle.recording is not None:
         check_recording(manifest, bundle.recording)
@@ -275,6 +307,35 @@ def _check_source(manifest: Manifest, texts: Mapping[str, str]) -> None:
         for include in _QUOTED_INCLUDE.findall(text):
             if include not in texts:
                 raise InvalidManifest(f'files.{name}: #include "{include}" names no uploaded file')
+
+
+MAX_BUFFER_BYTES = 32 << 30  # all buffers together, at the default problem: within one GPU's memory
+
+
+def _check_shapes(manifest: Manifest) -> None:
+    """Every buffer's shape at the default problem (the one a job gets without naming one) is whole
+    positive numbers, and the buffers fit a GPU: a negative, fractional or enormous shape parsed,
+    and only failed later, on a worker."""
+    problem = default_problem(manifest)
+    total = 0
+    for index, arg in enumerate(manifest.arguments):
+        if arg.kind != "buffer" or arg.shape is None:
+            continue
+        elements = 1
+        for axis, text in enumerate(arg.shape):
+            where = f"manifest.arguments.{index}.shape.{axis}"
+            try:
+                size = Expr.parse(where, text, frozenset(problem)).integer(problem)
+            except ConstraintError as exc:
+                raise InvalidManifest(f"{exc} (at the default problem {problem})") from None
+            if size < 1:
+                raise InvalidManifest(f"{where}: {text!r} = {size} at the default problem {problem}; sizes are >= 1")
+            elements *= size
+        total += elements * int(np.dtype(arg.dtype).itemsize)
+    if total > MAX_BUFFER_BYTES:
+        raise InvalidManifest(
+            f"manifest.arguments: the buffers take {total} bytes at the default problem, more than {MAX_BUFFER_BYTES}"
+        )
 
 
 def _scope_names(manifest: Manifest) -> tuple[frozenset[str], frozenset[str]]:

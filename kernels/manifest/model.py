@@ -41,6 +41,9 @@ Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_lengt
 Expression = Annotated[str, Field(min_length=1, max_length=500)]
 FileName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$", max_length=128)]
 TuneValue = int | float | str
+# uniqueItems: JSON Schema's equality (1 and 1.0 are one value); the upload also refuses values whose
+# text is the same ("1" and 1), since a config's key is its values' text (bundle._check_tune_values).
+TuneValues = Annotated[list[TuneValue], Field(min_length=1, max_length=1024, json_schema_extra={"uniqueItems": True})]
 DType = Literal["float16", "float32", "float64", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64"]
 BUILTIN_REFERENCES = ("matmul", "layernorm", "softmax", "conv2d", "attention")
 # NVRTC options a manifest may add: they change code generation only. Options that read host files
@@ -202,7 +205,7 @@ class Manifest(_Strict):
     description: Annotated[str, Field(max_length=2000)] = ""
     source: Source
     problem: dict[Identifier, ProblemParam] = Field(min_length=1, max_length=16)
-    tune_params: dict[Identifier, list[TuneValue]] = Field(min_length=1, max_length=32)
+    tune_params: dict[Identifier, TuneValues] = Field(min_length=1, max_length=32)
     restrictions: list[Expression] = Field(default_factory=list, max_length=64)
     launch: Launch
     arguments: list[Argument] = Field(min_length=1, max_length=32)
@@ -221,8 +224,6 @@ class Manifest(_Strict):
     @classmethod
     def _values(cls, params: dict[str, list[TuneValue]]) -> dict[str, list[TuneValue]]:
         for name, values in params.items():
-            if not 1 <= len(values) <= 1024:
-                raise ValueError(f"{name}: between 1 and 1024 values")
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: a value is listed twice")
         return params

@@ -88,6 +88,18 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
     ("lone surrogate in a string", _set("description", "alpha \ud800"), "manifest.description", "surrogate"),
     ("NUL in a key", _set("problem.M\x00", {"default": 1}), "manifest.problem key", "NUL"),
     ("NUL byte in a source", lambda m, u: u.__setitem__("axpb.cu", u["axpb.cu"] + b"\x00"), "files.axpb.cu", "NUL"),
+    # A config is keyed by its values' text joined by commas: these made two configs one key, and a job hung.
+    ("values that read the same", _set("tune_params.tile_size_y", ["1", 1]), "manifest.tune_params.tile_size_y",
+     "read the same"),
+    ("a comma in a value", _set("tune_params.tile_size_y", ["1,2", "3"]), "manifest.tune_params.tile_size_y",
+     "comma"),
+    ("NaN tune value", _set("tune_params.tile_size_y", [float("nan"), 1]), "manifest.tune_params.tile_size_y.0",
+     "finite"),
+    ("infinite tolerance", _set("tolerance", float("inf")), "manifest.tolerance", "finite"),
+    # Shapes are evaluated at the default problem: these parsed, and failed only on a GPU worker.
+    ("negative shape", _set("arguments.0.shape", ["-M", "N"]), "manifest.arguments.0.shape.0", ">= 1"),
+    ("fractional shape", _set("arguments.0.shape", ["M / 3", "N"]), "manifest.arguments.0.shape.0", "not an integer"),
+    ("enormous buffers", _set("arguments.0.shape", ["M * M * M", "N"]), "manifest.arguments", "more than"),
     ("nested too deeply", _set("description", [[[[[[[[[[[[[[[[[["deep"]]]]]]]]]]]]]]]]]]), "manifest.description",
      "deeper than"),
     ("include of a file not uploaded", _add_file("axpb_common.h", b'#include "secret.h"\n'), "files.axpb_common.h",
@@ -227,3 +239,12 @@ def test_kernel_tuner_examples_are_valid_manifests(name: str) -> None:
         assert all(size[d] <= covered[d] < size[d] + tile[d] for d in range(2)), (config, launch)
     if name == "convolution":
         assert impl.constant_memory() == {"d_filter": "filter"}
+
+
+def test_a_stored_version_the_upload_checks_would_now_refuse_is_still_read() -> None:
+    """Checks added later apply to new uploads: a stored version they refuse (here a NUL in its
+    description, accepted before) must not make its kernel's versions unreadable."""
+    manifest = user_manifest() | {"description": "stored before \x00 was refused"}
+    with pytest.raises(InvalidManifest, match="NUL"):
+        check_bundle(manifest, user_uploads())
+    assert check_bundle(manifest, user_uploads(), stored=True).name == "user-axpb"
