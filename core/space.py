@@ -44,6 +44,13 @@ class Parameter:
         for value in self.values:
             if isinstance(value, bool) or not isinstance(value, int | float | str):
                 raise InvalidInput(f"parameter {self.name!r}: values must be numbers or strings")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(f"parameter {self.name!r}: {value} is not a finite number")
+        # A config's key is its values' text joined by commas (SearchSpace.key), stored once per job:
+        # two values with one text, or a comma in one, would make two configs one key.
+        texts = [str(value) for value in self.values]
+        if len(set(texts)) != len(texts) or any("," in text for text in texts):
+            raise InvalidInput(f"parameter {self.name!r}: values must differ as text and hold no comma, got {texts}")
 
     @property
     def numeric(self) -> bool:
