@@ -77,7 +77,11 @@ def find_best(session: Session, spec: StoredKernel, problem: Mapping[str, Any], 
     raise NotFound(
         f"no verified measurement of {spec.name} for {gpu_model}: none for this problem, none for another "
         f"problem on this GPU model, and none on a GPU of the same architecture"
-        + ("" if capability else " (architecture of this GPU model unknown: no worker of it has registered)")
+        + (
+            ""
+            if capability
+            else " (architecture of this GPU model unknown: no worker of it has reported a compute capability)"
+        )
     )
 
 

@@ -7,8 +7,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from kernelfarm.commands.jobs import cells, fail, require_text
 from kernelfarm.context import cli_context
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import KernelfarmError
@@ -23,8 +25,14 @@ token_app = typer.Typer(help="API tokens (stored hashed; shown once).", no_args_
 @db_app.command("upgrade")
 def db_upgrade(revision: str = typer.Argument("head")) -> None:
     """Apply migrations to DATABASE_URL (or the embedded stack's database)."""
-    upgrade(cli_context().database_url(), revision)
-    console.print(f"schema at revision [bold]{revision}[/]")
+    from alembic.util import CommandError
+
+    require_text(revision, "REVISION")
+    try:
+        upgrade(cli_context().database_url(), revision)
+    except CommandError as exc:  # a revision the migrations do not have ("Can't locate revision ...")
+        fail(f"cannot upgrade to {revision!r}: {exc} (`head` is the newest schema)")
+    console.print(f"schema at revision [bold]{escape(revision)}[/]")
 
 
 @token_app.command("create")
@@ -35,6 +43,9 @@ def token_create(
     name: str = typer.Option("cli", help="a name to recognise and revoke the token by"),
 ) -> None:
     """Create a token and print it (the only time it is shown)."""
+    require_text(name, "--name")
+    for item in scope:
+        require_text(item, "--scope")
     try:
         with session_scope(cli_context().database_url()) as session:
             token = tokens.create_token(session, name, scope)
@@ -57,14 +68,15 @@ def token_list(as_json: bool = typer.Option(False, "--json", help="print JSON (f
         return
     table = Table("name", "scopes", "created", "last used", "revoked")
     for item in rows:
-        table.add_row(item["name"], ",".join(item["scopes"]), str(item["created_at"]), str(item["last_used_at"] or ""),
-                      str(item["revoked_at"] or ""))  # fmt: skip
+        table.add_row(*cells(item["name"], ",".join(item["scopes"]), item["created_at"], item["last_used_at"] or "",
+                             item["revoked_at"] or ""))  # fmt: skip
     console.print(table)
 
 
 @token_app.command("revoke")
 def token_revoke(name: str) -> None:
     """Revoke every active token with this name."""
+    require_text(name, "NAME")
     with session_scope(cli_context().database_url()) as session:
         count = tokens.revoke_token(session, name)
-    console.print(f"revoked {count} token(s) named {name!r}")
+    console.print(f"revoked {count} token(s) named {name!r}", markup=False, highlight=False)

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from kernelfarm.client import ApiError
+from kernelfarm.commands.jobs import fail
 from kernelfarm.context import cli_context
 from kernelfarm.gate.config import ConfigError, GateConfig, load_config
 from kernelfarm.gate.report import junit, markdown
@@ -54,23 +55,35 @@ def recheck(
 Check = Callable[[Client, GateConfig, str], list[Verdict]]
 
 
+def _format(path: Path) -> str:
+    """How load_config reads ``path``: JSON for *.json, else TOML."""
+    return "JSON" if path.suffix == ".json" else "TOML"
+
+
 def _run(
     title: str, config_path: Path, run_id: str | None, summary: Path | None, junit_xml: Path | None, check: Check
 ) -> None:
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        console.print(f"[red]error[/]: {exc}")
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
+    except UnicodeDecodeError:
+        fail(f"{config_path} is not valid {_format(config_path)}: not UTF-8 text", 2)
+    except RecursionError:
+        fail(f"{config_path} is not valid {_format(config_path)}: nested too deeply", 2)
+    except ValueError as exc:  # an integer longer than Python converts
+        fail(f"{config_path} is not valid {_format(config_path)}: {exc}", 2)
     run_id = run_id or uuid.uuid4().hex
     try:
         verdicts = check(cli_context().sdk_client(), config, run_id)
     except ConfigError as exc:
-        console.print(f"[red]error[/]: {exc}")
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
+    except UnicodeDecodeError:  # an export the config names
+        fail(f"an export {config_path} names (baseline, candidate) is not UTF-8 text", 2)
+    except RecursionError:
+        fail(f"an export {config_path} names (baseline, candidate) is nested too deeply", 2)
     except ApiError as exc:
-        console.print(f"[red]error[/]: {exc.detail if exc.status else exc}")
-        raise typer.Exit(2) from None
+        fail(exc.message, 2)
     text = markdown(title, verdicts, run_id)
     console.print(text, markup=False, highlight=False)
     if summary is not None:

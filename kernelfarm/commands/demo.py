@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kernelfarm.client import Client
 from kernelfarm.commands.jobs import call, follow_job, report
@@ -53,7 +54,7 @@ def _check(client: Client, job: dict[str, Any]) -> None:
     """The printed best must be the fastest completed trial of the job: say so, or fail."""
     times = [t["time_ms"] for t in client.all_trials(job["id"]) if t["state"] == "complete"]
     if job["state"] != "complete" or not times or job["best"] is None:
-        console.print(f"[red]job did not complete with a result: {job['status_message']}[/]")
+        console.print(f"[red]job did not complete with a result: {escape(job['status_message'])}[/]")
         raise typer.Exit(1)
     if job["best"]["time_ms"] != min(times):
         console.print(f"[red]best {job['best']['time_ms']} != fastest completed trial {min(times)}[/]")

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -23,6 +23,7 @@ from kernelfarm.client import ApiError, Client
 from kernelfarm.context import cli_context
 
 console = Console()
+err_console = Console(stderr=True)  # errors: never mixed into what a command prints (`--json` above all)
 FINISHED = {"complete", "failed", "cancelled"}
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # Exit codes of `tune` / `job --wait`: a job that ended without a result, and giving up on a job that
@@ -123,17 +124,43 @@ def _unsendable(value: Any) -> str | None:
     return None
 
 
+def fail(message: str, code: int = 1) -> NoReturn:
+    """One red line on standard error, then exit ``code``. ``message`` is printed as written: text from
+    users or the server ("[/x]", a name pattern's "[a-z]") is never read as rich markup."""
+    err_console.print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """API errors become one red line and exit code 1, never a traceback."""
+    """API errors become one red line on standard error and exit code 1, never a traceback."""
     try:
         return fn(*args, **kwargs)
     except ApiError as exc:
-        console.print(f"[red]error[/]: {exc.message}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(exc.message)
+
+
+def require_text(value: str, param_hint: str) -> str:
+    """``value`` if a request can carry it (UTF-8 text), else a usage error naming the argument."""
+    if _unsendable(value):
+        raise typer.BadParameter(f"{reprlib.repr(value)} is not valid UTF-8 text", param_hint=param_hint)
+    return value
+
+
+def finite_seconds(value: float | None, option: str, minimum: float = 0.0) -> float | None:
+    """``value`` (seconds) if it is a finite number of at least ``minimum``, else a usage error naming
+    ``option``: NaN compared false with every deadline (`tune --worker-timeout nan` followed forever)."""
+    if value is not None and not (math.isfinite(value) and value >= minimum):
+        raise typer.BadParameter(f"{value} is not a finite number of seconds >= {minimum:g}", param_hint=option)
+    return value
 
 
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def cells(*values: Any) -> list[str]:
+    """A table row's cells as written (rich reads a cell's text as markup: "[/x]" raised MarkupError)."""
+    return [escape(str(value)) for value in values]
 
 
 def format_config(config: dict[str, Any]) -> str:
@@ -157,13 +184,9 @@ def resolve_job_id(client: Client, job_id: str) -> str:
         if offset >= page["total"] or not page["items"]:
             break
     if not matches:
-        console.print(f"[red]error[/]: no job id starts with {job_id!r}")
-        raise typer.Exit(1)
+        fail(f"no job id starts with {job_id!r}")
     if len(matches) > 1:
-        console.print(
-            f"[red]error[/]: {job_id!r} matches {len(matches)} jobs ({', '.join(matches[:3])}…); give more of it"
-        )
-        raise typer.Exit(1)
+        fail(f"{job_id!r} matches {len(matches)} jobs ({', '.join(matches[:3])}…); give more of it")
     return matches[0]
 
 
@@ -199,6 +222,10 @@ def tune(
 
     Exit code: 0 when the job completed with a result; 1 when it failed, was cancelled or no trial
     succeeded; 3 when no live worker served its GPU model for --worker-timeout seconds."""
+    finite_seconds(worker_timeout, "--worker-timeout")
+    finite_seconds(progress_every, "--progress-every")
+    if budget_seconds is not None and not math.isfinite(budget_seconds):
+        raise typer.BadParameter(f"{budget_seconds} is not a finite number of seconds", param_hint="--budget-seconds")
     client = cli_context().client()
     body: dict[str, Any] = {
         "kernel": kernel, "gpu_model": gpu, "problem": parse_pairs(problem, "--problem"),
@@ -213,7 +240,8 @@ def tune(
         restricted = parse_pairs(set_values, "--set", _scalar_list)
         body["space"] = {"parameters": restricted, "constraints": constraint}
     job = call(client.submit, body)
-    console.print(f"job [bold]{job['id']}[/] submitted: {job['kernel']} {job['problem']} on {job['gpu_model']}")
+    what = f"{job['kernel']} {job['problem']} on {job['gpu_model']}"
+    console.print(f"job [bold]{escape(job['id'])}[/] submitted: {escape(what)}")
     if follow:
         final = follow_job(client, job["id"], progress_every=progress_every, worker_timeout=worker_timeout)
         report(client, final, top)
@@ -230,8 +258,9 @@ def follow_job(client: Client, job_id: str, poll: float = 0.5, progress_every: f
         return _follow_plain(client, job, poll, progress_every, worker_timeout)
     total = job["budget_trials"]
     watch = WorkerWatch(client, job["gpu_model"], worker_timeout)
+    status = TextColumn("{task.fields[best]}", markup=False)  # the server's status message, as written
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[best]}"), console=console, transient=False) as bar:  # fmt: skip
+                  status, console=console, transient=False) as bar:  # fmt: skip
         task = bar.add_task("tuning", total=total, best="")
         while True:
             done = job["progress"]["complete"] + job["progress"]["failed"]
@@ -271,9 +300,8 @@ class WorkerWatch:
         waited = now - self.last_seen
         if self.timeout is not None and waited >= self.timeout:
             job_id = job["id"]
-            console.print(f"[red]error[/]: no live worker for GPU model {self.gpu_model} for {waited:.0f} s; "
-                          f"job {job_id} is still {job['state']} (`kernelfarm cancel {job_id}` drops it)")  # fmt: skip
-            raise typer.Exit(EXIT_NO_WORKER)
+            fail(f"no live worker for GPU model {self.gpu_model} for {waited:.0f} s; job {job_id} is still "
+                 f"{job['state']} (`kernelfarm cancel {job_id}` drops it)", EXIT_NO_WORKER)  # fmt: skip
         return f"waiting: no live worker for GPU model {self.gpu_model} ({waited:.0f} s)"
 
 
@@ -289,7 +317,7 @@ def _follow_plain(client: Client, job: dict[str, Any], poll: float, every: float
             break
         if now - last_line >= every:
             last_line = now
-            console.print(_progress_line(job, waiting, now - started), highlight=False, soft_wrap=True)
+            console.print(_progress_line(job, waiting, now - started), markup=False, highlight=False, soft_wrap=True)
         time.sleep(poll)
         job = call(client.job, job["id"])
     return job
@@ -322,11 +350,12 @@ def describe_prior(prior: dict[str, Any]) -> str:
     if prior["state"] == "none":
         return "cold start: no other GPU model had tuned this kernel and problem"
     sources = ", ".join(escape(s) for s in prior["sources"])
-    return f"warm start: {prior['trials']} trials from {sources} ({PRIOR_STATES.get(prior['state'], prior['state'])})"
+    state = escape(PRIOR_STATES.get(prior["state"], prior["state"]))
+    return f"warm start: {prior['trials']} trials from {sources} ({state})"
 
 
 def report(client: Client, job: dict[str, Any], top: int) -> None:
-    console.print(f"job {job['id']}: [bold]{job['state']}[/] — {job['status_message']}")
+    console.print(f"job {escape(job['id'])}: [bold]{escape(job['state'])}[/] — {escape(job['status_message'])}")
     progress = job["progress"]
     console.print(f"trials: {progress['complete']} complete, {progress['failed']} failed, {progress['total']} total")
     if job.get("warm_start_prior"):  # a finished job's status message no longer says it
@@ -334,12 +363,12 @@ def report(client: Client, job: dict[str, Any], top: int) -> None:
     if job["best"]:
         energy = job["best"].get("energy_mj")
         measured = f"{job['best']['time_ms']:.4f} ms" + (f", {energy:.4g} mJ" if energy is not None else "")
-        console.print(f"[green]best config[/] ({measured}): {format_config(job['best']['config'])}")
+        console.print(f"[green]best config[/] ({measured}): {escape(format_config(job['best']['config']))}")
     page = call(client.trials, job["id"], order="time", state="complete", limit=top)
     table = Table("rank", "trial #", "time ms (median)", "p20", "p80", "config", title=f"top {top} trials")
     for rank, trial in enumerate(page["items"], 1):
         table.add_row(str(rank), str(trial["seq"] + 1), f"{trial['time_ms']:.4f}", f"{trial['time_p20_ms']:.4f}",
-                      f"{trial['time_p80_ms']:.4f}", format_config(trial["config"]))  # fmt: skip
+                      f"{trial['time_p80_ms']:.4f}", escape(format_config(trial["config"])))  # fmt: skip
     console.print(table)
     if job["state"] == "complete" and job["best"] is None:
         console.print("[red]no trial succeeded[/]: the job has no result")
@@ -362,11 +391,12 @@ def best(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
-    console.print(f"[green]{result['match']}[/] match: {result['matched_gpu_model']} {result['matched_problem']}")
+    matched = f"{result['matched_gpu_model']} {result['matched_problem']}"
+    console.print(f"[green]{escape(result['match'])}[/] match: {escape(matched)}")
     energy = f", {result['energy_mj']:.4g} mJ" if result.get("energy_mj") is not None else ""
     console.print(f"{result['time_ms']:.4f} ms{energy}  config {escape(json.dumps(result['config']))}", highlight=False)
     console.print(f"from trial {result['trial_id']} of job {result['job_id']}; backend "
-                  f"{result['provenance'].get('backend', '?')}")  # fmt: skip
+                  f"{result['provenance'].get('backend', '?')}", markup=False)  # fmt: skip
     if result.get("pareto"):
         front = Table("time ms", "energy mJ", "config", "trial", title="time/energy front, fastest first")
         for point in result["pareto"]:
@@ -386,8 +416,9 @@ def jobs(state: str = typer.Option(None), kernel: str = typer.Option(None), limi
                   title=f"jobs {offset + 1}-{offset + len(page['items'])} of {page['total']}")  # fmt: skip
     table.columns[0].no_wrap = True  # the full id, to copy (`job` and `cancel` also take a prefix)
     for job in page["items"]:
-        table.add_row(job["id"], job["kernel"], job["gpu_model"], job["state"], str(job["progress"]["total"]),
-                      f"{job['best']['time_ms']:.4f}" if job["best"] else "", job["status_message"][:50])  # fmt: skip
+        best_ms = f"{job['best']['time_ms']:.4f}" if job["best"] else ""
+        table.add_row(*cells(job["id"], job["kernel"], job["gpu_model"], job["state"], job["progress"]["total"],
+                             best_ms, job["status_message"][:50]))  # fmt: skip
     console.print(table)
 
 
@@ -412,7 +443,7 @@ def cancel(
     if as_json:
         print_json(job)
         return
-    console.print(f"job {job['id']}: {job['state']}")
+    console.print(f"job {job['id']}: {job['state']}", markup=False, highlight=False)
 
 
 def workers(include_all: bool = typer.Option(False, "--all", help="include stopped workers"),
@@ -424,8 +455,8 @@ def workers(include_all: bool = typer.Option(False, "--all", help="include stopp
         return
     table = Table("name", "backend", "gpu model", "gpu", "cc", "driver", "last heartbeat", "live")
     for w in rows:
-        table.add_row(w["name"], w["backend"], w["gpu_model"], w["gpu_name"], w["compute_capability"] or "",
-                      w["driver_version"] or "", w["last_heartbeat"], "yes" if w["live"] else "no")  # fmt: skip
+        table.add_row(*cells(w["name"], w["backend"], w["gpu_model"], w["gpu_name"], w["compute_capability"] or "",
+                            w["driver_version"] or "", w["last_heartbeat"], "yes" if w["live"] else "no"))  # fmt: skip
     console.print(table)
 
 
@@ -438,8 +469,8 @@ def kernels(as_json: bool = JSON_OPTION) -> None:
     table = Table("kernel", "backends", "problem (default)", "parameters", "valid configs", "recorded on")
     for k in rows:
         problem = " ".join(f"{p['name']}={k['default_problem'].get(p['name'], '?')}" for p in k["problem_params"])
-        table.add_row(k["name"], ",".join(k["backends"]), problem, ", ".join(k["parameters"]),
-                      str(k["valid_configs_default_problem"]), ",".join(k["recorded_gpu_models"]))  # fmt: skip
+        table.add_row(*cells(k["name"], ",".join(k["backends"]), problem, ", ".join(k["parameters"]),
+                            k["valid_configs_default_problem"], ",".join(k["recorded_gpu_models"])))  # fmt: skip
     console.print(table)
 
 

@@ -1,8 +1,9 @@
 """``kernelfarm kernel ...``: bring your own kernel. Upload a manifest with its files, list the
 kernels, show one, list an uploaded kernel's versions. (``kernelfarm kernels`` is the catalogue table.)
 
-``kernel add PATH`` reads the manifest (TOML or JSON) and uploads it with every file it names, found
-next to it: ``source.files``, ``reference.source``/``reference.python`` and ``recording.file``.
+``kernel add PATH`` reads the manifest (``*.toml``: TOML, ``*.json``: JSON, the suffix in any case) and
+uploads it with every file it names, found next to it: ``source.files``, ``reference.source``/
+``reference.python`` and ``recording.file``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from kernelfarm.commands.jobs import call
+from kernelfarm.commands.jobs import call, cells, fail
 from kernelfarm.context import cli_context
 
 console = Console()
@@ -24,29 +26,70 @@ kernel_app = typer.Typer(help="Bring your own kernel: upload CUDA kernel manifes
                          no_args_is_help=True)  # fmt: skip
 
 
+# A manifest's kind, by its suffix in any case (Manifest.TOML too).
+FORMATS = {".toml": "TOML", ".json": "JSON"}
+
+
+def _kind(value: Any) -> str:
+    """What a manifest value is, in TOML's words."""
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _table(manifest: dict[str, Any], field: str) -> dict[str, Any]:
+    """``manifest[field]``: a table when present (empty when absent: the server says what is missing)."""
+    value = manifest.get(field, {})
+    if not isinstance(value, dict):
+        fail(f"manifest.{field}: expected a table ([{field}] in TOML, an object in JSON), got {_kind(value)}")
+    return value
+
+
 def named_files(manifest: dict[str, Any]) -> list[str]:
-    """Every file a manifest names, in upload order."""
-    names = list(manifest.get("source", {}).get("files", []))
-    reference = manifest.get("reference", {})
-    names += [reference[key] for key in ("source", "python") if isinstance(reference.get(key), str)]
-    recording = manifest.get("recording", {})
-    if isinstance(recording, dict) and isinstance(recording.get("file"), str):
-        names.append(recording["file"])
+    """Every file a manifest names, in upload order. A table the file names sit in (``source``,
+    ``reference``, ``recording``) or ``source.files`` of the wrong type is one line naming the field;
+    anything else wrong is the server's to say (its validation names the field too)."""
+    files = _table(manifest, "source").get("files", [])
+    if not isinstance(files, list):
+        fail(f'manifest.source.files: expected an array of file names (files = ["kernel.cu"]), got {_kind(files)}')
+    reference = _table(manifest, "reference")
+    names = [*files, *(reference.get(key) for key in ("source", "python"))]
+    names.append(_table(manifest, "recording").get("file"))
     return [name for name in names if isinstance(name, str)]
 
 
+def manifest_format(path: Path) -> str:
+    """TOML or JSON, by the suffix in any case; another suffix is one line naming both."""
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        suffix = repr(path.suffix) if path.suffix else "a name without a suffix"
+        fail(f"{path}: a manifest is TOML (a .toml file) or JSON (a .json file), not {suffix}")
+    return kind
+
+
 def read_manifest(path: Path) -> tuple[bytes, dict[str, Any]]:
-    raw = path.read_bytes()
+    kind = manifest_format(path)
     try:
-        data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        console.print(
-            f"[red]error[/]: {path} is not a valid {'TOML' if path.suffix == '.toml' else 'JSON'} manifest: {exc}"
-        )
-        raise typer.Exit(1) from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror}")
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
+    except UnicodeDecodeError:
+        fail(f"{path} is not a valid {kind} manifest: not UTF-8 text")
+    except RecursionError:
+        fail(f"{path} is not a valid {kind} manifest: nested too deeply")
+    except ValueError as exc:  # TOMLDecodeError, JSONDecodeError, an integer longer than Python converts
+        fail(f"{path} is not a valid {kind} manifest: {exc}")
     if not isinstance(data, dict):
-        console.print(f"[red]error[/]: {path} is not a manifest (an object)")
-        raise typer.Exit(1)
+        fail(f"{path} is not a manifest: {kind} {_kind(data)}, not a table (an object)")
     return raw, data
 
 
@@ -54,19 +97,23 @@ def read_manifest(path: Path) -> tuple[bytes, dict[str, Any]]:
 def add(path: Path = typer.Argument(..., help="the manifest (.toml or .json); its files sit next to it")) -> None:
     """Upload a kernel manifest and its files; prints the version that holds them."""
     if not path.is_file():
-        console.print(f"[red]error[/]: no manifest at {path}")
-        raise typer.Exit(1)
+        fail(f"no manifest at {path}")
     raw, data = read_manifest(path)
     files: list[tuple[str, bytes]] = []
     for name in named_files(data):
         candidate = path.parent / name
-        if not candidate.is_file():
-            console.print(f"[red]error[/]: the manifest names {name!r}, which is not next to it ({candidate})")
-            raise typer.Exit(1)
-        files.append((name, candidate.read_bytes()))
-    stored = call(cli_context().client().upload_kernel, (path.name, raw), files)
+        try:
+            files.append((name, candidate.read_bytes()))
+        except OSError as exc:  # missing, a folder, unreadable, a name the file system refuses (NUL)
+            fail(f"the manifest names {name!r}, which is not a readable file next to it ({candidate}: {exc.strerror})")
+        except ValueError:
+            fail(f"the manifest names {name!r}, which no file can be called")
+    # The server reads *.toml as TOML, anything else as JSON: the name sent says which, in lower case.
+    sent_name = path.stem + path.suffix.lower()
+    stored = call(cli_context().client().upload_kernel, (sent_name, raw), files)
     what = "uploaded as" if stored["created"] else "already stored as"
-    console.print(f"{stored['name']} {what} version {stored['version']} (content {stored['content_hash'][:16]})")
+    console.print(f"{stored['name']} {what} version {stored['version']} (content {stored['content_hash'][:16]})",
+                  markup=False, highlight=False)  # fmt: skip
 
 
 @kernel_app.command("list")
@@ -75,8 +122,8 @@ def list_() -> None:
     rows = call(cli_context().client().kernels)
     table = Table("kernel", "version", "origin", "backends", "valid configs", "requires")
     for k in rows:
-        table.add_row(k["name"], str(k["version"]), k.get("origin", "catalogue"), ",".join(k["backends"]),
-                      str(k["valid_configs_default_problem"]), ",".join(k.get("requires", [])))  # fmt: skip
+        table.add_row(*cells(k["name"], k["version"], k.get("origin", "catalogue"), ",".join(k["backends"]),
+                            k["valid_configs_default_problem"], ",".join(k.get("requires", []))))  # fmt: skip
     console.print(table)
 
 
@@ -87,22 +134,24 @@ def show(
 ) -> None:
     """A kernel's parameters, restrictions, problem signature and where it runs."""
     kernel = call(cli_context().client().kernel, name, version)
-    console.print(f"[bold]{kernel['name']}[/] version {kernel['version']} ({kernel.get('origin', 'catalogue')}), "
-                  f"source {kernel['source_hash']}")  # fmt: skip
-    console.print(kernel["description"])
+    # Every text below is the server's, from an uploaded manifest: printed as written, never as markup.
+    console.print(f"[bold]{escape(kernel['name'])}[/] version {kernel['version']} "
+                  f"({escape(kernel.get('origin', 'catalogue'))}), source {escape(kernel['source_hash'])}")  # fmt: skip
+    console.print(kernel["description"], markup=False)
     table = Table("tune parameter", "values")
     for param, values in kernel["parameters"].items():
-        table.add_row(param, ", ".join(str(v) for v in values))
+        table.add_row(*cells(param, ", ".join(str(v) for v in values)))
     console.print(table)
     for restriction in kernel["constraints"]:
-        console.print(f"  restriction: {restriction}")
+        console.print(f"  restriction: {restriction}", markup=False)
     console.print(
-        f"default problem {kernel['default_problem']}: {kernel['valid_configs_default_problem']} valid configs"
+        f"default problem {kernel['default_problem']}: {kernel['valid_configs_default_problem']} valid configs",
+        markup=False,
     )
     if kernel.get("recorded_gpu_models"):
-        console.print(f"recorded on: {', '.join(kernel['recorded_gpu_models'])}")
+        console.print(f"recorded on: {', '.join(kernel['recorded_gpu_models'])}", markup=False)
     if kernel.get("requires"):
-        console.print(f"requires workers with: {', '.join(kernel['requires'])}")
+        console.print(f"requires workers with: {', '.join(kernel['requires'])}", markup=False)
 
 
 @kernel_app.command("versions")
@@ -111,6 +160,7 @@ def versions(name: str = typer.Argument(..., help="an uploaded kernel's name")) 
     rows = call(cli_context().client().kernel_versions, name)
     table = Table("version", "content hash", "source hash", "owner", "uploaded", "files", "recording")
     for row in rows:
-        table.add_row(str(row["version"]), row["content_hash"][:16], row["source_hash"], row["owner"],
-                      str(row["created_at"])[:19], ", ".join(row["files"]), row.get("recording") or "")  # fmt: skip
+        uploaded = str(row["created_at"])[:19]
+        table.add_row(*cells(row["version"], row["content_hash"][:16], row["source_hash"], row["owner"], uploaded,
+                             ", ".join(row["files"]), row.get("recording") or ""))  # fmt: skip
     console.print(table)

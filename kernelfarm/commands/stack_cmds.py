@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from kernelfarm.commands.serve import default_landscapes, gpu_backend_available
 from kernelfarm.context import cli_context
@@ -83,11 +84,12 @@ def up(
                 console.print("stopped by `kernelfarm down`")
                 return
             for name in supervisor.check():
-                console.print(f"[yellow]{name} exited on its own; restarted[/] (log: {ctx.state_dir / 'logs'})")
+                logs = escape(str(ctx.state_dir / "logs"))
+                console.print(f"[yellow]{name} exited on its own; restarted[/] (log: {logs})")
             for name, health in supervisor.health().items():
                 if health.state in ("crash-looping", "gave up") and announced.get(name) != health.state:
                     console.print(f"[bold red]{name} is {health.state.upper()}[/]: {health.exits} exits in "
-                                  f"{supervisor.window_s:.0f} s; see {health.log}")  # fmt: skip
+                                  f"{supervisor.window_s:.0f} s; see {escape(str(health.log))}")  # fmt: skip
                 announced[name] = health.state
     except KeyboardInterrupt:
         pass
@@ -96,8 +98,9 @@ def up(
 
 
 def _describe(state: StackState, plan: WorkerPlan) -> None:
-    console.print(f"[green]up[/]: API {state.api_url}  database {state.database_url}  broker {state.redis_url}")
-    console.print(f"dashboard {state.api_url}/ui/  (log in with the admin token {state.token})")
+    urls = f"API {state.api_url}  database {state.database_url}  broker {state.redis_url}"  # a password may hold "["
+    console.print(f"[green]up[/]: {escape(urls)}")
+    console.print(f"dashboard {state.api_url}/ui/  (log in with the admin token {state.token})", markup=False)
     what = {"replay": "replaying recorded measurements", "fake": "synthetic timings on the CPU (no GPU)"}.get(
         plan.backend, "measuring on the GPU"
     )
@@ -112,14 +115,14 @@ def down(state_dir: Path = typer.Option(None, help="the state directory used by 
 def _report_stop(state_dir: Path) -> None:
     report = stop_stack_checked(state_dir)
     if report.stopped:
-        console.print(f"stopped: {', '.join(report.stopped)}")
+        console.print(f"stopped: {', '.join(report.stopped)}", markup=False)
     if report.left:
         console.print(
-            f"[red]still running[/]: {'; '.join(report.left)} (run `kernelfarm down` again, or stop it by pid)"
+            f"[red]still running[/]: {escape('; '.join(report.left))} (run `kernelfarm down` again, or stop it by pid)"
         )
         raise typer.Exit(1)
     if not report.stopped:
-        console.print(f"nothing was running (state dir {state_dir.resolve()})")
+        console.print(f"nothing was running (state dir {state_dir.resolve()})", markup=False)
 
 
 def status(state_dir: Path = typer.Option(None),
@@ -133,9 +136,9 @@ def status(state_dir: Path = typer.Option(None),
     if state is None:
         left = survivors(ctx.state_dir)
         extra = f"; left over from an earlier stack: {', '.join(left)} (`kernelfarm down` stops them)" if left else ""
-        console.print(f"not running (state dir {ctx.state_dir.resolve()}): run `kernelfarm up`{extra}")
+        console.print(f"not running (state dir {ctx.state_dir.resolve()}): run `kernelfarm up`{extra}", markup=False)
         raise typer.Exit(1)
-    console.print(f"API {state.api_url}; state dir {ctx.state_dir.resolve()}")
+    console.print(f"API {state.api_url}; state dir {ctx.state_dir.resolve()}", markup=False)
     health = read_health(ctx.state_dir)
     failing = False
     for process in state.processes:
@@ -147,7 +150,7 @@ def status(state_dir: Path = typer.Option(None),
                 else "[red]exited[/] (no supervisor: `kernelfarm up` in the foreground restarts)"
             )
         elif known.state in ("crash-looping", "gave up"):
-            described = f"[bold red]{known.state.upper()}[/] ({known.exits} exits; log {known.log})"
+            described = f"[bold red]{known.state.upper()}[/] ({known.exits} exits; log {escape(str(known.log))})"
         else:
             described = known.state + (f" in {known.restart_in_s:.0f} s" if known.state == "restarting" else "")
         failing = failing or "exited" in described or "CRASH" in described or "GAVE" in described

@@ -26,6 +26,7 @@ from typing import Any
 
 from kernelfarm.model_profiler.attribution import Attribution, Owner, RecordedEvent, TimedEvent, attribute
 from kernelfarm.model_profiler.models import ModelUnderTest
+from kernelfarm.model_profiler.output import OutputError, write_atomically
 
 # Inferences run inside the timed profiler session before the timed ones: the session's first
 # inference pays one-time costs (CUPTI's buffers, the first records) that are no part of the figure.
@@ -177,8 +178,11 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
     with profile(activities=activities, record_shapes=True) as full:
         recorded_ms = latency(run, mut.device, 1)[0]
     if trace_path is not None:
-        trace_path.parent.mkdir(parents=True, exist_ok=True)
-        full.export_chrome_trace(str(trace_path))
+        try:
+            trace_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot make the folder {trace_path.parent}: {exc.strerror or exc}") from None
+        write_atomically(trace_path, lambda tmp: full.export_chrome_trace(str(tmp)))
 
     recorded, ops = _recorded_kernels(full) if on_gpu else _recorded_operators(full)
     timed_pass = "device activity only (kernels, copies, sets)" if on_gpu else "operators without shapes"

@@ -8,6 +8,7 @@ classes stand on measured numbers too. A JSON file of :class:`Ceilings` fields c
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -15,10 +16,45 @@ from pathlib import Path
 from kernelfarm.worker.measuring.roofline import Ceilings
 
 
+class CeilingsError(ValueError):
+    """A ceilings file that cannot be read or is not a JSON object of :class:`Ceilings` fields."""
+
+
+RATES = ("dram_bytes_per_s", "fp32_flops", "tensor_flops")  # the required fields: numbers > 0
+
+
 def load(path: Path) -> Ceilings:
-    data = json.loads(path.read_text())
-    names = {f.name for f in fields(Ceilings)}
-    return Ceilings(**{k: v for k, v in data.items() if k in names})
+    """The ceilings in a JSON file: ``dram_bytes_per_s``, ``fp32_flops`` and ``tensor_flops`` (finite
+    numbers > 0), optionally ``how`` (text); other keys are ignored (``profile.json``'s ``ceilings`` object
+    is such a file).
+
+    Raises:
+        CeilingsError: the file cannot be read, is not JSON, or lacks a rate or has a bad one.
+    """
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise CeilingsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise CeilingsError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise CeilingsError(f"{path} must hold a JSON object with {', '.join(RATES)}, not {type(data).__name__}")
+    missing = [name for name in RATES if name not in data]
+    if missing:
+        names = {f.name for f in fields(Ceilings)}
+        other = sorted(set(data) - names)
+        raise CeilingsError(
+            f"{path} lacks {', '.join(missing)} (a ceilings file has {', '.join(RATES)}: numbers > 0)"
+            + (f"; not ceilings: {', '.join(map(repr, other))}" if other else "")
+        )
+    for name in RATES:
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise CeilingsError(f"{path}: {name} must be a number > 0, got {value!r}")
+    how = data.get("how", f"given by {path}")
+    if not isinstance(how, str):
+        raise CeilingsError(f"{path}: how must be text, got {how!r}")
+    return Ceilings(**{name: float(data[name]) for name in RATES}, how=how)
 
 
 def measure(device: str) -> Ceilings:

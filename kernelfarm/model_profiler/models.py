@@ -66,30 +66,53 @@ def build(spec: str, *, dtype: str, batch: int, seq: int, device: str, seed: int
     Raises:
         ModelError: unknown name, import failure, or a function that does not return ``(model, inputs)``.
     """
+    check_spec(spec)
     import torch
 
     torch_dtype = _torch_dtype(dtype)
     torch.manual_seed(seed)
     if spec in BUILT_INS:
         model, inputs = _built_in(BUILT_INS[spec], torch_dtype, batch, seq, device)
-    elif ":" in spec:
+    else:
         model, inputs = _user_model(spec)(dtype=torch_dtype, batch=batch, seq=seq, device=device)
         if isinstance(inputs, (tuple, list)):
             inputs = {f"arg{i}": value for i, value in enumerate(inputs)}
             model = _Positional(model, len(inputs))
-    else:
+    return ModelUnderTest(spec, model.eval(), dict(inputs), dtype, device)
+
+
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+def check_spec(spec: str) -> None:
+    """Refuse a model name that cannot be built, before anything is imported (torch included).
+
+    Raises:
+        ModelError: not a built-in name, nor ``module:function`` with a dotted module name and a function name.
+    """
+    if spec in BUILT_INS:
+        return
+    if ":" not in spec:
         known = ", ".join(sorted(BUILT_INS))
         raise ModelError(f"unknown model {spec!r}: use one of {known} or module:function")
-    return ModelUnderTest(spec, model.eval(), dict(inputs), dtype, device)
+    module_name, _, function_name = spec.partition(":")
+    form = "give module:function, e.g. mypkg.models:build"
+    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
+        raise ModelError(f"model {spec!r}: {module_name!r} is not a module name ({form})")
+    if not function_name.isidentifier():
+        raise ModelError(f"model {spec!r}: {function_name!r} is not a function name ({form})")
+
+
+def check_dtype(name: str) -> None:
+    if name not in DTYPES:
+        raise ModelError(f"unknown dtype {name!r}: use one of {', '.join(DTYPES)}")
 
 
 def _torch_dtype(name: str) -> Any:
     import torch
 
-    dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-    if name not in dtypes:
-        raise ModelError(f"unknown dtype {name!r}: use one of {', '.join(dtypes)}")
-    return dtypes[name]
+    check_dtype(name)
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
 
 
 def _built_in(built_in: BuiltIn, dtype: Any, batch: int, seq: int, device: str) -> tuple[Any, dict[str, Any]]:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernelfarm.model_profiler.analysis import OperatorReport, ProfileReport
+from kernelfarm.model_profiler.output import write_text
 
 TOP = 15
 
@@ -157,11 +158,11 @@ def write_markdown(report: ProfileReport, path: Path, top: int = TOP) -> None:
                   f"({'match' if swap['outputs_match'] else 'MISMATCH'})"]  # fmt: skip
         if (check := output_check_line(swap)) is not None:
             lines += ["", f"Outputs {check}."]
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def write_json(report: ProfileReport, path: Path) -> None:
-    path.write_text(json.dumps(report.to_json(), indent=1))
+    write_text(path, json.dumps(report.to_json(), indent=1))
 
 
 def write_html(report: ProfileReport, path: Path, top: int = TOP) -> None:
@@ -187,7 +188,8 @@ def write_html(report: ProfileReport, path: Path, top: int = TOP) -> None:
         for op in report.operators
     )
     hints = "".join(f"<li>{html.escape(h)}</li>" for h in report.hints)
-    path.write_text(
+    write_text(
+        path,
         "<!doctype html><meta charset='utf-8'><title>kernelfarm profile</title>"
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
         f"<h1>{html.escape(report.model)} on {html.escape(report.device_name)}</h1>"
@@ -195,5 +197,5 @@ def write_html(report: ProfileReport, path: Path, top: int = TOP) -> None:
         + "".join(f"<p>{html.escape(line)}</p>" for line in timing_lines(report))
         + f"<h2>Where the time goes</h2>{svg}<h2>Hints</h2><ul>{hints}</ul>"
         "<h2>Operators</h2><table><tr><th>operator</th><th>shapes</th><th>calls</th><th>ms</th><th>share</th>"
-        f"<th>TFLOP/s</th><th>GB/s</th><th>class</th><th>hint</th></tr>{rows}</table>"
+        f"<th>TFLOP/s</th><th>GB/s</th><th>class</th><th>hint</th></tr>{rows}</table>",
     )

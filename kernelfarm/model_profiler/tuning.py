@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +33,13 @@ class TuningPlan:
 
 
 def tune_hot_operators(client: Client, operators: list[OperatorReport], *, dtype: str, gpu_model: str,
-                       plan: TuningPlan, fused: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:  # fmt: skip
+                       plan: TuningPlan, fused: Sequence[dict[str, Any]] = (),
+                       progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One entry per mapped hot operator: kernel, problem, baseline and tuned times, speedup, status.
+
+    The submitted jobs are waited for up to ``plan.timeout_s``; ``progress`` (the command's console) is told
+    when the wait starts and as each job finishes. A job still unfinished then is cancelled (nothing is left
+    queued on the farm): its status says so.
 
     ``plan.top`` counts the operators the farm has a kernel for; hotter ones it has none for (e.g.
     attention in a dtype no farm kernel takes) are listed with the status "no farm kernel".
@@ -75,7 +80,7 @@ def tune_hot_operators(client: Client, operators: list[OperatorReport], *, dtype
                 continue
         entries.append(entry)
         _submit(client, entry, offered, dtype=dtype, gpu_model=gpu_model, plan=plan, pending=pending)
-    _wait(client, pending, plan.timeout_s)
+    _wait(client, pending, plan.timeout_s, progress or (lambda line: logger.info("%s", line)))
     for entry in pending.values():
         best = _exact_best(client, entry["kernel"], gpu_model, entry["kernel_problem"])
         if best is not None:
@@ -150,16 +155,27 @@ def _record(entry: dict[str, Any], best: dict[str, Any], status: str) -> None:
     )  # fmt: skip
 
 
-def _wait(client: Client, pending: dict[str, dict[str, Any]], timeout_s: float) -> None:
+def _wait(client: Client, pending: dict[str, dict[str, Any]], timeout_s: float, say: Callable[[str], None]) -> None:
+    if not pending:
+        return
+    say(f"waiting up to {timeout_s:.0f} s for {len(pending)} tuning job(s) on the farm: {', '.join(pending)}")
     deadline = time.monotonic() + timeout_s
     waiting = dict(pending)
     while waiting and time.monotonic() < deadline:
         for job_id in list(waiting):
             job = client.job(job_id)
             if job["state"] in FINISHED:
-                waiting.pop(job_id)["status"] = job["state"]
+                entry = waiting.pop(job_id)
+                entry["status"] = job["state"]
+                say(f"tuning job {job_id} ({entry['kernel']}) {job['state']}; {len(waiting)} still running")
         if waiting:
-            time.sleep(1.0)
-    for entry in waiting.values():
-        entry["status"] = "timed out"
-        logger.warning("tuning job %s did not finish in %.0f s", entry.get("job_id"), timeout_s)
+            time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
+    for job_id, entry in waiting.items():
+        try:
+            client.cancel(job_id)
+        except ApiError as exc:  # the wait is over either way; say what is left on the farm
+            entry["status"] = f"timed out after {timeout_s:.0f} s; not cancelled ({exc.message}): cancel it"
+        else:
+            entry["status"] = f"timed out after {timeout_s:.0f} s: cancelled"
+        logger.warning("tuning job %s did not finish in %.0f s: %s", job_id, timeout_s, entry["status"])
+        say(f"tuning job {job_id} ({entry['kernel']}) {entry['status']}")

@@ -4,23 +4,34 @@ Retries: a request that could not reach the farm, timed out, or got 429/502/503/
 (``retries`` times, exponential back-off). That is safe for every call: reads and cancel are
 idempotent, and :meth:`Client.submit` sends an ``Idempotency-Key`` (one per call unless you give
 one), so a retried submission returns the job the first attempt created, never a second job.
+
+Errors: every method raises :class:`kernelfarm.client.ApiError`, whatever went wrong with the request. A
+request that cannot be encoded (a NaN, a lone surrogate) is not sent and raises ApiError 422, as the farm
+would answer it; ids are sent as one quoted path segment each, so ``job("../kernels")`` asks for that job
+(and gets the farm's 404), never another resource.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
+from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from kernelfarm.client import ApiError
+from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import BestExport
 from kernelfarm.sdk.results import BestConfig, Job, Kernel, Trial
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+NOT_SENT = 422  # the status of a request the client refuses to send: what the farm answers such a request
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class WaitTimeout(TimeoutError):
@@ -41,7 +52,8 @@ class Client:
         transport: an httpx transport (tests; a proxy-aware one).
 
     Raises (every method): :class:`kernelfarm.client.ApiError` with the HTTP status (0: the farm
-    could not be reached) and the farm's reason.
+    could not be reached; 422 also for a request that was not sent because it cannot be encoded) and
+    the farm's reason. The constructor raises ValueError for an argument out of range.
     """
 
     def __init__(
@@ -54,6 +66,7 @@ class Client:
         backoff: float = 0.5,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        _check_arguments(base_url, token, timeout, retries, backoff)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
         self.retries, self.backoff = retries, backoff
@@ -101,10 +114,10 @@ class Client:
                     "strategy_options": dict(strategy_options) if strategy_options is not None else None}  # fmt: skip
         body |= {k: v for k, v in optional.items() if v is not None}
         key = idempotency_key or f"kernelfarm-client-{uuid.uuid4()}"
-        return Job.model_validate(self._json("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}))
+        return self._model(Job, "POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key})
 
     def job(self, job_id: str) -> Job:
-        return Job.model_validate(self._json("GET", f"/v1/jobs/{job_id}"))
+        return self._model(Job, "GET", _job_path(job_id))
 
     def follow(self, job_id: str, *, poll: float = 0.5) -> Iterator[Job]:
         """Yield the job each time its progress or state changes, the last time when it finished."""
@@ -145,7 +158,7 @@ class Client:
             time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
 
     def cancel(self, job_id: str) -> Job:
-        return Job.model_validate(self._json("POST", f"/v1/jobs/{job_id}/cancel"))
+        return self._model(Job, "POST", _job_path(job_id, "cancel"))
 
     def trials(self, job_id: str, *, state: str | None = None, order: str = "seq") -> list[Trial]:
         """Every trial of a job (all pages)."""
@@ -154,9 +167,13 @@ class Client:
             params: dict[str, Any] = {"order": order, "limit": 1000, "offset": len(items)}
             if state:
                 params["state"] = state
-            page = self._json("GET", f"/v1/jobs/{job_id}/trials", params=params)
-            items += [Trial.model_validate(t) for t in page["items"]]
-            if not page["items"] or len(items) >= page["total"]:
+            page = self._json("GET", _job_path(job_id, "trials"), params=params)
+            try:
+                new, total = [Trial.model_validate(t) for t in page["items"]], int(page["total"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ApiError(200, f"the farm's answer is not a page of trials: {exc}") from None
+            items += new
+            if not new or len(items) >= total:
                 return items
 
     # ------------------------------------------------------------------ best configs
@@ -170,7 +187,7 @@ class Client:
         params = [("kernel", kernel), ("gpu", gpu), *_problem_params(problem)]
         if objective != "time":
             params.append(("objective", objective))
-        return BestConfig.model_validate(self._json("GET", "/v1/best", params=params))
+        return self._model(BestConfig, "GET", "/v1/best", params=params)
 
     @overload
     def export(
@@ -206,34 +223,60 @@ class Client:
         params = [("kernel", kernel), ("format", format), *(("gpu", g) for g in gpu or []), *_problem_params(problem)]
         response = self._request("GET", "/v1/best/export", params=params)
         if format == "json":
-            return json_format.read(response.text)
+            try:
+                return json_format.read(response.text)
+            except InvalidInput as exc:
+                raise ApiError(response.status_code, f"the farm's export is not readable: {exc}") from None
         if format == "triton":
-            files: dict[str, str] = response.json()["files"]
+            answer = _decoded(response)
+            files = answer.get("files") if isinstance(answer, dict) else None
+            if not isinstance(files, dict):
+                raise ApiError(response.status_code, "the farm's triton export has no files")
             return files
         return response.text
 
     def export_trials(self, job_id: str, format: Literal["kernel_tuner", "t4", "csv"] = "kernel_tuner") -> str:
         """A job's trials as a Kernel Tuner cache file, T4 results JSON or CSV (text)."""
-        return self._request("GET", f"/v1/jobs/{job_id}/export", params={"format": format}).text
+        return self._request("GET", _job_path(job_id, "export"), params={"format": format}).text
 
     def kernels(self) -> list[Kernel]:
-        return [Kernel.model_validate(k) for k in self._json("GET", "/v1/kernels")]
+        listed = self._json("GET", "/v1/kernels")
+        try:
+            return [Kernel.model_validate(k) for k in listed]
+        except (TypeError, ValidationError) as exc:
+            raise ApiError(200, f"the farm's answer is not a list of kernels: {exc}") from None
+
+    def kernel(self, name: str) -> Kernel:
+        """One kernel of the catalogue (or uploaded); ApiError 404 when the farm has no such kernel."""
+        return self._model(Kernel, "GET", f"/v1/kernels/{_segment(name, 'kernel')}")
 
     def workers(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._json("GET", "/v1/workers")
         return result
 
     # ------------------------------------------------------------------ transport
+    def _model(self, model: type[_Model], method: str, path: str, **kwargs: Any) -> _Model:
+        response = self._request(method, path, **kwargs)
+        try:
+            return model.model_validate(_decoded(response))
+        except ValidationError as exc:
+            what = f"the farm's answer to {method} {path} is not a {model.__name__}"
+            raise ApiError(response.status_code, f"{what}: {exc}") from None
+
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self._request(method, path, **kwargs).json()
+        return _decoded(self._request(method, path, **kwargs))
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            request = self.http.build_request(method, path, **kwargs)
+        except (ValueError, TypeError, httpx.InvalidURL) as exc:  # UnicodeEncodeError is a ValueError
+            raise ApiError(NOT_SENT, f"not sent: the request cannot be encoded ({_unencodable(exc)})") from None
         delay = self.backoff
         for attempt in range(self.retries + 1):
             last_try = attempt == self.retries
             try:
-                response = self.http.request(method, path, **kwargs)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                response = self.http.send(request)
+            except httpx.RequestError as exc:  # not reached, timed out, the answer undecodable
                 if last_try:
                     raise ApiError(0, f"cannot reach the farm at {self.http.base_url}: {exc}") from None
             else:
@@ -244,6 +287,52 @@ class Client:
             time.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+
+def _check_arguments(base_url: str, token: str | None, timeout: float, retries: int, backoff: float) -> None:
+    """The constructor's arguments, refused with the reason (ValueError) rather than failing later."""
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+    if token is not None and (not isinstance(token, str) or not token.isascii() or not token.isprintable()):
+        raise ValueError("token must be printable ASCII text (from `kernelfarm token create`)")
+    for name, value in (("timeout", timeout), ("backoff", backoff)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    if timeout == 0:
+        raise ValueError("timeout must be more than 0 seconds")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an integer >= 0 (extra attempts after the first), got {retries!r}")
+
+
+def _segment(value: str, what: str) -> str:
+    """``value`` as one path segment: quoted, so that it can never name another resource."""
+    if not isinstance(value, str) or not value:
+        raise ApiError(404, f"{what} {value!r} not found")
+    try:
+        quoted = quote(value, safe="")
+    except UnicodeEncodeError as exc:
+        raise ApiError(NOT_SENT, f"not sent: the {what} cannot be encoded ({_unencodable(exc)})") from None
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted  # dot segments would be resolved
+
+
+def _job_path(job_id: str, *rest: str) -> str:
+    """``/v1/jobs/<id>[/rest]``; a ``uuid.UUID`` is taken as its text."""
+    return "/".join(["/v1/jobs", _segment(job_id if isinstance(job_id, str) else str(job_id), "job"), *rest])
+
+
+def _unencodable(exc: Exception) -> str:
+    if isinstance(exc, UnicodeEncodeError):
+        return f"text that is not valid Unicode: {exc.object[exc.start : exc.end]!r} at position {exc.start}"
+    if isinstance(exc, ValueError) and "JSON compliant" in str(exc):
+        return "a NaN or infinite number: JSON has none"
+    return str(exc)
+
+
+def _decoded(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:  # a proxy's HTML page, a truncated answer
+        raise ApiError(response.status_code, f"the farm's answer is not JSON: {response.text[:200]!r}") from None
 
 
 def _problem_params(problem: Mapping[str, Any] | None) -> list[tuple[str, str]]:

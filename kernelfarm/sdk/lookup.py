@@ -10,28 +10,46 @@ Where the answer comes from, in order:
    same compute capability, exact problem first, then nearest. This step needs no network: with
    ``client=None`` the lookup is fully offline; with a client it is used when the farm cannot be
    reached or has no answer.
+
+The cache is only a cache: a file or an entry that cannot be read, or is not of the shape written here,
+is a miss (the next answer of the farm replaces it), and a cache that cannot be written (a read-only
+home) is warned about once and skipped: the farm's answer is returned all the same. A kernel the farm
+does not know is the caller's to fix: it raises ApiError 404, it is not a miss.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import os
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from kernelfarm.client import ApiError
+from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import BestEntry, BestExport
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.sdk.client import Client
 from kernelfarm.sdk.device import LocalGpu, this_gpu
 
-DEFAULT_CACHE_FILE = Path.home() / ".cache" / "kernelfarm" / "best-configs.json"
+logger = logging.getLogger(__name__)
+
+
+def _default_cache_file() -> Path | None:
+    try:
+        return Path.home() / ".cache" / "kernelfarm" / "best-configs.json"
+    except RuntimeError:  # no home directory (a container's arbitrary uid without HOME): no cache file
+        return None
+
+
+DEFAULT_CACHE_FILE = _default_cache_file()
 
 
 class LookupMiss(LookupError):
@@ -48,13 +66,46 @@ class LookupResult:
     source: str  # cache | farm | export
 
 
+_CACHED_TYPES: dict[str, type | tuple[type, ...]] = {
+    "config": dict, "match": str, "gpu_model": str, "problem": dict, "time_ms": (int, float),
+}  # fmt: skip
+assert set(_CACHED_TYPES) == {f.name for f in fields(LookupResult)} - {"source"}
+
+
+def _cached_result(entry: Any) -> tuple[float, LookupResult] | None:
+    """``(fetched_at, result)`` of a cache entry, None for anything not of the shape written here."""
+    if not isinstance(entry, dict):
+        return None
+    fetched_at, result = entry.get("fetched_at"), entry.get("result")
+    if isinstance(fetched_at, bool) or not isinstance(fetched_at, int | float) or not math.isfinite(fetched_at):
+        return None
+    if not isinstance(result, dict) or set(result) != set(_CACHED_TYPES):
+        return None
+    if any(isinstance(result[k], bool) or not isinstance(result[k], t) for k, t in _CACHED_TYPES.items()):
+        return None
+    return float(fetched_at), LookupResult(**result, source="cache")
+
+
+def read_export_file(path: str | Path) -> str:
+    """An export file's text (json or triton); InvalidInput when it is not UTF-8 (exports are JSON: UTF-8)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{path} is not an export: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
 class BestConfigLookup:
     """Best configs of one kernel for this GPU (or ``gpu``: a model slug or device name).
 
     Args:
         client: the farm; None for offline use (then ``export`` is required).
-        export: a pinned ``json`` export (path or parsed), used offline or when the farm has no answer.
-        cache_file: where farm answers are kept; None: no cache file.
+        export: a pinned ``json`` export (path or parsed), used offline or when the farm has no answer;
+            a file that is not an export raises InvalidInput.
+        cache_file: where farm answers are kept; None: no cache file. One that cannot be written is
+            warned about once and skipped.
         max_age: seconds a cached answer is used before the farm is asked again.
         compute_capability: of ``gpu`` when given explicitly (for the same-architecture fallback).
     """
@@ -73,33 +124,40 @@ class BestConfigLookup:
         if client is None and export is None:
             raise ValueError("give a client (the farm) and/or an export (offline)")
         self.kernel, self.client, self.max_age = kernel, client, max_age
-        self.export = json_format.read(Path(export).read_text()) if isinstance(export, str | Path) else export
+        self.export = json_format.read(read_export_file(export)) if isinstance(export, str | Path) else export
         if self.export is not None and self.export.kernel != kernel:
             raise ValueError(f"the export is of kernel {self.export.kernel!r}, not {kernel!r}")
         device = LocalGpu(gpu, compute_capability) if gpu else this_gpu()
         self.gpu_model, self.compute_capability = model_slug(device.name), device.compute_capability
         self.cache_file = Path(cache_file) if cache_file is not None else None
+        self._cache_warned = False
+        self._kernel_known = False  # the farm answered for this kernel once: a 404 is then a miss
 
     def config(self, problem: Mapping[str, Any] | None = None) -> LookupResult:
         """The best config for ``problem`` (the kernel's defaults fill what is left out).
 
         Raises:
             LookupMiss: neither the cache, the farm nor the export has one.
+            kernelfarm.client.ApiError: the farm refused the request: 404 for a kernel it does not know
+                (a typo is not "no result yet"), 422 for a bad problem.
         """
         problem = dict(problem or {})
         key = "|".join([self.kernel, self.gpu_model, ",".join(f"{k}={problem[k]}" for k in sorted(problem))])
-        cached = self._read_cache().get(key)
-        if cached is not None and time.time() - cached["fetched_at"] < self.max_age:
-            return LookupResult(**{**cached["result"], "source": "cache"})
+        cached = _cached_result(self._read_cache().get(key))
+        if cached is not None and time.time() - cached[0] < self.max_age:
+            return cached[1]
         farm_error: str | None = None
         if self.client is not None:
             try:
                 best = self.client.best(self.kernel, self.gpu_model, problem)
             except ApiError as exc:
                 if exc.status not in (0, 404) and not (500 <= exc.status < 600):
-                    raise  # a bad request (unknown kernel, bad problem) is the caller's to fix
+                    raise  # a bad request (bad problem, GPU name) is the caller's to fix
+                if exc.status == 404:
+                    self._check_kernel_known()
                 farm_error = str(exc.detail) if exc.status else str(exc)
             else:
+                self._kernel_known = True
                 result = LookupResult(best.config, best.match, best.matched_gpu_model, best.matched_problem,
                                       best.time_ms, "farm")  # fmt: skip
                 self._write_cache(key, result)
@@ -112,26 +170,49 @@ class BestConfigLookup:
         raise LookupMiss(f"no config of {self.kernel} for {problem or 'the default problem'} on {self.gpu_model}"
                          + (f" (farm: {farm_error})" if farm_error else ""))  # fmt: skip
 
+    def _check_kernel_known(self) -> None:
+        """After a 404 of ``/v1/best``: raise the farm's 404 if it has no such kernel at all (a typo), so
+        that it is not taken for "nothing measured yet". Asked once per lookup; unreachable: a miss."""
+        if self._kernel_known or self.client is None:
+            return
+        try:
+            self.client.kernel(self.kernel)
+        except ApiError as exc:
+            if exc.status == 404:
+                raise ApiError(404, f"the farm has no kernel {self.kernel!r}: {exc.detail}") from None
+            return  # the farm cannot say now: the 404 of /v1/best stays a miss
+        self._kernel_known = True
+
     def _read_cache(self) -> dict[str, Any]:
-        if self.cache_file is None or not self.cache_file.exists():
+        if self.cache_file is None:
             return {}
         try:
-            entries: dict[str, Any] = json.loads(self.cache_file.read_text()).get("entries", {})
-        except (OSError, ValueError):
+            data = json.loads(self.cache_file.read_bytes())
+        except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
             return {}  # a damaged cache is only a cache: ask the farm again
-        return entries
+        entries = data.get("entries") if isinstance(data, dict) else None
+        return entries if isinstance(entries, dict) else {}
 
     def _write_cache(self, key: str, result: LookupResult) -> None:
         if self.cache_file is None:
             return
-        entries = self._read_cache()
+        entries = {k: v for k, v in self._read_cache().items() if _cached_result(v) is not None}
         entries[key] = {"fetched_at": time.time(), "result": {k: v for k, v in asdict(result).items() if k != "source"}}
-        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
-        # Atomic replace: several processes of one inference server may write at once.
-        fd, tmp = tempfile.mkstemp(dir=self.cache_file.parent, prefix=".best-configs-")
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"version": 1, "entries": entries}, handle)
-        os.replace(tmp, self.cache_file)
+        tmp: str | None = None
+        try:
+            self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+            # Atomic replace: several processes of one inference server may write at once.
+            fd, tmp = tempfile.mkstemp(dir=self.cache_file.parent, prefix=".best-configs-")
+            with os.fdopen(fd, "w") as handle:
+                json.dump({"version": 1, "entries": entries}, handle)
+            os.replace(tmp, self.cache_file)
+        except (OSError, ValueError) as exc:  # read-only home, full disk; a NaN config (ValueError)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            if not self._cache_warned:
+                self._cache_warned = True
+                logger.warning("best-config cache %s not written (%s); answers are not cached", self.cache_file, exc)
 
 
 def problem_distance(

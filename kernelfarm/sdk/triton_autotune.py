@@ -33,7 +33,7 @@ from kernelfarm.client import ApiError
 from kernelfarm.core.exports import triton as triton_format
 from kernelfarm.sdk.client import Client
 from kernelfarm.sdk.device import this_gpu
-from kernelfarm.sdk.lookup import BestConfigLookup, LookupMiss, problem_distance
+from kernelfarm.sdk.lookup import BestConfigLookup, LookupMiss, problem_distance, read_export_file
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def _load_export(
         if not path.exists():
             logger.info("no pinned Triton configs for this device: %s does not exist", path)
             return {}
-    return triton_format.read(path.read_text())
+    return triton_format.read(read_export_file(path))
 
 
 class FarmAutotuner:

@@ -65,7 +65,7 @@ def parse_manifest_text(raw: bytes, filename: str = MANIFEST_FILE) -> dict[str, 
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidManifest("manifest: not UTF-8 text") from None
-    kind = "TOML" if filename.endswith(".toml") else "JSON"
+    kind = "TOML" if filename.lower().endswith(".toml") else "JSON"
     try:
         data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:

@@ -94,9 +94,9 @@ def test_tokens_from_the_cli(stack: Path) -> None:
 def test_cli_errors_are_one_line_not_tracebacks(stack: Path) -> None:
     bad = run(stack, "tune", "no_such_kernel", "--gpu", RTX3090, "--budget", "5")
     assert bad.returncode == 1
-    assert "unknown kernel" in bad.stdout and "Traceback" not in bad.stdout + bad.stderr
+    assert "unknown kernel" in bad.stderr and "Traceback" not in bad.stdout + bad.stderr  # errors: stderr
     missing = run(stack, "job", "00000000-0000-0000-0000-000000000000")
-    assert missing.returncode == 1 and "not found" in missing.stdout
+    assert missing.returncode == 1 and "not found" in missing.stderr
 
 
 def test_demo_is_readme_command_one(tmp_path: Path) -> None:

@@ -161,7 +161,7 @@ def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
 def test_errors_are_one_human_line(stack: Path) -> None:
     bad = run(stack, "tune", "convolution_kernel", "--gpu", RTX3090, "--budget", "0")
     assert bad.returncode == 1
-    assert "budget_trials" in bad.stdout and "'loc'" not in bad.stdout and "Traceback" not in bad.stdout + bad.stderr
+    assert "budget_trials" in bad.stderr and "'loc'" not in bad.stderr and "Traceback" not in bad.stdout + bad.stderr
     ambiguous = run(stack, "job", "zzzz")
     assert ambiguous.returncode != 0 and "Traceback" not in ambiguous.stdout + ambiguous.stderr
 

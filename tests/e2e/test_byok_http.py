@@ -249,10 +249,10 @@ def test_cli_adds_lists_shows_and_versions_a_kernel(
 
     (folder / "axpb.toml").write_text(text.replace('"block_size_x * block_size_y >= 32"', '"block_size_q >= 32"'))
     bad = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
-    assert bad.returncode == 1 and "manifest.restrictions.0" in bad.stdout and "Traceback" not in bad.stderr
+    assert bad.returncode == 1 and "manifest.restrictions.0" in bad.stderr and "Traceback" not in bad.stderr
     (folder / "axpb_naive.cu").unlink()
     missing = kernelfarm("kernel", "add", str(folder / USER_MANIFEST.name))
-    assert missing.returncode == 1 and "axpb_naive.cu" in missing.stdout
+    assert missing.returncode == 1 and "axpb_naive.cu" in missing.stderr
 
 
 def renamed(manifest: dict[str, Any], uploads: dict[str, bytes], old: str, new: str) -> tuple[dict, dict]:

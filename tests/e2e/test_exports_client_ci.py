@@ -422,12 +422,12 @@ def test_ci_gate_passes_fails_on_a_regression_and_reuses_its_jobs(
 def test_ci_gate_errors_are_reported_not_tracebacks(farm: Farm, admin_token: str, tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("baseline = 'missing.json'\n[[entry]]\nkernel = 'x'\ngpu = 'y'\n")
     bad = cli(farm, admin_token, tmp_path, "ci", "gate", "bad.toml")
-    assert bad.returncode == 2 and "needs budget_trials" in bad.stdout and "Traceback" not in bad.stdout + bad.stderr
+    assert bad.returncode == 2 and "needs budget_trials" in bad.stderr and "Traceback" not in bad.stdout + bad.stderr
     (tmp_path / "nobase.toml").write_text(
         "baseline = 'missing.json'\n[[entry]]\nkernel = 'x'\ngpu = 'y'\nbudget_trials = 2\n"
     )
     missing = cli(farm, admin_token, tmp_path, "ci", "gate", "nobase.toml")
-    assert missing.returncode == 2 and "cannot read the export" in missing.stdout
+    assert missing.returncode == 2 and "cannot read the export" in missing.stderr
 
 
 def test_ci_recheck_flags_a_changed_best_when_the_toolchain_changed(
@@ -505,7 +505,7 @@ def test_objective_and_strategy_options_from_the_client_and_the_cli(
     assert job.objective == "time+energy" and job.strategy_options == {"n_init": 2, "acquisition": "lcb"}
     client.cancel(job.id)
     bad = cli(farm, admin_token, tmp_path, "tune", CONV, "--gpu", RTX3090, "--budget", "4", "-o", "n_init=two")
-    assert bad.returncode == 1 and "'n_init' must be an integer, not a string" in bad.stdout
+    assert bad.returncode == 1 and "'n_init' must be an integer, not a string" in bad.stderr
     assert "Traceback" not in bad.stdout + bad.stderr
 
     # /v1/best by energy and the front, from trials with energy readings (replay workers have no meter)

@@ -19,7 +19,7 @@ pytest.importorskip("transformers", reason="the built-in models need the `profil
 from kernelfarm import launcher
 from kernelfarm.client import ApiError, Client
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.model_profiler.analysis import analyse
+from kernelfarm.model_profiler.analysis import OperatorReport, analyse
 from kernelfarm.model_profiler.capture import capture
 from kernelfarm.model_profiler.fusion import fused_mlp_candidates
 from kernelfarm.model_profiler.mapping import family_problem
@@ -157,3 +157,19 @@ def test_a_profile_is_stored_by_the_command_and_read_back_over_http(farm: Farm, 
     )
     assert reader.post("/v1/profiles", json=good).status_code == 403
     assert len(http.get("/v1/profiles", params={"gpu_model": "cpu"}).json()) == len(listed)  # nothing bad was stored
+
+
+def test_a_job_still_unfinished_at_the_timeout_is_cancelled_and_said(farm: Farm) -> None:
+    # No worker of this GPU model: the farm accepts the job (one may be on its way) and it stays queued.
+    client = Client(farm.api_url, make_token(farm.database_url, "submit", name="profiler-timeout"))
+    gemm = OperatorReport(name="aten::mm", input_shapes=[[128, 64], [64, 96]], calls=1, self_ms=1.0, share=1.0,
+                          flops=2 * 128 * 64 * 96, bytes=0.0, tflops_per_s=0.0, gb_per_s=0.0, bound="compute",
+                          fraction_of_peak=0.0, kernels=[])  # fmt: skip
+    said: list[str] = []
+    plan = TuningPlan(budget_trials=2, top=1, parallelism=1, timeout_s=1.0)
+    (entry,) = tune_hot_operators(client, [gemm], dtype="float32", gpu_model="nvidia-kernelfarm-test-no-worker",
+                                  plan=plan, progress=said.append)  # fmt: skip
+    assert entry["status"] == "timed out after 1 s: cancelled", entry
+    assert client.job(entry["job_id"])["state"] == "cancelled"  # nothing left queued on the farm
+    assert said[0].startswith("waiting up to 1 s for 1 tuning job(s) on the farm: " + entry["job_id"]), said
+    assert said[-1] == f"tuning job {entry['job_id']} ({entry['kernel']}) timed out after 1 s: cancelled", said
