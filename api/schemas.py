@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
@@ -22,6 +21,7 @@ from pydantic import (
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.objectives import OBJECTIVES, check_objective
 from kernelfarm.core.states import ProfileMode
+from kernelfarm.core.store.text import unstorable
 from kernelfarm.core.store.tokens import check_token_name
 
 # Strict: "5" stays a string and true is no 1 (lax coercion created jobs from "5", true and "yes").
@@ -369,28 +369,13 @@ class TokenCreated(TokenPublic):
 MAX_STORED_DEPTH = 64  # a profile-model report is a few levels deep; pydantic stops serializing at 255
 
 
-def _json_is_storable(value: Any, path: str = "report", depth: int = 0) -> None:
+def _json_is_storable(value: Any, path: str = "report") -> None:
     """PostgreSQL's JSONB refuses NUL characters and JSON has no NaN or Infinity: say where, as a 422,
     instead of failing at the insert. Nesting is bounded too: a report stored 300 levels deep could
     never be read back (pydantic refuses to serialize it: every GET was a 500)."""
-    if depth > MAX_STORED_DEPTH:
-        raise ValueError(f"{path}: nested deeper than {MAX_STORED_DEPTH} levels")
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError(f"{path} contains a NUL character")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{path} contains a lone surrogate") from None
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{path} is {value}: only finite numbers are stored")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _json_is_storable(key, f"{path} key")
-            _json_is_storable(item, f"{path}.{key}", depth + 1)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _json_is_storable(item, f"{path}[{i}]", depth + 1)
+    reason = unstorable(value, path, MAX_STORED_DEPTH)
+    if reason:
+        raise ValueError(reason)
 
 
 class ModelProfileCreate(BaseModel):

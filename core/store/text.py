@@ -9,6 +9,7 @@ three attempts later. Every store function that writes text a tool produced pass
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 # U+2400 SYMBOL FOR NULL: visible where the NUL was, so a log keeps its shape.
@@ -31,3 +32,40 @@ def _clean(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_clean(v) for v in value)
     return value
+
+
+def unstorable(value: Any, path: str, max_depth: int) -> str | None:
+    """Why ``value`` (parsed JSON a client sent) cannot be stored and read back, naming where: a NUL
+    or a lone surrogate in a string or key (PostgreSQL refuses both, and a reply cannot encode the
+    second), a non-finite number (JSON has none), nesting deeper than ``max_depth``. None: it can be.
+    For input to refuse with a reason; text a tool wrote goes through :func:`storable` instead."""
+    stack: list[tuple[str, Any, int]] = [(path, value, 0)]
+    while stack:
+        where, item, depth = stack.pop()
+        if depth > max_depth:
+            return f"{where}: nested deeper than {max_depth} levels"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                reason = _text_problem(str(key))
+                if reason:
+                    return f"{where} key {str(key)[:40]!r}: {reason}"
+                stack.append((f"{where}.{key}", child, depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}.{index}", child, depth + 1) for index, child in enumerate(item))
+        elif isinstance(item, str):
+            reason = _text_problem(item)
+            if reason:
+                return f"{where}: {reason}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{where}: {item} is not a finite number"
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not a Unicode character)"
+    return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import math
 import os
 import re
 import sys
@@ -29,6 +28,7 @@ from pydantic import ValidationError
 
 from kernelfarm.core.errors import ConstraintError, InvalidInput
 from kernelfarm.core.space import MAX_CARTESIAN, Parameter, SearchSpace
+from kernelfarm.core.store.text import unstorable
 from kernelfarm.kernels.manifest.expressions import Expr
 from kernelfarm.kernels.manifest.model import Manifest
 
@@ -83,23 +83,12 @@ def parse_manifest_text(raw: bytes, filename: str = MANIFEST_FILE) -> dict[str, 
 
 def _check_storable(data: Mapping[str, Any]) -> None:
     """Refuse what PostgreSQL cannot store or a reply cannot encode, naming the field: a NUL character
-    or a lone surrogate (JSON's ``\\u0000`` and ``\\ud800`` parse to both) in a key or value, and
-    nesting no manifest field has. Stored, a NUL broke every later job of the kernel (a 500)."""
-    stack: list[tuple[str, Any, int]] = [("manifest", data, 0)]
-    while stack:
-        path, value, depth = stack.pop()
-        if depth > MAX_MANIFEST_DEPTH:
-            raise InvalidManifest(f"{path}: nested deeper than {MAX_MANIFEST_DEPTH} levels")
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                _check_text(f"{path} key {str(key)[:40]!r}", str(key))
-                stack.append((f"{path}.{key}", item, depth + 1))
-        elif isinstance(value, list):
-            stack.extend((f"{path}.{index}", item, depth + 1) for index, item in enumerate(value))
-        elif isinstance(value, str):
-            _check_text(path, value)
-        elif isinstance(value, float) and not math.isfinite(value):  # TOML's nan and inf
-            raise InvalidManifest(f"{path}: {value} is not a finite number")
+    or a lone surrogate (JSON's ``\\u0000`` and ``\\ud800`` parse to both) in a key or value, a
+    non-finite number, and nesting no manifest field has. Stored, a NUL broke every later job of the
+    kernel (a 500), and a NaN every job submission."""
+    reason = unstorable(dict(data), "manifest", MAX_MANIFEST_DEPTH)
+    if reason:
+        raise InvalidManifest(reason)
 
 
 def _check_tune_values(manifest: Manifest) -> None:
@@ -119,15 +108,6 @@ def _check_tune_values(manifest: Manifest) -> None:
                     f"manifest.tune_params.{name}: {texts[text]!r} and {value!r} read the same as text (a config's key)"
                 )
             texts[text] = value
-
-
-def _check_text(path: str, text: str) -> None:
-    if "\x00" in text:
-        raise InvalidManifest(f"{path}: contains a NUL character")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidManifest(f"{path}: contains a lone surrogate (not a Unicode character)") from None
 
 
 def validated_model(data: Mapping[str, Any]) -> Manifest:
