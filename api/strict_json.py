@@ -20,6 +20,8 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
+from kernelfarm.core.store.text import text_problem
+
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} is not allowed")
@@ -32,23 +34,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _bad_text(text: str) -> str | None:
-    if "\x00" in text:
-        return "strings may not contain NUL (\\u0000)"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "strings may not contain lone surrogates (\\ud800-\\udfff)"
-    return None
-
-
 def check_strings(value: Any) -> str | None:
     """The first reason why a string (key or value) somewhere in ``value`` cannot be stored."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            reason = _bad_text(item)
+            reason = text_problem(item)
             if reason:
                 return reason
         elif isinstance(item, dict):

@@ -46,14 +46,14 @@ def unstorable(value: Any, path: str, max_depth: int) -> str | None:
             return f"{where}: nested deeper than {max_depth} levels"
         if isinstance(item, dict):
             for key, child in item.items():
-                reason = _text_problem(str(key))
+                reason = text_problem(str(key))
                 if reason:
                     return f"{where} key {str(key)[:40]!r}: {reason}"
                 stack.append((f"{where}.{key}", child, depth + 1))
         elif isinstance(item, list | tuple):
             stack.extend((f"{where}.{index}", child, depth + 1) for index, child in enumerate(item))
         elif isinstance(item, str):
-            reason = _text_problem(item)
+            reason = text_problem(item)
             if reason:
                 return f"{where}: {reason}"
         elif isinstance(item, float) and not math.isfinite(item):
@@ -61,7 +61,8 @@ def unstorable(value: Any, path: str, max_depth: int) -> str | None:
     return None
 
 
-def _text_problem(text: str) -> str | None:
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL or a JSON reply cannot hold ``text``, or None."""
     if "\x00" in text:
         return "contains a NUL character"
     try:
