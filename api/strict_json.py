@@ -34,6 +34,16 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different: with Python's default the last of two kept silently."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key[:64]!r} is given twice in one object")
+        out[key] = value
+    return out
+
+
 def check_strings(value: Any) -> str | None:
     """The first reason why a string (key or value) somewhere in ``value`` cannot be stored."""
     stack = [value]
@@ -59,7 +69,9 @@ def loads_strict(raw: bytes | str) -> Any:
     except UnicodeDecodeError:
         raise json.JSONDecodeError("the body is not UTF-8", "", 0) from None
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+        )
     except json.JSONDecodeError:
         raise  # malformed JSON: FastAPI's own 422 json_invalid
     except RecursionError:  # FastAPI answered any other exception with a 400 that said nothing

@@ -56,6 +56,7 @@ BAD_BODIES = {
     "lone surrogate in kernel": body(kernel="x").replace(b'"kernel": "x"', b'"kernel": "\\ud800"'),
     "lone surrogate in strategy_options": body(strategy_options={"x": "y"}).replace(b'"y"', b'"\\udfff"'),
     "5000-digit integer": body().replace(b'"seed": 1', b'"seed": ' + b"9" * 5000),
+    "a key given twice": body().replace(b'"seed": 1', b'"seed": 1, "seed": 2'),
 }
 
 
