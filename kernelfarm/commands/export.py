@@ -1,9 +1,9 @@
 """``kernelfarm export``: a kernel's best configs, or a job's trials, in the formats users' code reads
 (docs/EXPORTS.md).
 
-Written files replace their old version atomically (a temporary file in the same folder, then
-``os.replace``): a write that fails (a full disk) leaves the file that was there intact. A path that
-is not a regular file (``/dev/stdout``, a FIFO) is written in place: it cannot be replaced.
+Written files replace their old version atomically (core/files.py), keeping its permissions: a write
+that fails (a full disk) leaves the file that was there intact. A path that is not a regular file
+(``/dev/stdout``, a FIFO) is written in place: it cannot be replaced.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import contextlib
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
@@ -23,6 +22,7 @@ from kernelfarm.commands.jobs import call, fail, parse_pairs, require_text, reso
 from kernelfarm.context import cli_context
 from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import BEST_FORMATS, TRIAL_FORMATS, json_format
+from kernelfarm.core.files import write_text_atomically
 
 console = Console(stderr=True)
 
@@ -135,31 +135,9 @@ def _write(path: Path, text: str) -> None:
             with path.open("w", encoding="utf-8") as handle:
                 handle.write(text)
             return
-        _replace(path, text)
+        write_text_atomically(path, text)
     except OSError as exc:
         fail(f"cannot write {path}: {exc.strerror or exc}")
-
-
-def _replace(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 def _write_stdout(text: str) -> None:

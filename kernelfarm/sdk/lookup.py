@@ -19,12 +19,9 @@ does not know is the caller's to fix: it raises ApiError 404, it is not a miss.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -35,6 +32,7 @@ from kernelfarm.client import ApiError
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import BestEntry, BestExport
+from kernelfarm.core.files import write_text_atomically
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.sdk.client import Client
 from kernelfarm.sdk.device import LocalGpu, this_gpu
@@ -198,18 +196,13 @@ class BestConfigLookup:
             return
         entries = {k: v for k, v in self._read_cache().items() if _cached_result(v) is not None}
         entries[key] = {"fetched_at": time.time(), "result": {k: v for k, v in asdict(result).items() if k != "source"}}
-        tmp: str | None = None
         try:
             self.cache_file.parent.mkdir(parents=True, exist_ok=True)
-            # Atomic replace: several processes of one inference server may write at once.
-            fd, tmp = tempfile.mkstemp(dir=self.cache_file.parent, prefix=".best-configs-")
-            with os.fdopen(fd, "w") as handle:
-                json.dump({"version": 1, "entries": entries}, handle)
-            os.replace(tmp, self.cache_file)
+            # Atomic replace: several processes of one inference server may write at once. Private to
+            # its user (0o600), and not fsynced: it is only a cache, written on the lookup's path.
+            text = json.dumps({"version": 1, "entries": entries})
+            write_text_atomically(self.cache_file, text, mode=0o600, durable=False)
         except (OSError, ValueError) as exc:  # read-only home, full disk; a NaN config (ValueError)
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
             if not self._cache_warned:
                 self._cache_warned = True
                 logger.warning("best-config cache %s not written (%s); answers are not cached", self.cache_file, exc)
