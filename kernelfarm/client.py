@@ -70,9 +70,20 @@ def segment(value: str, what: str, noun: str = "name") -> str:
     if "/" in value:
         raise ApiError(0, f"no {what} has the {noun} {value!r} (a {what}'s {noun} has no '/')")
     try:
-        quoted = quote(value, safe="")
+        return quoted_segment(value)
     except UnicodeEncodeError:
         raise ApiError(0, f"cannot send this request: the {what} {noun} {value!r} is not valid UTF-8 text") from None
+
+
+def quoted_segment(value: str) -> str:
+    """``value`` percent-encoded as one path segment, and a segment of dots only with its dots encoded
+    too ("." and ".." would be resolved away: the request would reach another route). The CLI's and
+    the SDK's clients both build paths with it; each says in its own terms what it refuses.
+
+    Raises:
+        UnicodeEncodeError: ``value`` is not UTF-8 text (an argument's invalid bytes).
+    """
+    quoted = quote(value, safe="")
     return quoted.replace(".", "%2E") if set(value) <= {"."} else quoted
 
 

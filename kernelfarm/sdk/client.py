@@ -18,12 +18,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, TypeVar, overload
-from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from kernelfarm.client import ApiError
+from kernelfarm.client import ApiError, quoted_segment
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import BestExport
@@ -309,10 +308,9 @@ def _segment(value: str, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ApiError(404, f"{what} {value!r} not found")
     try:
-        quoted = quote(value, safe="")
+        return quoted_segment(value)
     except UnicodeEncodeError as exc:
         raise ApiError(NOT_SENT, f"not sent: the {what} cannot be encoded ({_unencodable(exc)})") from None
-    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted  # dot segments would be resolved
 
 
 def _job_path(job_id: str, *rest: str) -> str:
