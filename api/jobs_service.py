@@ -14,7 +14,7 @@ from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress, Wa
 from kernelfarm.core.advance_requests import request_advance
 from kernelfarm.core.errors import Conflict, InvalidInput
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.core.models import Job, Kernel
+from kernelfarm.core.models import Job
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import idempotency
@@ -191,7 +191,7 @@ def to_public(session: Session, job: Job) -> JobPublic:
     return JobPublic(
         id=job.id,
         kernel=job.kernel_name,
-        kernel_version=session.get_one(Kernel, job.kernel_id).version,
+        kernel_version=job_store.kernel_version(session, job),
         problem=job.problem,
         gpu_model=job.gpu_model,
         objective=job.objective,

@@ -26,7 +26,7 @@ from kernelfarm.core.celery_app import EVALUATE_TASK, PROFILE_TASK
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.dead_deliveries import Delivery
 from kernelfarm.core.errors import InvalidInput, KernelfarmError
-from kernelfarm.core.models import GpuWorker, Job, Kernel, Trial, TrialProfile
+from kernelfarm.core.models import GpuWorker, Job, Trial, TrialProfile
 from kernelfarm.core.objectives import measures_energy
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.space import SearchSpace
@@ -76,11 +76,6 @@ def _cached_space(kernel_name: str, kernel_version: int | None, restriction_json
     return spec.space.restrict(restriction.get("parameters"), restriction.get("constraints", []))
 
 
-def pinned_version(session: Session, job: Job) -> int:
-    """The kernel version the job pinned (its kernels row)."""
-    return session.get_one(Kernel, job.kernel_id).version
-
-
 def route_of(job: Job, kernel_version: int) -> tuple[str, frozenset[str]]:
     """Where the job's trials go: its GPU model, narrowed to workers that have what the kernel
     requires (a plugin at its version, the uploaded-Python opt-in)."""
@@ -109,7 +104,7 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     if JobState(job.state).finished:
         return StepResult([], job.state, job.status_message), [], job.gpu_model
     try:
-        version = pinned_version(session, job)
+        version = job_store.kernel_version(session, job)
         space = job_space(job, version)
         route, requires = route_of(job, version)
     except KernelfarmError as exc:
@@ -436,7 +431,7 @@ def _routed(session: Session, trials: list[tuple[int, str]]) -> list[tuple[int, 
     routes: dict[int, str] = {}
     for trial_id, job in rows:
         try:
-            routes[trial_id] = route_of(job, pinned_version(session, job))[0]
+            routes[trial_id] = route_of(job, job_store.kernel_version(session, job))[0]
         except KernelfarmError:  # the kernel is gone here: the step will fail the job and say why
             routes[trial_id] = job.gpu_model
     return [(trial_id, routes.get(trial_id, model)) for trial_id, model in trials]

@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from kernelfarm.core.models import Job, Kernel
+from kernelfarm.core.models import Job
 from kernelfarm.core.objectives import measures_energy
+from kernelfarm.core.store import jobs as job_store
 from kernelfarm.worker.backends.base import MeasureRequest
 
 
@@ -73,7 +74,7 @@ def job_trial_request(
         problem=job.problem,
         config=config,
         job_seed=job.seed,
-        kernel_version=session.get_one(Kernel, job.kernel_id).version,
+        kernel_version=job_store.kernel_version(session, job),
         profile=profile,
         energy=measures_energy(job.objective),
     )

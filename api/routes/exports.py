@@ -14,7 +14,6 @@ from kernelfarm.api.routes.best import parse_problem
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import csv_format, header, json_format, kernel_tuner, t4, triton
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.core.models import Kernel
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.kernels.registry import get_kernel
 
@@ -68,7 +67,7 @@ def export_trials(
     Results Schema) or ``csv``."""
     job = job_store.get_job(session, job_id)
     # The version the job measured, not the kernel's latest: a later upload may rename parameters.
-    spec = get_kernel(job.kernel_name, session.get_one(Kernel, job.kernel_id).version)
+    spec = get_kernel(job.kernel_name, job_store.kernel_version(session, job))
     export = exports_service.trials_export(session, spec, job)
     if format == "csv":
         return Response(csv_format.write(export), media_type="text/csv")

@@ -11,8 +11,7 @@ from fastapi import APIRouter, Query, Response
 from kernelfarm.api.deps import ReadToken, SessionDep
 from kernelfarm.api.insight_schemas import ConvergencePublic, TrialColumnsPublic
 from kernelfarm.core.errors import NotFound
-from kernelfarm.core.models import Kernel
-from kernelfarm.core.store.jobs import get_job
+from kernelfarm.core.store.jobs import get_job, kernel_version
 from kernelfarm.core.store.trial_table import convergence, trial_columns_json
 from kernelfarm.kernels.registry import get_kernel
 
@@ -34,8 +33,8 @@ def job_trial_columns(
     metrics where present. Lighter than paging /trials (no repetitions, provenance or messages)."""
     job = get_job(session, job_id)
     # The database assembles the document (core/store/trial_table.py); it is sent as it comes.
-    version = session.get_one(Kernel, job.kernel_id).version  # the job's, not the kernel's latest
-    body = trial_columns_json(session, job.id, _spec_order(job.kernel_name, version), limit)
+    order = _spec_order(job.kernel_name, kernel_version(session, job))  # the job's version, not the latest
+    body = trial_columns_json(session, job.id, order, limit)
     return Response(content=body, media_type="application/json")
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import Float, func, select, update
 from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import InvalidInput, NotFound
-from kernelfarm.core.models import Job, Trial
+from kernelfarm.core.models import Job, Kernel, Trial
 from kernelfarm.core.objectives import ENERGY_MISSING, measures_energy
 from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store.text import storable
@@ -81,6 +81,11 @@ def get_job(session: Session, job_id: str | uuid.UUID, *, for_update: bool = Fal
     if job is None:
         raise NotFound(f"job {job_id} not found")
     return job
+
+
+def kernel_version(session: Session, job: Job) -> int:
+    """The version of its kernel the job measures: for an uploaded kernel, maybe not the latest."""
+    return session.get_one(Kernel, job.kernel_id).version
 
 
 def list_jobs(
