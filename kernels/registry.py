@@ -65,9 +65,11 @@ def get_kernel(name: str, version: int | None = None) -> KernelSpec:
     found = all_kernels().get(name)
     if found is not None:
         return found
-    # Not a name any kernel can have (manifest names are identifiers): no database round-trip, which
-    # PostgreSQL would refuse for a NUL and the API would answer with a dropped connection.
-    if not name.isprintable() or len(name) > 128:
+    # Imported here, as uploaded_kernel below is: the database layer loads only for a name that is not
+    # a catalogue kernel's.
+    from kernelfarm.core.store.kernel_versions import possible_name
+
+    if not possible_name(name):  # not a name any kernel can have: no database session at all
         raise NotFound(f"unknown kernel {name!r}")
     if get_settings().database_url:
         from kernelfarm.kernels.uploaded import uploaded_kernel

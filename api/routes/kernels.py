@@ -137,9 +137,7 @@ def show_kernel(
 
 @router.get("/{name}/versions", response_model=list[KernelVersionPublic])
 def list_versions(name: str, _: ReadToken, session: SessionDep) -> list[KernelVersionPublic]:
-    # A name no upload can have (manifest names are identifiers) never reaches PostgreSQL, which
-    # refuses a NUL in a query parameter (it was a 500).
-    rows = version_store.versions(session, name) if name.isprintable() and len(name) <= 128 else []
+    rows = version_store.versions(session, name)
     if not rows:
         raise NotFound(
             f"no uploaded kernel {name!r}" + (" (it is a catalogue kernel)" if name in all_kernels() else "")

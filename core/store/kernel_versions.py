@@ -83,12 +83,21 @@ def by_hash(session: Session, content_hash: str) -> KernelVersion | None:
     return session.execute(select(KernelVersion).where(KernelVersion.content_hash == content_hash)).scalar_one_or_none()
 
 
+def possible_name(name: str) -> bool:
+    """Whether an upload could have ``name`` (manifest names are short identifiers). Other names never
+    reach PostgreSQL, which refuses a NUL in a query parameter: the API answered with a 500, or a
+    dropped connection."""
+    return name.isprintable() and len(name) <= 128
+
+
 def get_version(session: Session, name: str, version: int | None = None) -> KernelVersion:
     """The given version of an uploaded kernel, or its latest.
 
     Raises:
         NotFound: no such kernel or version.
     """
+    if not possible_name(name):
+        raise NotFound(f"no uploaded kernel {name!r}")
     query = select(KernelVersion).where(KernelVersion.name == name)
     query = query.where(KernelVersion.version == version) if version is not None else query
     row = session.execute(query.order_by(KernelVersion.version.desc()).limit(1)).scalar_one_or_none()
@@ -98,6 +107,8 @@ def get_version(session: Session, name: str, version: int | None = None) -> Kern
 
 
 def versions(session: Session, name: str) -> Sequence[KernelVersion]:
+    if not possible_name(name):
+        return ()
     return (
         session.execute(select(KernelVersion).where(KernelVersion.name == name).order_by(KernelVersion.version))
         .scalars()
