@@ -47,10 +47,21 @@ class Parameter:
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInput(f"parameter {self.name!r}: {value} is not a finite number")
         # A config's key is its values' text joined by commas (SearchSpace.key), stored once per job:
-        # two values with one text, or a comma in one, would make two configs one key.
-        texts = [str(value) for value in self.values]
-        if len(set(texts)) != len(texts) or any("," in text for text in texts):
-            raise InvalidInput(f"parameter {self.name!r}: values must differ as text and hold no comma, got {texts}")
+        # two values with one text, or a comma in one, made two configs one key, and the job hung.
+        texts: dict[str, Value] = {}
+        for value in self.values:
+            text = str(value)
+            if "," in text:
+                raise InvalidInput(
+                    f"parameter {self.name!r}: {value!r} holds a comma (a config key joins values by commas), "
+                    "so values hold no comma"
+                )
+            if text in texts:
+                raise InvalidInput(
+                    f"parameter {self.name!r}: {texts[text]!r} and {value!r} read the same as text (a config's "
+                    "key), so values must differ as text"
+                )
+            texts[text] = value
 
     @property
     def numeric(self) -> bool:

@@ -91,25 +91,6 @@ def _check_storable(data: Mapping[str, Any]) -> None:
         raise InvalidManifest(reason)
 
 
-def _check_tune_values(manifest: Manifest) -> None:
-    """A config is keyed by its values' text joined by commas (Kernel Tuner's cache key), and a job
-    stores each key once: values that read the same ("1" and 1), or a comma inside a value, made two
-    configs one key, and the job stopped at the first clash and never finished."""
-    for name, values in manifest.tune_params.items():
-        texts: dict[str, Any] = {}
-        for value in values:
-            text = str(value)
-            if "," in text:
-                raise InvalidManifest(
-                    f"manifest.tune_params.{name}: {value!r} holds a comma (a config key joins values by commas)"
-                )
-            if text in texts:
-                raise InvalidManifest(
-                    f"manifest.tune_params.{name}: {texts[text]!r} and {value!r} read the same as text (a config's key)"
-                )
-            texts[text] = value
-
-
 def validated_model(data: Mapping[str, Any]) -> Manifest:
     """Raises:
     InvalidManifest: the first schema error, as ``manifest.<field path>: <why>``.
@@ -202,9 +183,10 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
         uploads: file name -> bytes: the sources and headers, the reference source and the
             recording the manifest names.
         stored: the bundle is a stored version read back. The checks added after versions were
-            first stored (what PostgreSQL can hold, tune values a config key can tell apart) are
-            for new uploads only: one old version they would refuse must not make every version
-            of its kernel unreadable (the versions listing builds each).
+            first stored (what PostgreSQL can hold, shapes at the default problem) are for new
+            uploads only: one old version they would refuse must not make every version of its
+            kernel unreadable (the versions listing builds each). Tune values a config key cannot
+            tell apart are refused either way, by the search space itself: no job of them can run.
 
     Returns:
         The bundle, ready to store and to build a KernelSpec from.
@@ -215,8 +197,6 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
     if not stored:
         _check_storable(manifest_data)
     manifest = validated_model(manifest_data)
-    if not stored:
-        _check_tune_values(manifest)
     _check_sizes(uploads)
     recording_name = manifest.recording.file if manifest.recording else None
     extra = [name for name in (manifest.reference.source, manifest.reference.python) if name is not None]
@@ -407,10 +387,15 @@ def _check_reference(manifest: Manifest, problem: frozenset[str], buffers: set[s
 
 def search_space(manifest: Manifest) -> SearchSpace:
     """The tune parameters and restrictions; the problem parameters are the restrictions' context."""
+    parameters = []
+    for name, values in manifest.tune_params.items():
+        try:
+            parameters.append(Parameter(name, tuple(values)))
+        except InvalidInput as exc:
+            raise InvalidManifest(f"manifest.tune_params.{name}: {exc}") from None
     try:
-        parameters = tuple(Parameter(name, tuple(values)) for name, values in manifest.tune_params.items())
         restrictions = tuple(manifest.restrictions) + thread_limit(manifest)
-        return SearchSpace(parameters, restrictions, context_names=frozenset(manifest.problem))
+        return SearchSpace(tuple(parameters), restrictions, context_names=frozenset(manifest.problem))
     except ConstraintError as exc:
         index = next((i for i, text in enumerate(manifest.restrictions) if repr(text.strip()) in str(exc)), None)
         where = f"manifest.restrictions.{index}" if index is not None else "manifest.restrictions"

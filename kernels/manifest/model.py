@@ -42,7 +42,7 @@ Expression = Annotated[str, Field(min_length=1, max_length=500)]
 FileName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$", max_length=128)]
 TuneValue = int | float | str
 # uniqueItems: JSON Schema's equality (1 and 1.0 are one value); the upload also refuses values whose
-# text is the same ("1" and 1), since a config's key is its values' text (bundle._check_tune_values).
+# text is the same ("1" and 1), since a config's key is its values' text (core/space.py Parameter).
 TuneValues = Annotated[list[TuneValue], Field(min_length=1, max_length=1024, json_schema_extra={"uniqueItems": True})]
 DType = Literal["float16", "float32", "float64", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64"]
 BUILTIN_REFERENCES = ("matmul", "layernorm", "softmax", "conv2d", "attention")
