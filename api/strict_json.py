@@ -20,7 +20,7 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from kernelfarm.core.store.text import text_problem
+from kernelfarm.core.store.text import unstorable
 
 
 def _refuse_constant(name: str) -> Any:
@@ -44,23 +44,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def check_strings(value: Any) -> str | None:
-    """The first reason why a string (key or value) somewhere in ``value`` cannot be stored."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            reason = text_problem(item)
-            if reason:
-                return reason
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
-
-
 def loads_strict(raw: bytes | str) -> Any:
     """``json.loads`` that raises ``json.JSONDecodeError`` (with the reason) for non-finite numbers,
     NUL characters and lone surrogates."""
@@ -81,7 +64,7 @@ def loads_strict(raw: bytes | str) -> Any:
         if "integer string conversion" in message:  # Python's advice to call sys.set_int_max_str_digits
             message = f"an integer of more than {sys.get_int_max_str_digits()} digits"
         raise json.JSONDecodeError(message, text, 0) from None
-    reason = check_strings(value)
+    reason = unstorable(value, "body", None)  # the parser bounds the depth and refuses NaN already
     if reason:
         raise json.JSONDecodeError(reason, text, 0)
     return value

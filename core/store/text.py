@@ -34,15 +34,16 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def unstorable(value: Any, path: str, max_depth: int) -> str | None:
+def unstorable(value: Any, path: str, max_depth: int | None) -> str | None:
     """Why ``value`` (parsed JSON a client sent) cannot be stored and read back, naming where: a NUL
     or a lone surrogate in a string or key (PostgreSQL refuses both, and a reply cannot encode the
-    second), a non-finite number (JSON has none), nesting deeper than ``max_depth``. None: it can be.
-    For input to refuse with a reason; text a tool wrote goes through :func:`storable` instead."""
+    second), a non-finite number (JSON has none), nesting deeper than ``max_depth`` (None: any depth).
+    None: it can be. For input to refuse with a reason; text a tool wrote goes through :func:`storable`
+    instead."""
     stack: list[tuple[str, Any, int]] = [(path, value, 0)]
     while stack:
         where, item, depth = stack.pop()
-        if depth > max_depth:
+        if max_depth is not None and depth > max_depth:
             return f"{where}: nested deeper than {max_depth} levels"
         if isinstance(item, dict):
             for key, child in item.items():
