@@ -146,11 +146,13 @@ def require_text(value: str, param_hint: str) -> str:
     return value
 
 
-def finite_seconds(value: float | None, option: str, minimum: float = 0.0) -> float | None:
-    """``value`` (seconds) if it is a finite number of at least ``minimum``, else a usage error naming
-    ``option``: NaN compared false with every deadline (`tune --worker-timeout nan` followed forever)."""
-    if value is not None and not (math.isfinite(value) and value >= minimum):
-        raise typer.BadParameter(f"{value} is not a finite number of seconds >= {minimum:g}", param_hint=option)
+def finite_seconds(value: float | None, option: str, minimum: float | None = 0.0) -> float | None:
+    """``value`` (seconds) if it is a finite number of at least ``minimum`` (None: any), else a usage
+    error naming ``option``: NaN compared false with every deadline (`tune --worker-timeout nan`
+    followed forever)."""
+    if value is not None and not (math.isfinite(value) and (minimum is None or value >= minimum)):
+        bound = "" if minimum is None else f" >= {minimum:g}"
+        raise typer.BadParameter(f"{value} is not a finite number of seconds{bound}", param_hint=option)
     return value
 
 
@@ -224,8 +226,7 @@ def tune(
     succeeded; 3 when no live worker served its GPU model for --worker-timeout seconds."""
     finite_seconds(worker_timeout, "--worker-timeout")
     finite_seconds(progress_every, "--progress-every")
-    if budget_seconds is not None and not math.isfinite(budget_seconds):
-        raise typer.BadParameter(f"{budget_seconds} is not a finite number of seconds", param_hint="--budget-seconds")
+    finite_seconds(budget_seconds, "--budget-seconds", minimum=None)  # the server says what a budget may be
     client = cli_context().client()
     body: dict[str, Any] = {
         "kernel": kernel, "gpu_model": gpu, "problem": parse_pairs(problem, "--problem"),

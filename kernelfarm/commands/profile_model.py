@@ -7,12 +7,12 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kernelfarm.commands.jobs import fail
 from kernelfarm.context import cli_context
 from kernelfarm.core.gpu import model_slug
 
@@ -24,12 +24,6 @@ TUNE_NEEDS_A_GPU = (
     "--tune needs a GPU: the farm tunes kernels for the GPU model the profile ran on, and a CPU is none; "
     "run on the GPU's machine with --device cuda (or cuda:N, or auto)"
 )
-
-
-def _fail(message: str) -> NoReturn:
-    """One line on stderr and exit status 1 (the command's convention for bad input)."""
-    console.print(f"[red]error[/]: {escape(message)}", soft_wrap=True)
-    raise typer.Exit(1)
 
 
 def profile_model(
@@ -63,52 +57,52 @@ def profile_model(
     # What can be checked without torch is checked first: a bad argument is told at once, not after the
     # model was built (or as whatever error building it on a bad device happens to raise).
     if not DEVICE.fullmatch(device):
-        _fail(f"unknown --device {device!r}: use cuda, cuda:N, cpu or auto")
+        fail(f"unknown --device {device!r}: use cuda, cuda:N, cpu or auto")
     try:
         check_spec(model)
         check_dtype(dtype)
     except ModelError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if swap and not tune:
-        _fail("--swap needs --tune (it swaps in what the farm tuned)")
+        fail("--swap needs --tune (it swaps in what the farm tuned)")
     if tune and device == "cpu":
-        _fail(TUNE_NEEDS_A_GPU)
+        fail(TUNE_NEEDS_A_GPU)
     if out.exists() and not out.is_dir():
-        _fail(f"--out {out} exists and is not a folder: give a folder (new or one whose {OUTPUTS} may be replaced)")
+        fail(f"--out {out} exists and is not a folder: give a folder (new or one whose {OUTPUTS} may be replaced)")
     given_ceilings = None
     if ceilings_file is not None:
         try:
             given_ceilings = device_ceilings.load(ceilings_file)
         except device_ceilings.CeilingsError as exc:
-            _fail(f"--ceilings: {exc}")
+            fail(f"--ceilings: {exc}")
 
     try:
         import torch
     except ImportError:
-        _fail("profile-model needs PyTorch: pip install 'kernelfarm[profile]'")
+        fail("profile-model needs PyTorch: pip install 'kernelfarm[profile]'")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
         if tune and device == "cpu":
-            _fail(f"{TUNE_NEEDS_A_GPU} (--device auto found no GPU)")
+            fail(f"{TUNE_NEEDS_A_GPU} (--device auto found no GPU)")
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            _fail(f"--device {device} but torch sees no GPU")
+            fail(f"--device {device} but torch sees no GPU")
         index = int(device.partition(":")[2] or 0)
         if index >= torch.cuda.device_count():
-            _fail(f"--device {device}: torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:N-1")
+            fail(f"--device {device}: torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:N-1")
     try:
         mut = build(model, dtype=dtype, batch=batch, seq=seq, device=device)
     except ModelError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        _fail(f"cannot make the folder --out {out}: {exc.strerror or exc}")
+        fail(f"cannot make the folder --out {out}: {exc.strerror or exc}")
     ceilings = given_ceilings or device_ceilings.measure(device)
     try:
         eager = capture(mut, warmup=warmup, iterations=iterations, trace_path=out / "trace.json")
     except OutputError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     report = analyse(eager, ceilings, model=model, dtype=dtype, batch=batch, seq=seq)
     if compare_compile:
         from kernelfarm.model_profiler.compile_ab import compile_ab
@@ -137,7 +131,7 @@ def profile_model(
         write_html(report, out / "report.html")
         write_markdown(report, out / "report.md")
     except OutputError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     print_table(report, console)
     console.print(
         f"wrote {out / 'profile.json'}, {out / 'trace.json'} (Chrome/Perfetto), {out / 'report.html'}, "
@@ -151,8 +145,7 @@ def profile_model(
         try:
             stored = cli_context().client().store_profile(body)
         except ApiError as exc:
-            console.print(f"[red]error[/]: the farm did not store the profile: {exc.detail if exc.status else exc}")
-            raise typer.Exit(1) from None
+            fail(f"the farm did not store the profile: {exc.message}")
         console.print(f"stored as profile {stored['id']}")
     if as_json:
         typer.echo(json.dumps(report.to_json()))

@@ -112,7 +112,7 @@ def _torch_dtype(name: str) -> Any:
     import torch
 
     check_dtype(name)
-    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
+    return getattr(torch, name)  # DTYPES are torch's own names
 
 
 def _built_in(built_in: BuiltIn, dtype: Any, batch: int, seq: int, device: str) -> tuple[Any, dict[str, Any]]:
