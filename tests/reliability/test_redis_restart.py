@@ -122,6 +122,12 @@ def stall_report(farm: ChaosFarm, jobs: list[uuid.UUID]) -> str:
     with redis.Redis.from_url(farm.redis_url) as broker:  # the farm's own Redis
         queues = {key.decode(): broker.llen(key) for key in broker.scan_iter() if broker.type(key) == b"list"}
         unacked = broker.hlen("unacked")
-    logs = "\n".join(f"--- {name} (alive: {alive(info.pid)})\n{farm.log(name)[-2500:]}"
+    logs = "\n".join(f"--- {name} (alive: {alive(info.pid)})\n{_telling(farm.log(name))[-2500:]}"
                      for name, info in farm.processes.items())  # fmt: skip
     return f"trials by state: {dict(states)}; queues: {queues}; unacked: {unacked}\n{logs}"
+
+
+def _telling(log: str) -> str:
+    """A log without beat's once-a-second "Sending due task" lines: a stalled coordinator's last
+    2,500 characters were nothing else in a CI failure (its consumer's lines had scrolled away)."""
+    return "\n".join(line for line in log.splitlines() if "Scheduler: Sending due task" not in line)
