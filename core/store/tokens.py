@@ -11,7 +11,7 @@ from enum import StrEnum
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from kernelfarm.core.errors import InvalidInput, NotFound, Unauthorized
+from kernelfarm.core.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from kernelfarm.core.models import ApiToken
 
 TOKEN_PREFIX = "kf_"
@@ -119,6 +119,7 @@ def revoke_token_id(session: Session, token_id: int) -> ApiToken:
     """
     if not 1 <= token_id <= MAX_TOKEN_ID:  # PostgreSQL refuses an integer parameter beyond its range
         raise NotFound(f"token {token_id} not found")
+    _keep_an_admin(session, token_id)
     session.execute(
         update(ApiToken).where(ApiToken.id == token_id, ApiToken.revoked_at.is_(None)).values(revoked_at=func.now())
     )
@@ -126,6 +127,23 @@ def revoke_token_id(session: Session, token_id: int) -> ApiToken:
     if row is None:
         raise NotFound(f"token {token_id} not found")
     return row
+
+
+def _keep_an_admin(session: Session, token_id: int) -> None:
+    """Refuse revoking the last live admin token over the API: nobody could create or revoke a token
+    through it afterwards (the CLI on the database host still can: the way back, and not refused).
+
+    The live admin tokens are locked first, so two admins revoking each other's tokens at once cannot
+    both pass: the second waits, then no longer counts the token the first revoked."""
+    live_admins = session.execute(
+        select(ApiToken.id)
+        .where(ApiToken.revoked_at.is_(None), ApiToken.scopes.contains([Scope.ADMIN.value]))
+        .with_for_update()
+    ).scalars().all()  # fmt: skip
+    if list(live_admins) == [token_id]:
+        raise Conflict(
+            f"token {token_id} is the farm's last admin token: create another admin token before revoking it"
+        )
 
 
 def revocation_stamp(session: Session) -> tuple[int, str]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from tests.api.conftest import client_for
-from tests.conftest import RTX3090, Farm, make_token
+from tests.conftest import RTX3090, Farm, Services, make_token, migrated_database
 
 JOB = {"kernel": "convolution_kernel", "gpu_model": RTX3090, "budget_trials": 4, "parallelism": 2, "seed": 1}
 
@@ -92,3 +94,46 @@ def test_a_revoked_admin_token_is_refused_by_every_api_process_within_a_second(
             time.sleep(0.02)
         assert answer.status_code == 401
     assert time.monotonic() - revoked_at < 1.5
+
+
+@pytest.fixture
+def own_tokens_farm(services: Services, redis_url: str, tmp_path: Path) -> Iterator[Farm]:
+    """An API on a database of its own: whether a token is the last admin one depends on every token
+    there, and the shared database holds other tests' admin tokens."""
+    farm = Farm(migrated_database(services.server_url), redis_url, tmp_path / "farm")
+    try:
+        farm.start_api()
+        yield farm
+    finally:
+        farm.stop_all()
+
+
+def test_the_last_admin_token_is_not_revoked_over_the_api(own_tokens_farm: Farm) -> None:
+    database = own_tokens_farm.database_url
+    ops = client_for(own_tokens_farm, make_token(database, "admin", name="ops"))
+    ops_id = next(t["id"] for t in ops.get("/v1/tokens").json() if t["name"] == "ops")
+    reader = ops.post("/v1/tokens", json={"name": "dashboard", "scopes": ["read"]}).json()
+    assert ops.delete(f"/v1/tokens/{reader['id']}").status_code == 200  # not an admin token: no question
+
+    refused = ops.delete(f"/v1/tokens/{ops_id}")
+    assert refused.status_code == 409 and "last admin token" in refused.json()["detail"], refused.text
+    assert ops.get("/v1/tokens").status_code == 200  # still live
+
+    second = ops.post("/v1/tokens", json={"name": "ops-2", "scopes": ["admin"]}).json()
+    successor = client_for(own_tokens_farm, second["token"])
+    assert successor.delete(f"/v1/tokens/{ops_id}").status_code == 200  # handing over works
+    assert successor.delete(f"/v1/tokens/{second['id']}").status_code == 409
+
+    # Two admins revoking each other at once: one wins, the other is refused (409, or 401 once its own
+    # token is gone), and the farm keeps an admin.
+    for round_ in range(4):
+        third = successor.post("/v1/tokens", json={"name": f"ops-{round_ + 3}", "scopes": ["admin"]}).json()
+        rival = client_for(own_tokens_farm, third["token"])
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda pair: pair[0].delete(f"/v1/tokens/{pair[1]}").status_code,
+                                    [(successor, third["id"]), (rival, second["id"])]))  # fmt: skip
+        assert sorted(answers) in ([200, 401], [200, 409]), answers
+        if answers[1] == 200:  # the rival won: it carries on as the successor
+            successor, second = rival, third
+        live_admins = [t for t in successor.get("/v1/tokens").json() if "admin" in t["scopes"] and not t["revoked_at"]]
+        assert [t["id"] for t in live_admins] == [second["id"]]
