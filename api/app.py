@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from kernelfarm.api.best_cache import BestCache, read_best_versions
 from kernelfarm.api.errors import ERROR_RESPONSES, install_error_handlers
 from kernelfarm.api.metrics import MetricsExposition, RequestMetrics
-from kernelfarm.api.middleware import BodySizeLimit, InFlightLimit, SecurityHeaders
+from kernelfarm.api.middleware import BodySizeLimit, HeadAsGet, InFlightLimit, SecurityHeaders
 from kernelfarm.api.routes import (
     best,
     exports,
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(RequestMetrics)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(HeadAsGet)
     app.include_router(health.router)
     app.include_router(metrics.router, responses=ERROR_RESPONSES)
     for module in (

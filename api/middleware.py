@@ -57,6 +57,27 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class HeadAsGet:
+    """Answer ``HEAD`` as ``GET`` without the body (RFC 9110, 9.3.2): FastAPI adds no HEAD route, so
+    ``curl -I`` and monitors that probe with HEAD got 405 from ``/health`` and every other GET route.
+    The headers are the GET's, ``content-length`` included; whatever the route streams is dropped."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_without_body(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, send_without_body)
+
+
 class InFlightLimit:
     """Requests served at once per process; the rest wait here, on the event loop, holding nothing.
 

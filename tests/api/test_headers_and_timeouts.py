@@ -64,3 +64,27 @@ def test_a_trickled_body_is_408_even_while_bytes_keep_coming(api_only: Farm, sub
     answer, elapsed = raw_request(api_only, head, [b" "] * 40, 0.25)  # one byte every 0.25 s: 10 s in all
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert elapsed < BODY_TIMEOUT + 5
+
+
+@pytest.mark.parametrize("path", ["/health", "/ready", "/metrics", "/v1/jobs", "/v1/jobs/not-a-uuid", "/docs"])
+def test_head_answers_as_get_without_the_body(api_only: Farm, submit_token: str, path: str) -> None:
+    with client_for(api_only, submit_token) as client:
+        got, head = client.get(path), client.head(path)
+    assert head.status_code == got.status_code != 405
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers["x-content-type-options"] == "nosniff"
+    if "content-length" in got.headers:  # /metrics and /v1/jobs may change between the two requests
+        assert int(head.headers["content-length"]) > 0
+    # Nothing follows the headers on the wire (a body there would be read as the next answer)
+    request = (f"HEAD {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               f"Authorization: Bearer {submit_token}\r\n\r\n").encode()  # fmt: skip
+    answer, _ = raw_request(api_only, request, [], 0)
+    headers, _, rest = answer.partition(b"\r\n\r\n")
+    assert headers.startswith(f"HTTP/1.1 {got.status_code}".encode()) and rest == b""
+
+
+def test_head_is_refused_where_get_is(api_only: Farm) -> None:
+    with client_for(api_only, None) as client:
+        assert client.head("/v1/jobs").status_code == client.get("/v1/jobs").status_code == 401
+        cancel = "/v1/jobs/00000000-0000-0000-0000-000000000000/cancel"  # a POST-only route
+        assert client.head(cancel).status_code == client.get(cancel).status_code == 405
