@@ -81,8 +81,10 @@ def upload_kernel(
     principal: KernelsToken,
     session: SessionDep,
     response: Response,
-    manifest: Annotated[UploadFile, File(description="the manifest, TOML (*.toml) or JSON")],
-    files: Annotated[list[UploadFile] | None, File(description="the files the manifest names")] = None,
+    # A part without a file name is a plain form field to Starlette: taken as text here so that it
+    # gets a reason below rather than FastAPI's "Expected UploadFile" with the manifest echoed back.
+    manifest: Annotated[UploadFile | str, File(description="the manifest, TOML (*.toml) or JSON")],
+    files: Annotated[list[UploadFile | str] | None, File(description="the files the manifest names")] = None,
 ) -> KernelVersionPublic:
     bundle = _checked_upload(manifest, files or [])
     if bundle.has_python and Scope.ADMIN not in principal.scopes:
@@ -110,15 +112,19 @@ def upload_kernel(
     return public
 
 
-def _checked_upload(manifest: UploadFile, files: list[UploadFile]) -> Bundle:
+def _checked_upload(manifest: UploadFile | str, files: list[UploadFile | str]) -> Bundle:
+    if isinstance(manifest, str):
+        raise InvalidInput(
+            "manifest: send it as a file, a multipart part with a file name (axpb.toml or axpb.json, which says "
+            "how to read it; curl -F manifest=@axpb.toml), not as a form field"
+        )
     if len(files) > MAX_FILES:
         raise InvalidInput(f"files: at most {MAX_FILES} files")
     data = parse_manifest_text(manifest.file.read(), manifest.filename or "manifest.json")
     uploads: dict[str, bytes] = {}
     for upload in files:
-        name = (upload.filename or "").rsplit("/", 1)[-1]
-        if not name:
-            raise InvalidInput("files: every file needs a file name")
+        if isinstance(upload, str) or not (name := (upload.filename or "").rsplit("/", 1)[-1]):
+            raise InvalidInput("files: every file needs a file name (a part without one is a form field)")
         if name in uploads:
             raise InvalidInput(f"files: {name!r} is uploaded twice")
         uploads[name] = upload.file.read()

@@ -135,6 +135,28 @@ def test_a_bad_manifest_is_a_4xx_naming_the_field_and_nothing_is_stored(
     assert stored_versions(database_url) == before
 
 
+@pytest.mark.parametrize("filename", ["", None])
+def test_a_manifest_sent_as_a_form_field_is_a_4xx_saying_so(
+    byok_farm: Farm, database_url: str, filename: str | None
+) -> None:
+    """A multipart part without a file name is a form field to Starlette, not a file (curl's
+    ``-F manifest=<axpb.json`` sends one): FastAPI answered "Expected UploadFile, received: <class 'str'>"
+    with the manifest echoed back."""
+    uploader = make_token(database_url, "kernels", name="byok-uploader")
+    text = json.dumps(user_manifest()).encode()
+    manifest_part = ("manifest", (filename, text)) if filename is not None else ("manifest", (None, text))
+    parts = [manifest_part, *(("files", (name, data)) for name, data in user_uploads().items())]
+    before = stored_versions(database_url)
+    response = client(byok_farm, uploader).post("/v1/kernels", files=parts)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith("manifest: ") and "file name" in detail and "UploadFile" not in detail, detail
+    nameless_file = [("manifest", ("axpb.json", text)), ("files", (filename, b"__global__ void k() {}"))]
+    response = client(byok_farm, uploader).post("/v1/kernels", files=nameless_file)
+    assert response.status_code == 422 and response.json()["detail"].startswith("files: every file needs a file name")
+    assert stored_versions(database_url) == before
+
+
 def test_uploaded_python_needs_admin(byok_farm: Farm, database_url: str, admin_token: str) -> None:
     manifest, uploads = user_manifest(), user_uploads()
     manifest["reference"] = {"python": "reference.py"}
