@@ -16,10 +16,11 @@ from fastapi import FastAPI, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from kernelfarm.api.schemas import ErrorPublic
+from kernelfarm.core.db import is_unavailable
 from kernelfarm.core.errors import (
     Conflict,
     Forbidden,
@@ -88,24 +89,11 @@ async def _handle_validation(request: Request, exc: Exception) -> JSONResponse:
 async def _handle_database_down(request: Request, exc: Exception) -> JSONResponse:
     """PostgreSQL unreachable, restarting or not answering in time: 503 with a reason and a
     Retry-After, not a bare 500 (a client retries a 503; it reports a 500 as a bug)."""
-    if isinstance(exc, DBAPIError) and not exc.connection_invalidated and not _is_unavailable(exc):
+    if isinstance(exc, DBAPIError) and not is_unavailable(exc):
         raise exc  # a real bug (bad SQL, constraint violation): let it be a logged 500
     logger.warning("database unavailable: %s", type(getattr(exc, "orig", exc)).__name__)
     reason = f"database unavailable ({type(getattr(exc, 'orig', exc)).__name__}); retry later"
     return error_response(status.HTTP_503_SERVICE_UNAVAILABLE, reason, {"Retry-After": str(DATABASE_RETRY_AFTER)})
-
-
-# SQLSTATE classes that mean "the server cannot serve now", not "the request is wrong":
-# 08 connection exception, 57 operator intervention (shutdown, statement/lock timeout as 57014),
-# 53 insufficient resources.
-_UNAVAILABLE_SQLSTATE = ("08", "57", "53")
-
-
-def _is_unavailable(exc: DBAPIError) -> bool:
-    if isinstance(exc, OperationalError | InterfaceError):
-        return True
-    code = getattr(exc.orig, "pgcode", None) or ""
-    return code.startswith(_UNAVAILABLE_SQLSTATE)
 
 
 # What the OpenAPI schema says every /v1 operation may answer besides its success (one schema).

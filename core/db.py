@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, create_engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelfarm.core.settings import Settings, get_settings
@@ -62,3 +63,18 @@ def dispose_engines() -> None:
     for factory in _factories.values():
         factory.kw["bind"].dispose(close=False)
     _factories.clear()
+
+
+# SQLSTATE classes that mean "the server cannot serve now", not "the request is wrong":
+# 08 connection exception, 57 operator intervention (shutdown, statement/lock timeout as 57014),
+# 53 insufficient resources.
+_UNAVAILABLE_SQLSTATE = ("08", "57", "53")
+
+
+def is_unavailable(exc: DBAPIError) -> bool:
+    """Does this database error say PostgreSQL is unreachable or cannot serve now (rather than that
+    the statement is wrong)?"""
+    if isinstance(exc, OperationalError | InterfaceError) or exc.connection_invalidated:
+        return True
+    code = getattr(exc.orig, "pgcode", None) or ""
+    return code.startswith(_UNAVAILABLE_SQLSTATE)

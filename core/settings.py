@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     # A job that has had no live worker of its GPU model for this long (and no trial activity) fails
     # with the reason, instead of waiting forever for a GPU model nobody serves.
     no_worker_timeout_seconds: float = 600.0
+    # A job whose coordinator step raised this many times in a row (lost connections to PostgreSQL or
+    # Redis not counted) fails with the error, instead of being stepped, and failing, every tick forever.
+    max_step_failures: int = Field(default=5, ge=1)
     # A queued trial not claimed for this long is sent again (its message may have been lost).
     redispatch_after_seconds: float = 30.0
 

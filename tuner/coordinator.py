@@ -103,6 +103,7 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     job = job_store.get_job(session, job_id, for_update=True)
     if JobState(job.state).finished:
         return StepResult([], job.state, job.status_message), [], job.gpu_model
+    job.step_failures = 0  # committed only with a step that succeeds (tuner/step_failures.py)
     try:
         version = job_store.kernel_version(session, job)
         space = job_space(job, version)

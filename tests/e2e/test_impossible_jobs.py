@@ -11,9 +11,20 @@ import httpx
 import pytest
 
 from kernelfarm import launcher
+from kernelfarm.core.db import session_scope
 from kernelfarm.core.landscape import load_landscape
+from kernelfarm.core.models import Job
 from kernelfarm.kernels.registry import get_kernel
-from tests.conftest import CONVOLUTION, RTX3090, Farm, _reset_between_farms, live_worker_count, make_token, wait_for
+from tests.conftest import (
+    CONVOLUTION,
+    RTX3090,
+    Farm,
+    _reset_between_farms,
+    live_worker_count,
+    make_token,
+    store_job,
+    wait_for,
+)
 
 NO_WORKER_TIMEOUT = 4
 
@@ -79,3 +90,17 @@ def test_a_job_with_no_successful_trial_fails(client: httpx.Client) -> None:
     job = finished(client, created.json()["id"], 60)
     assert job["progress"]["failed"] == 1 and job["progress"]["complete"] == 0
     assert job["state"] == "failed" and "no config succeeded" in job["status_message"]
+
+
+def test_a_job_whose_step_keeps_raising_fails_saying_why(client: httpx.Client, database_url: str) -> None:
+    """A stored job the coordinator cannot step (a space restriction whose values are not a list, which
+    the API refuses and a row of an older version could hold) was stepped every tick, forever."""
+    with session_scope(database_url) as session:
+        job = store_job(session, "convolution_kernel", RTX3090, space={"parameters": {"block_size_x": 16}})
+        job_id = str(job.id)
+    # Housekeeping steps it every tick (1 s here): five failing steps, then it fails.
+    answer = finished(client, job_id, 60)
+    assert answer["state"] == "failed", answer
+    assert "raised 5 times in a row (TypeError:" in answer["status_message"], answer["status_message"]
+    with session_scope(database_url) as session:
+        assert session.get_one(Job, job.id).step_failures == 5
