@@ -109,7 +109,7 @@ class Job(Base):
     # such step and for a job submitted with warm_start false.
     warm_start_prior: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
     # Coordinator steps of the job in a row that raised (not counting lost connections): the job fails
-    # at settings.max_step_failures (tuner/coordinator.py step_failed); a step that succeeds resets it.
+    # at settings.max_step_failures (tuner/step_failures.py); a step that succeeds resets it.
     step_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     state: Mapped[str] = mapped_column(String(16), index=True)
     status_message: Mapped[str] = mapped_column(Text, default="")

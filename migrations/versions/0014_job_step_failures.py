@@ -1,5 +1,5 @@
 """job step failures: how many of a job's coordinator steps in a row raised an error that is not a lost
-connection (tuner/coordinator.py step_failed); the job fails at settings.max_step_failures instead of
+connection (tuner/step_failures.py); the job fails at settings.max_step_failures instead of
 being stepped, and failing, forever
 
 Revision ID: 0014
