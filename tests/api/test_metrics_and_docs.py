@@ -5,9 +5,11 @@ from local assets."""
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -121,6 +123,22 @@ def test_metrics_follow_the_farm(metrics_farm: MetricsFarm) -> None:
                  status="403") == 1  # fmt: skip
     assert value(scraped, "kernelfarm_coordinator_step_duration_seconds_count", outcome="ok") > 0
     assert len({re.sub(r"\D", "", p.name) for p in metrics_farm.metrics_dir.glob("*.db")}) >= 3  # 2 API + pool
+
+
+def test_made_up_methods_make_no_series_of_their_own(metrics_farm: MetricsFarm) -> None:
+    """HTTP lets a client send any token as its method, with no token of ours: each made a histogram
+    series that lived as long as the API process (a probe grew the scrape from 33 KB to 11.5 MB)."""
+    url = urlsplit(metrics_farm.open_api_url)
+    methods = [f"XPROBE{i}" for i in range(20)]
+    for method in methods:
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            sock.sendall(f"{method} /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            assert sock.recv(65536).startswith(b"HTTP/1.1 ")
+    scraped = httpx.get(f"{metrics_farm.open_api_url}/metrics").text
+    assert not any(method in scraped for method in methods)
+    counted = samples(scraped)
+    assert value(counted, "kernelfarm_api_request_duration_seconds_count", route="unmatched", method="other",
+                 status="404") >= len(methods)  # fmt: skip
 
 
 def test_api_docs_use_local_assets(metrics_farm: MetricsFarm) -> None:
