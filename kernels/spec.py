@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,6 +39,14 @@ class Implementation(Protocol):
 
 class MissingImplementation(NotFound):
     """The kernel has no implementation for the backend asked for."""
+
+
+# A string problem value (a dtype, a layout) is written into the problem key ("M=1024,dtype=float16"),
+# which trials, /v1/best and the exports match on: a comma or "=" in one made two problems one key
+# (A="x,B=y" with B="z" read back as A="x", B="z"), and the exports write the key into C comments and
+# macro names. So: 1-64 characters, a letter or digit first, then letters, digits and _ . + -.
+PROBLEM_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+PROBLEM_TEXT_RULE = "1-64 letters, digits and _ . + - (starting with a letter or digit)"
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,8 @@ class ProblemParam:
                 )
         elif not isinstance(value, str):
             raise InvalidInput(f"problem.{self.name} must be a string, got {_shown(value)}")
+        elif not PROBLEM_TEXT.fullmatch(value):
+            raise InvalidInput(f"problem.{self.name}={_shown(value)}: a string problem value has {PROBLEM_TEXT_RULE}")
         if self.choices is not None and value not in self.choices:
             raise InvalidInput(f"problem.{self.name}={_shown(value)} is not one of {list(self.choices)}")
         return value

@@ -34,6 +34,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelfarm.kernels.spec import PROBLEM_TEXT, PROBLEM_TEXT_RULE
+
 FORMAT = "kernelfarm.kernel/1"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
@@ -122,6 +124,10 @@ class ProblemParam(_Strict):
             raise ValueError(f"default {self.default} is outside [{self.minimum}, {self.maximum}]")
         if self.choices is not None and self.default not in self.choices:
             raise ValueError(f"default {self.default!r} is not one of the choices")
+        if self.kind == "str":
+            for value in [self.default, *(self.choices or [])]:
+                if not isinstance(value, str) or not PROBLEM_TEXT.fullmatch(value):
+                    raise ValueError(f"{value!r} is not a string problem value: those have {PROBLEM_TEXT_RULE}")
         return self
 
 

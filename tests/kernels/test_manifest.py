@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kernelfarm.core.errors import InvalidInput
 from kernelfarm.kernels.manifest.build import build_spec
 from kernelfarm.kernels.manifest.bundle import InvalidManifest, check_bundle, parse_manifest_text
 from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
@@ -95,6 +96,14 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
      "comma"),
     ("NaN tune value", _set("tune_params.tile_size_y", [float("nan"), 1]), "manifest.tune_params.tile_size_y.0",
      "finite"),
+    # A problem is keyed by "name=value" pairs joined by commas, written into the exports' C comments too:
+    # a comma or "=" made two problems one key, "*/" ended a header comment, a newline a line.
+    ("a comma in a string problem value", _set("problem.dt", {"kind": "str", "default": "x,B=y"}),
+     "manifest.problem.dt", "string problem value"),
+    ("a comment end in a problem choice", _set("problem.dt", {"kind": "str", "default": "f32", "choices": ["f32",
+     "*/ int x; /*"]}), "manifest.problem.dt", "string problem value"),
+    ("an empty string problem value", _set("problem.dt", {"kind": "str", "default": ""}), "manifest.problem.dt",
+     "string problem value"),
     ("infinite tolerance", _set("tolerance", float("inf")), "manifest.tolerance", "finite"),
     # Shapes are evaluated at the default problem: these parsed, and failed only on a GPU worker.
     ("negative shape", _set("arguments.0.shape", ["-M", "N"]), "manifest.arguments.0.shape.0", ">= 1"),
@@ -248,3 +257,15 @@ def test_a_stored_version_the_upload_checks_would_now_refuse_is_still_read() -> 
     with pytest.raises(InvalidManifest, match="NUL"):
         check_bundle(manifest, user_uploads())
     assert check_bundle(manifest, user_uploads(), stored=True).name == "user-axpb"
+
+
+def test_a_string_problem_value_a_key_cannot_hold_is_refused_at_submission() -> None:
+    """A free string problem dimension (no choices) takes what a job or a lookup sends: "x,B=y" with
+    B="z" had the key of A="x", B="z" (a lookup of a problem never measured answered "exact")."""
+    manifest = copy.deepcopy(user_manifest())
+    manifest["problem"]["dt"] = {"kind": "str", "default": "f32"}
+    spec = build_spec(check_bundle(manifest, user_uploads()), 1)
+    assert spec.normalize_problem({"dt": "bf16"})["dt"] == "bf16"
+    for value in ("x,B=y", "a=b", "a\nb", "", "*/", "f32 x", "x" * 65, "\u202ef32"):
+        with pytest.raises(InvalidInput, match="a string problem value has 1-64 letters"):
+            spec.normalize_problem({"dt": value})
