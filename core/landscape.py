@@ -8,6 +8,7 @@ as it goes): a trailing comma is stripped and the braces closed.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
@@ -97,14 +98,23 @@ def _load_landscape(path: Path) -> Landscape:
     )
 
 
+def is_a_time(value: float) -> bool:
+    """A time a measurement can take: finite and above zero."""
+    return math.isfinite(value) and value > 0
+
+
 def _recording(entry: dict[str, Any]) -> Recording:
     if "__error__" in entry:
         return Recording(None, None, (), FailureKind.CRASH, str(entry["__error__"]))
     value = entry.get("time")
     if isinstance(value, str):
         return Recording(None, None, (), _FAILURE_MARKERS.get(value, FailureKind.CRASH), value)
-    if not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return Recording(None, None, (), FailureKind.CRASH, "no time recorded")
-    times = tuple(float(t) for t in entry.get("times", []) if isinstance(t, int | float))
+    if not is_a_time(value):
+        # Served as measured, -1 or 0 ms became a farm's best config, and NaN one that no result row
+        # could store (PostgreSQL's JSON has no NaN): the trial ended as "worker lost" three times.
+        return Recording(None, None, (), FailureKind.CRASH, f"recorded time {value!r} ms is not a positive number")
+    times = tuple(float(t) for t in entry.get("times", []) if isinstance(t, int | float) and is_a_time(t))
     median = statistics.median(times) if times else float(value)
     return Recording(float(median), float(value), times or (float(value),), None, None)

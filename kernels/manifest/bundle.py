@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from kernelfarm.core.errors import ConstraintError, InvalidInput
+from kernelfarm.core.landscape import is_a_time
 from kernelfarm.core.space import MAX_CARTESIAN, Parameter, SearchSpace
 from kernelfarm.core.store.text import unstorable
 from kernelfarm.kernels.manifest.expressions import Expr
@@ -454,4 +455,16 @@ def check_recording(manifest: Manifest, data: bytes) -> dict[str, Any]:
     unknown = set(problem) - set(manifest.problem)
     if unknown:
         raise InvalidManifest(f"manifest.recording.problem: {sorted(unknown)} are not problem parameters")
+    _check_recorded_times(cache["cache"], where)
     return cache
+
+
+def _check_recorded_times(entries: Any, where: str) -> None:
+    """Each recorded time is a positive number or a failure marker (a string). A replay worker serves
+    them as measurements: -1 ms was published as the best config, NaN failed every write of its trial."""
+    if not isinstance(entries, dict):
+        raise InvalidManifest(f"{where}: its cache is not an object of configs")
+    for key, entry in entries.items():
+        value = entry.get("time") if isinstance(entry, dict) else None
+        if isinstance(value, bool) or (isinstance(value, int | float) and not is_a_time(value)):
+            raise InvalidManifest(f"{where}: config {key!r} records {value!r} ms (a time is a positive number)")

@@ -141,3 +141,21 @@ def test_a_file_that_cannot_be_read_is_refused_as_unreadable_not_as_no_cache_fil
     make(path)
     with pytest.raises(InvalidInput, match=r"recording\.json: cannot be read \((No such file|Is a directory)"):
         registry.read_json_tolerant(path)
+
+
+def test_recorded_times_that_are_no_time_are_failures(tmp_path: Path) -> None:
+    """A replay worker serves a recording's times as measurements: -1 ms was published as a best config,
+    and NaN, which no result row can store (PostgreSQL's JSON has none), ended its trial as "worker lost"."""
+    entries = {"1": 2.5, "2": -1.0, "3": 0, "4": float("nan"), "5": float("inf"), "6": True, "7": "InvalidConfig"}
+    cache = {k: {"x": int(k), "time": t, "times": [t]} for k, t in entries.items()}
+    cache["1"]["times"] = [2.0, float("nan"), -3.0, 3.0]
+    recording = {"device_name": "GPU A", "tune_params_keys": ["x"], "tune_params": {"x": list(range(1, 8))},
+                 "problem_size": [1], "cache": cache}  # fmt: skip
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(recording))  # Python's json writes NaN and Infinity, as Kernel Tuner's may
+    recorded = landscape._load_landscape(path).entries
+    assert recorded["1"].failure is None and recorded["1"].times_ms == (2.0, 3.0) and recorded["1"].time_ms == 2.5
+    for key in ("2", "3", "4", "5"):
+        assert recorded[key].failure is not None and "not a positive number" in (recorded[key].failure_message or "")
+    assert recorded["6"].failure_message == "no time recorded"
+    assert [k for k, r in recorded.items() if r.failure is None] == ["1"]

@@ -46,6 +46,12 @@ def _add_file(name: str, data: bytes) -> Mutation:
     return lambda manifest, uploads: uploads.__setitem__(name, data)
 
 
+def recording_of(manifest: dict[str, Any], cache: dict[str, Any]) -> bytes:
+    """A Kernel Tuner cache file of the manifest's parameters holding ``cache``."""
+    keys = list(manifest["tune_params"])
+    return json.dumps({"device_name": "NVIDIA GeForce RTX 3090", "tune_params_keys": keys, "cache": cache}).encode()
+
+
 # (case, mutation, the field the error must name, a word of the reason)
 BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
     ("unknown format", _set("format", "kernelfarm.kernel/9"), "manifest.format", "kernelfarm.kernel/1"),
@@ -118,6 +124,12 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
                    u.__setitem__("cache.json", json.dumps({"device_name": "X", "tune_params_keys": ["a"],
                                                            "cache": {}}).encode())),
      "manifest.recording.file", "records parameters"),
+    # A replay worker serves recorded times as measurements: -1 ms became the best config, NaN a trial
+    # no row could store ("worker lost" three times).
+    *[(f"recorded time {value}",
+       lambda m, u, value=value: (m.__setitem__("recording", {"file": "cache.json"}), u.__setitem__(
+           "cache.json", recording_of(m, {"16,1,1,1": {"block_size_x": 16, "time": value}}))),
+       "manifest.recording.file", "a time is a positive number") for value in (-1.0, 0, float("nan"), float("inf"))],
     ("recording not a cache file",
      lambda m, u: (m.__setitem__("recording", {"file": "cache.json"}), u.__setitem__("cache.json", b"[1, 2]")),
      "manifest.recording.file", "Kernel Tuner cache"),
