@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Annotated
 
 from celery import Celery
@@ -17,6 +18,7 @@ from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Forbidden, Unauthorized
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.store.tokens import Scope, authenticate, effective_scopes
+from kernelfarm.core.store.ui_sessions import authenticate_session
 
 
 # Trivial dependencies are async: a sync one costs a threadpool hop per request.
@@ -71,39 +73,56 @@ class Principal:
             raise Forbidden(f"{what} belongs to {owner!r}: only its owner or an admin token may change it")
 
 
-def _authenticate(database_url: str | None, token: str) -> tuple[str, tuple[str, ...]]:
+@dataclass(frozen=True)
+class Credential:
+    """What a request authenticates with: an API token (bearer), or the dashboard's session cookie,
+    whose secret is a session's (core/store/ui_sessions.py) and never works as a bearer token."""
+
+    secret: str
+    is_session: bool = False
+
+    @property
+    def cache_key(self) -> str:
+        # NUL cannot be in a header: no bearer token can have a session's key
+        return f"session\x00{self.secret}" if self.is_session else self.secret
+
+
+def _authenticate(database_url: str | None, credential: Credential) -> tuple[str, tuple[str, ...]]:
     with session_scope(database_url) as session:
-        row = authenticate(session, token)
+        if credential.is_session:
+            row = authenticate_session(session, credential.secret)
+        else:
+            row = authenticate(session, credential.secret)
         return row.name, tuple(row.scopes)
 
 
-async def principal_for(request: Request, settings: Settings, token: str) -> Principal:
-    """The token's owner and scopes (cached per process, see api/token_cache.py)."""
+async def principal_for(request: Request, settings: Settings, credential: Credential) -> Principal:
+    """The credential's owner and scopes (cached per process, see api/token_cache.py)."""
     cache: TokenCache = request.app.state.token_cache
     deadline = settings.api_database_deadline_seconds
     if cache.enabled and not cache.current():
-        await in_thread(deadline, cache.refresh)  # a revocation elsewhere drops cached tokens first
-    cached = cache.get(token)
+        await in_thread(deadline, cache.refresh)  # a revocation or logout elsewhere drops cached ones first
+    cached = cache.get(credential.cache_key)
     if cached is None:
         generation = cache.generation
-        name, granted = await in_thread(deadline, _authenticate, settings.database_url, token)
-        cache.put(token, name, granted, generation)
+        name, granted = await in_thread(deadline, _authenticate, settings.database_url, credential)
+        cache.put(credential.cache_key, name, granted, generation)
     else:
         name, granted = cached.name, cached.scopes
     return Principal(name, effective_scopes(granted))
 
 
-def request_token(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+def request_credential(request: Request, credentials: HTTPAuthorizationCredentials | None) -> Credential:
     """The bearer token, else the dashboard's session cookie (api/session.py); a cookie-authenticated
     request that changes something must carry the CSRF header."""
     if credentials is not None and credentials.scheme.lower() == "bearer" and credentials.credentials:
-        return credentials.credentials
+        return Credential(credentials.credentials)
     cookie = request.cookies.get(SESSION_COOKIE)
     if not cookie:
         raise Unauthorized("missing bearer token")
     if request.method not in SAFE_METHODS and not csrf_ok(cookie, request.headers.get(CSRF_HEADER)):
         raise Forbidden("missing or wrong X-CSRF-Token header for a cookie-authenticated request")
-    return cookie
+    return Credential(cookie, is_session=True)
 
 
 def _require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
@@ -113,7 +132,7 @@ def _require(scope: Scope) -> Callable[..., Awaitable[Principal]]:
         settings: SettingsDep,
         credentials: BearerCredentials,
     ) -> Principal:
-        principal = await principal_for(request, settings, request_token(request, credentials))
+        principal = await principal_for(request, settings, request_credential(request, credentials))
         if scope not in principal.scopes:
             raise Forbidden(f"token {principal.name!r} lacks scope {scope.value!r}")
         return principal

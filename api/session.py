@@ -1,14 +1,18 @@
 """The dashboard's browser session: a login exchanges an API token for cookies.
 
-``kf_session`` holds the token itself: HttpOnly (page scripts never see it), SameSite=Strict (no other
-site's page can make the browser send it), Path=/ (the pages call the JSON API under /v1 with it).
-Revoking the token therefore ends every session made from it, within ``token_cache_seconds``.
+``kf_session`` holds the secret of a session the login stored (core/store/ui_sessions.py), never the
+token: browsers do not separate cookies by port, so any other service on the farm's host received the
+cookie, and a token there worked as a bearer token from anywhere until revoked. A session's secret
+authenticates only as a cookie, ends at logout in every API process, and after ``SESSION_MAX_AGE_S``
+on the server's clock, not only in the browser. The cookie is HttpOnly (page scripts never see it),
+SameSite=Strict (no other site's page can make the browser send it), Path=/ (the pages call the JSON
+API under /v1 with it). Revoking the token ends every session made from it.
 
 ``kf_csrf`` is readable by the pages' scripts and must come back as the ``X-CSRF-Token`` header on every
-request that changes something and is authenticated by the cookie (double submit). Another origin can
-neither read it nor set that header without a CORS preflight, which this API never grants; so even a
-browser that ignores SameSite cannot be made to submit a job. The value is derived from the token, so no
-server-side session store is needed across API processes.
+request that changes something and is authenticated by the cookie (double submit), logout included.
+Another origin can neither read it nor set that header without a CORS preflight, which this API never
+grants; so even a browser that ignores SameSite cannot be made to submit a job. The value is derived
+from the session's secret.
 """
 
 from __future__ import annotations
@@ -26,21 +30,21 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SESSION_MAX_AGE_S = 12 * 3600
 
 
-def csrf_for(token: str) -> str:
-    return hashlib.sha256(b"kernelfarm-csrf:" + token.encode()).hexdigest()
+def csrf_for(secret: str) -> str:
+    return hashlib.sha256(b"kernelfarm-csrf:" + secret.encode()).hexdigest()
 
 
-def csrf_ok(token: str, header: str | None) -> bool:
-    return header is not None and hmac.compare_digest(csrf_for(token), header)
+def csrf_ok(secret: str, header: str | None) -> bool:
+    return header is not None and hmac.compare_digest(csrf_for(secret), header)
 
 
-def start_session(response: Response, token: str, *, secure: bool) -> None:
-    response.set_cookie(SESSION_COOKIE, token, max_age=SESSION_MAX_AGE_S, path="/", secure=secure,
+def set_session_cookies(response: Response, secret: str, *, secure: bool) -> None:
+    response.set_cookie(SESSION_COOKIE, secret, max_age=SESSION_MAX_AGE_S, path="/", secure=secure,
                         httponly=True, samesite="strict")  # fmt: skip
-    response.set_cookie(CSRF_COOKIE, csrf_for(token), max_age=SESSION_MAX_AGE_S, path="/", secure=secure,
+    response.set_cookie(CSRF_COOKIE, csrf_for(secret), max_age=SESSION_MAX_AGE_S, path="/", secure=secure,
                         httponly=False, samesite="strict")  # fmt: skip
 
 
-def end_session(response: Response) -> None:
+def clear_session_cookies(response: Response) -> None:
     for name in (SESSION_COOKIE, CSRF_COOKIE):
         response.delete_cookie(name, path="/", samesite="strict")

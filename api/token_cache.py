@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.store.tokens import hash_token, revocation_stamp
+from kernelfarm.core.store.ui_sessions import ended_stamp
 
 
 @dataclass(frozen=True)
@@ -105,5 +106,6 @@ class TokenCache:
 
 
 def read_revocation_stamp(database_url: str | None) -> Hashable:
+    """Tokens revoked and dashboard sessions ended: either drops every cached credential."""
     with session_scope(database_url) as session:
-        return revocation_stamp(session)
+        return revocation_stamp(session), ended_stamp(session)

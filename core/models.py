@@ -200,6 +200,20 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+class UiSession(Base):
+    """A dashboard login (core/store/ui_sessions.py): the browser's cookie holds its secret, whose
+    SHA-256 is stored here; it ends at logout, at ``expires_at``, or with its token's revocation."""
+
+    __tablename__ = "ui_sessions"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class BestVersion(Base):
     """A stamp per kernel name (and ``''`` for the GPU worker registry) that database triggers bump
     whenever a best-config answer may have changed (migrations/versions/0003_best_versions.py); the

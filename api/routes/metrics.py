@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from kernelfarm.api.deps import BearerCredentials, SettingsDep, principal_for, request_token
+from kernelfarm.api.deps import BearerCredentials, SettingsDep, principal_for, request_credential
 from kernelfarm.api.metrics import MetricsExposition
 from kernelfarm.core.errors import Forbidden
 from kernelfarm.core.settings import Settings
@@ -44,7 +44,7 @@ async def metrics(
     GPU model, trial/measure/compile/profile time histograms, API request and coordinator step latency."""
     presented = credentials.credentials if credentials is not None else None
     if not _scrape_token_ok(settings, presented) and not (presented is None and _from_open_network(request, settings)):
-        principal = await principal_for(request, settings, request_token(request, credentials))
+        principal = await principal_for(request, settings, request_credential(request, credentials))
         if Scope.READ not in principal.scopes:
             raise Forbidden(f"token {principal.name!r} lacks scope 'read'")
     exposition: MetricsExposition = request.app.state.metrics

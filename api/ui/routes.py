@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import html
 import re
 from functools import cache
@@ -14,10 +13,21 @@ from fastapi import APIRouter, FastAPI, Request, Response, status
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from kernelfarm.api.deps import SettingsDep, principal_for, request_token
-from kernelfarm.api.session import SESSION_COOKIE, end_session, start_session
+from kernelfarm.api.deadline import in_thread
+from kernelfarm.api.deps import Credential, SettingsDep, principal_for, request_credential
+from kernelfarm.api.session import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    SESSION_MAX_AGE_S,
+    clear_session_cookies,
+    csrf_ok,
+    set_session_cookies,
+)
 from kernelfarm.api.strict_json import loads_strict
-from kernelfarm.core.errors import Forbidden, InvalidInput, KernelfarmError, Unauthorized
+from kernelfarm.api.token_cache import TokenCache
+from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import Forbidden, InvalidInput, KernelfarmError
+from kernelfarm.core.store import ui_sessions
 from kernelfarm.core.store.tokens import Scope
 
 UI_ROOT = files("kernelfarm.api.ui")
@@ -101,13 +111,13 @@ async def _page(
 ) -> Response:
     """The page for a browser with a valid session of read scope; a redirect to the login otherwise."""
     try:
-        principal = await principal_for(request, settings, request_token(request, None))
+        principal = await principal_for(request, settings, request_credential(request, None))
         if Scope.READ not in principal.scopes:
             raise Forbidden("no read scope")
     except KernelfarmError:
         response = RedirectResponse(f"/ui/login?next={quote(request.url.path)}", status.HTTP_303_SEE_OTHER)
         if request.cookies.get(SESSION_COOKIE):
-            end_session(response)  # revoked or unknown token: drop it
+            clear_session_cookies(response)  # ended, expired or unknown session: drop it
         return response
     return render_page(page, principal.name, data, prefetch)
 
@@ -143,21 +153,42 @@ async def login(request: Request, settings: SettingsDep) -> Response:
     token = data.get("token") if isinstance(data, dict) and set(data) == {"token"} else None
     if not isinstance(token, str) or not 1 <= len(token.strip()) <= 512:
         raise InvalidInput('send the token as JSON: {"token": "kf_..."} (1 to 512 characters, nothing else)')
-    principal = await principal_for(request, settings, token.strip())
+    token = token.strip()
+    principal = await principal_for(request, settings, Credential(token))
     if Scope.READ not in principal.scopes:
         raise Forbidden(f"token {principal.name!r} lacks scope 'read'")
+    secret = await in_thread(settings.api_database_deadline_seconds, _start_session, settings.database_url, token)
     response = Response(status_code=status.HTTP_204_NO_CONTENT)
-    start_session(response, token.strip(), secure=settings.session_cookie_secure)
+    set_session_cookies(response, secret, secure=settings.session_cookie_secure)
     return response
 
 
+def _start_session(database_url: str | None, token: str) -> str:
+    with session_scope(database_url) as session:
+        secret, _ = ui_sessions.start_session(session, token, SESSION_MAX_AGE_S)
+        return secret
+
+
+def _end_session(database_url: str | None, secret: str) -> None:
+    with session_scope(database_url) as session:
+        ui_sessions.end_session(session, secret)
+
+
 @router.post("/logout", status_code=status.HTTP_204_NO_CONTENT)
-async def logout(request: Request) -> Response:
-    # request_token checks the CSRF header: another site cannot log a user out either.
-    with contextlib.suppress(Unauthorized):
-        request_token(request, None)
+async def logout(request: Request, settings: SettingsDep) -> Response:
+    """End the browser's session, in every API process, and drop its cookies. Only with the CSRF
+    header: without one (another site's form, which also comes without the cookie, SameSite=Strict)
+    nothing changes, so no other site can log a user out."""
+    secret = request.cookies.get(SESSION_COOKIE)
+    if not secret:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)  # no session here: nothing to end
+    if not csrf_ok(secret, request.headers.get(CSRF_HEADER)):
+        raise Forbidden("missing or wrong X-CSRF-Token header: a logout comes from the dashboard's own pages")
+    await in_thread(settings.api_database_deadline_seconds, _end_session, settings.database_url, secret)
+    token_cache: TokenCache = request.app.state.token_cache
+    token_cache.forget_all()
     response = Response(status_code=status.HTTP_204_NO_CONTENT)
-    end_session(response)
+    clear_session_cookies(response)
     return response
 
 
