@@ -20,11 +20,16 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import json_format
-from kernelfarm.core.exports.model import BestExport
+from kernelfarm.core.exports.model import SCHEMA_NAME, BestExport
+from kernelfarm.gate.printable import one_line
+
+# The most of a refused value a config error quotes: the error must stay one readable line.
+QUOTED_VALUE_CHARS = 60
 
 
 class GateEntry(BaseModel):
@@ -34,17 +39,34 @@ class GateEntry(BaseModel):
     problem: dict[str, int | str] = Field(default_factory=dict)
     mode: Literal["tune", "pinned"] = "tune"
     budget_trials: int | None = Field(default=None, ge=1)
-    budget_seconds: float | None = Field(default=None, gt=0)
+    budget_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     parallelism: int = Field(default=4, ge=1)
     strategy: str | None = None
     seed: int | None = Field(default=None, ge=0)
     space: dict[str, Any] | None = None
-    threshold: float | None = Field(default=None, ge=0, description="overrides the file's threshold")
+    threshold: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="overrides the file's threshold"
+    )
+
+    @field_validator("problem", mode="before")
+    @classmethod
+    def _dimensions_are_integers_or_text(cls, problem: object) -> object:
+        """One reason for a bad dimension: pydantic's own gives one per member of ``int | str``.
+        A boolean is refused too, where pydantic would have taken ``true`` for 1."""
+        if not isinstance(problem, dict):
+            return problem
+        for name, value in problem.items():
+            integral = isinstance(value, float) and value.is_integer()  # 4096.0 from a JSON writer
+            if isinstance(value, bool) or not (isinstance(value, int | str) or integral):
+                raise ValueError(f"dimension {name!r} is {_quoted(value)}: a dimension is an integer or text")
+        return problem
 
     @model_validator(mode="after")
     def _tune_needs_a_budget(self) -> GateEntry:
         if self.mode == "tune" and self.budget_trials is None and self.budget_seconds is None:
-            raise ValueError(f"entry {self.kernel}/{self.gpu}: mode 'tune' needs budget_trials or budget_seconds")
+            raise ValueError(
+                f"entry {self.kernel!r} on {self.gpu!r}: mode 'tune' needs budget_trials or budget_seconds"
+            )
         return self
 
     @property
@@ -57,13 +79,18 @@ class GateConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     baseline: Path
     candidate: Path | None = Field(default=None, description="export whose configs 'pinned' entries re-measure")
-    threshold: float = Field(default=0.05, ge=0)
-    timeout: float = Field(default=1800, gt=0)
+    # Finite, or a threshold of inf would pass any regression and a timeout of inf wait forever.
+    threshold: float = Field(default=0.05, ge=0, allow_inf_nan=False)
+    timeout: float = Field(default=1800, gt=0, allow_inf_nan=False)
     entry: list[GateEntry] = Field(min_length=1)
 
 
 class ConfigError(ValueError):
-    """The config file or a file it names cannot be used; the message says why."""
+    """The config file or a file it names cannot be used; the message says why, on one line (a
+    value or file name quoted in it may hold a line break: it is shown escaped)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 def load_config(path: Path) -> GateConfig:
@@ -76,7 +103,7 @@ def load_config(path: Path) -> GateConfig:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(f"{path}: {validation_reasons(exc)}") from None
     # Files the config names are relative to the config file, as a pipeline checks them in together.
     updates: dict[str, Path] = {"baseline": path.parent / config.baseline}
     if config.candidate is not None:
@@ -88,8 +115,37 @@ def load_config(path: Path) -> GateConfig:
 
 def load_export(path: Path) -> BestExport:
     try:
-        return json_format.read(path.read_text())
+        text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read the export {path}: {exc.strerror}") from None
+    except ValueError as exc:  # a name no OS call can take: a NUL, a lone surrogate (a JSON config's)
+        raise ConfigError(f"cannot read the export {path}: {exc}") from None
+    try:
+        # Validated here first for a one-line reason; json_format.read's quotes pydantic's, many lines long.
+        BestExport.model_validate_json(text)
+        return json_format.read(text)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: not a {SCHEMA_NAME} file: {validation_reasons(exc)}") from None
     except KernelfarmError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def validation_reasons(exc: ValidationError) -> str:
+    """Every error pydantic found, on one line: ``field: reason`` (with the value refused), joined by ``;``."""
+    return "; ".join(one_line(_reason(error)) for error in exc.errors(include_url=False))
+
+
+def _reason(error: ErrorDetails) -> str:
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+    reason = error["msg"].removeprefix("Value error, ")
+    reason = reason[:1].lower() + reason[1:]
+    value = error.get("input")
+    # Missing and extra fields name themselves; a table's or a list's contents would not fit on the line.
+    if error["type"] not in ("missing", "extra_forbidden", "value_error") and not isinstance(value, dict | list):
+        reason += f", got {_quoted(value)}"
+    return f"{where or 'the file'}: {reason}"
+
+
+def _quoted(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= QUOTED_VALUE_CHARS else shown[: QUOTED_VALUE_CHARS - 3] + "..."

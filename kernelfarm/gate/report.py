@@ -1,26 +1,52 @@
 """The gate's reports: a markdown summary (for ``$GITHUB_STEP_SUMMARY``) and JUnit XML (for any CI's
-test view), one test case per entry."""
+test view), one test case per entry.
+
+Every cell and XML value comes from a config file, an export or the farm, and may hold anything: a
+``|`` or a line break would split a table row, a control character would make the XML unparseable
+(gate/printable.py)."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
+from kernelfarm.gate.printable import one_line, xml_text
 from kernelfarm.gate.verdicts import Verdict
 
 FAILING = {"regression": "failure", "best_changed": "failure", "error": "error"}
 ICONS = {"pass": "✅ pass", "regression": "❌ regression", "best_changed": "⚠️ best changed", "error": "💥 error"}
+_BACKTICK_RUN = re.compile("`+")
 
 
 def _ms(value: float | None) -> str:
     return "" if value is None else f"{value:.4f}"
 
 
+def _cell(text: str) -> str:
+    """``text`` as one table cell's text: a backslash escaped first, so that it cannot escape what follows,
+    then ``|`` (GFM tables split at an unescaped one)."""
+    return one_line(text).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _code(text: str | None) -> str:
+    """``text`` as a code span in a table cell (empty for none). Inside a code span a backslash is
+    literal, but GFM splits a row at ``|`` before it parses spans, so ``|`` is escaped all the same; the
+    fence is one backtick longer than any run inside, as CommonMark requires."""
+    if not text:
+        return ""
+    content = one_line(text).replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in _BACKTICK_RUN.findall(content)), default=0) + 1)
+    if content[0] in "` " or content[-1] in "` ":  # a span loses one space each side: keep the text's own
+        content = f" {content} "
+    return f"{fence}{content}{fence}"
+
+
 def markdown(title: str, verdicts: list[Verdict], run_id: str) -> str:
     failed = sum(v.status != "pass" for v in verdicts)
     lines = [
-        f"## {title}: {'passed' if not failed else f'{failed} of {len(verdicts)} failed'}",
+        f"## {_cell(title)}: {'passed' if not failed else f'{failed} of {len(verdicts)} failed'}",
         "",
-        f"Run `{run_id}`. Baseline and candidate measured in this run on the same GPU model; "
+        f"Run {_code(run_id)}. Baseline and candidate measured in this run on the same GPU model; "
         "the pinned time is the baseline's recorded number, for reference.",
         "",
         "| entry | status | baseline config | pinned ms | baseline now ms | candidate config | candidate ms "
@@ -31,11 +57,16 @@ def markdown(title: str, verdicts: list[Verdict], run_id: str) -> str:
         change = "" if v.change is None else f"{v.change:+.1%}"
         note = v.message + ("" if not v.toolchain_changes else " — toolchain: " + ", ".join(
             f"{k} {a} → {b}" for k, (a, b) in v.toolchain_changes.items()))  # fmt: skip
-        status = ICONS.get(v.status, v.status)
-        lines.append(f"| {v.name} | {status} | `{v.baseline_config or ''}` | {_ms(v.baseline_pinned_ms)} "
-                     f"| {_ms(v.baseline_now_ms)} | `{v.candidate_config or ''}` | {_ms(v.candidate_ms)} | {change} "
-                     f"| {note.replace('|', '/')} |")  # fmt: skip
+        cells = [_cell(v.name), _cell(ICONS.get(v.status, v.status)), _code(v.baseline_config),
+                 _cell(_ms(v.baseline_pinned_ms)), _cell(_ms(v.baseline_now_ms)), _code(v.candidate_config),
+                 _cell(_ms(v.candidate_ms)), _cell(change), _cell(note)]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _xml(text: str) -> str:
+    """One value (an attribute, a one-line text) as XML can hold it."""
+    return xml_text(one_line(text))
 
 
 def junit(suite: str, verdicts: list[Verdict]) -> str:
@@ -43,15 +74,16 @@ def junit(suite: str, verdicts: list[Verdict]) -> str:
     failures = sum(FAILING.get(v.status) == "failure" for v in verdicts)
     errors = sum(FAILING.get(v.status) == "error" for v in verdicts)
     node = ET.SubElement(
-        root, "testsuite", name=suite, tests=str(len(verdicts)), failures=str(failures), errors=str(errors)
+        root, "testsuite", name=_xml(suite), tests=str(len(verdicts)), failures=str(failures), errors=str(errors)
     )
     for v in verdicts:
-        case = ET.SubElement(node, "testcase", classname=f"{suite}.{v.kernel}", name=v.name)
+        case = ET.SubElement(node, "testcase", classname=_xml(f"{suite}.{v.kernel}"), name=_xml(v.name))
         kind = FAILING.get(v.status)
         if kind is not None:
-            ET.SubElement(case, kind, message=v.message, type=v.status).text = v.message
+            ET.SubElement(case, kind, message=_xml(v.message), type=_xml(v.status)).text = _xml(v.message)
         details = {"baseline_config": v.baseline_config, "baseline_now_ms": _ms(v.baseline_now_ms),
                    "candidate_config": v.candidate_config, "candidate_ms": _ms(v.candidate_ms), **v.jobs}  # fmt: skip
-        ET.SubElement(case, "system-out").text = "\n".join(f"{k}={val}" for k, val in details.items() if val)
+        # one line per detail: a value's own line break would make it look like another detail
+        ET.SubElement(case, "system-out").text = "\n".join(f"{k}={_xml(val)}" for k, val in details.items() if val)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

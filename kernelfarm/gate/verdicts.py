@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,10 @@ from kernelfarm.sdk.client import Client
 from kernelfarm.sdk.results import Job
 
 TOOLCHAIN_FIELDS = ("driver_version", "cuda_version", "nvrtc_version", "triton_version")
+# How far past the threshold a change must be to count as beyond it. The change is a ratio of two
+# times minus 1, so float rounding leaves it off by ~1e-16 (2.0 -> 2.1 ms is +0.050000000000000044,
+# not +5 %); no measurement is a millionth of a percent exact, so anything closer is rounding.
+CHANGE_TOLERANCE = 1e-9
 
 
 @dataclass
@@ -41,10 +46,28 @@ class Verdict:
 
     @property
     def change(self) -> float | None:
-        """Candidate time relative to the baseline measured now (+0.10: 10 % slower)."""
-        if self.candidate_ms is None or not self.baseline_now_ms:
+        """Candidate time relative to the baseline measured now (+0.10: 10 % slower); None unless
+        both times are usable (:func:`unusable_time`)."""
+        if self.candidate_ms is None or self.baseline_now_ms is None:
+            return None
+        if unusable_time(self.candidate_ms) or unusable_time(self.baseline_now_ms):
             return None
         return self.candidate_ms / self.baseline_now_ms - 1.0
+
+
+def unusable_time(time_ms: float) -> str | None:
+    """Why ``time_ms`` cannot be compared (NaN, infinite, 0 or negative), or None. Such a time is a
+    farm's or a measurement's bug; compared, NaN and -inf would pass any threshold, and 0 divides."""
+    if not math.isfinite(time_ms):
+        return "not a finite number"
+    if time_ms <= 0:
+        return "not more than 0"
+    return None
+
+
+def beyond(change: float, threshold: float) -> bool:
+    """``change`` exceeds ``threshold`` by more than float rounding (:data:`CHANGE_TOLERANCE`)."""
+    return change - threshold > CHANGE_TOLERANCE
 
 
 def run_gate(client: Client, config: GateConfig, run_id: str, poll: float = 1.0) -> list[Verdict]:
@@ -90,9 +113,13 @@ def _judge(verdict: Verdict, base: Job, cand: Job, threshold: float) -> None:
     assert base.best is not None and cand.best is not None
     verdict.baseline_now_ms = base.best.time_ms
     verdict.candidate_ms, verdict.candidate_config = cand.best.time_ms, cand.best.config_key
+    problems = [p for p in (_unusable_best(base, "baseline"), _unusable_best(cand, "candidate")) if p]
+    if problems:
+        verdict.status, verdict.message = "error", "; ".join(problems)
+        return
     change = verdict.change
-    assert change is not None
-    if change > threshold:
+    assert change is not None  # both times usable
+    if beyond(change, threshold):
         verdict.status = "regression"
         verdict.message = f"candidate {change:+.1%} slower than the baseline measured now (threshold {threshold:.1%})"
     else:
@@ -105,6 +132,14 @@ def _unfinished_or_failed(job: Job, role: str) -> str | None:
     if job.state != "complete" or job.best is None:
         return f"the {role} job {job.id} ended {job.state} without a verified result: {job.status_message}"
     return None
+
+
+def _unusable_best(job: Job, role: str) -> str | None:
+    assert job.best is not None
+    why = unusable_time(job.best.time_ms)
+    if why is None:
+        return None
+    return f"the {role} job {job.id} measured {job.best.time_ms} ms for {job.best.config_key}: {why}"
 
 
 def run_recheck(
@@ -140,6 +175,10 @@ def run_recheck(
             continue
         assert finished.best is not None
         verdict.baseline_now_ms = finished.best.time_ms
+        problem = _unusable_best(finished, "re-measure")
+        if problem:
+            verdict.status, verdict.message = "error", problem
+            continue
         verdict.toolchain_changes = _toolchain_changes(pinned.toolchain, _toolchain_now(client, finished))
         if not verdict.toolchain_changes and not force:
             verdict.message = "toolchain unchanged: pinned config re-measured, not re-tuned"
@@ -163,10 +202,14 @@ def run_recheck(
             continue
         assert finished.best is not None and verdict.baseline_now_ms is not None
         verdict.candidate_ms, verdict.candidate_config = finished.best.time_ms, finished.best.config_key
+        problem = _unusable_best(finished, "re-tune")
+        if problem:
+            verdict.status, verdict.message = "error", problem
+            continue
         threshold = entry.threshold if entry.threshold is not None else config.threshold
         change = verdict.change
-        assert change is not None
-        if finished.best.config_key != verdict.baseline_config and change < -threshold:
+        assert change is not None  # both times usable
+        if finished.best.config_key != verdict.baseline_config and beyond(-change, threshold):
             verdict.status = "best_changed"
             verdict.message = (f"config {finished.best.config_key} is now {-change:.1%} faster than the pinned "
                                f"{verdict.baseline_config}: update the pinned export")  # fmt: skip
