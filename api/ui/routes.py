@@ -131,7 +131,7 @@ async def root() -> RedirectResponse:
 @router.get("/login")
 async def login_page(next: str = "/ui/jobs") -> HTMLResponse:
     target = next if SAFE_NEXT.match(next) else "/ui/jobs"
-    return _html(_template("login.html").substitute(next=target))
+    return _html(_template("login.html").substitute(next=html.escape(target)))
 
 
 MAX_LOGIN_BODY = 4096
@@ -192,10 +192,18 @@ async def logout(request: Request, settings: SettingsDep) -> Response:
     return response
 
 
-def _check_id(value: str, what: str) -> None:
-    """A page's id goes into the page (a data attribute, preload URLs): only a UUID's characters pass."""
-    if not re.fullmatch(r"[0-9a-fA-F-]{32,36}", value):
-        raise InvalidInput(f"not a {what} id: {value!r}")
+# A job's and a profile's id as the API writes it. Only these go into a page (a data attribute, preload
+# URLs): a 34-digit "id" passed a looser check and its page then asked the API for it every 2 s, forever.
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _not_an_id(value: str, what: str, back: tuple[str, str]) -> HTMLResponse | None:
+    """None for an id as the API writes it; else a page that says so (a browser got the API's JSON)."""
+    if _UUID.fullmatch(value):
+        return None
+    message = f"{value!r} is not a {what} id (ids look like 3f2c0e1a-9b7d-4c1e-8a55-0d6f2b9e4c71)."
+    body = _template("not_found.html").substitute(message=html.escape(message), back=back[0], back_label=back[1])
+    return HTMLResponse(body, status_code=status.HTTP_404_NOT_FOUND, headers=PAGE_HEADERS)
 
 
 @router.get("/jobs")
@@ -205,7 +213,8 @@ async def jobs_page(request: Request, settings: SettingsDep) -> Response:
 
 @router.get("/jobs/{job_id}")
 async def job_page(request: Request, settings: SettingsDep, job_id: str) -> Response:
-    _check_id(job_id, "job")
+    if (refused := _not_an_id(job_id, "job", ("/ui/jobs", "All jobs"))) is not None:
+        return refused
     # The three answers of the job page's first view (static/js/job.js, firstView: the same URLs).
     first_view = (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/trial-columns?limit=50", f"/v1/jobs/{job_id}/convergence")
     return await _page(request, settings, "job", {"job-id": job_id}, first_view)
@@ -233,7 +242,8 @@ async def profiles_page(request: Request, settings: SettingsDep) -> Response:
 
 @router.get("/profiles/{profile_id}")
 async def profile_page(request: Request, settings: SettingsDep, profile_id: str) -> Response:
-    _check_id(profile_id, "profile")
+    if (refused := _not_an_id(profile_id, "profile", ("/ui/profiles", "All model profiles"))) is not None:
+        return refused
     return await _page(request, settings, "profile", {"profile-id": profile_id})
 
 

@@ -92,3 +92,18 @@ def test_the_server_ends_a_session_at_its_age_and_with_its_token(api_only: Farm,
         assert browser.get("/v1/jobs").status_code == 200
         assert admin.delete(f"/v1/tokens/{created['id']}").status_code == 200
         wait_for(lambda: browser.get("/v1/jobs").status_code == 401, 2, "a revoked token's session to be refused")
+
+
+@pytest.mark.parametrize("path", ["/ui/jobs/not-a-uuid", "/ui/jobs/" + "a" * 34, "/ui/profiles/%3Cb%3E"])
+def test_a_page_of_no_id_says_so(api_only: Farm, path: str) -> None:
+    """It answered the API's JSON (422); a 34-digit "id" got a page that polled a 422 every 2 s, forever."""
+    with httpx.Client(base_url=api_only.api_url) as browser:
+        page = browser.get(path, follow_redirects=False)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "is not a " in page.text and " id (ids look like " in page.text and "<b>" not in page.text
+
+
+def test_the_login_page_escapes_where_it_goes_next(api_only: Farm) -> None:
+    with httpx.Client(base_url=api_only.api_url) as browser:
+        page = browser.get("/ui/login", params={"next": "/ui/jobs?a=&quot&lt&gt"})
+    assert 'data-next="/ui/jobs?a=&amp;quot&amp;lt&amp;gt"' in page.text
