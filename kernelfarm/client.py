@@ -8,6 +8,8 @@ from urllib.parse import quote
 
 import httpx
 
+from kernelfarm.core.exports import is_plain_file_name
+
 
 def human_detail(detail: Any) -> str:
     """An error body's ``detail`` as one line: FastAPI's list of validation errors becomes
@@ -101,6 +103,12 @@ def _files(data: Any) -> bool:
     return isinstance(files, dict) and all(isinstance(v, str) for v in files.values())
 
 
+def _unsafe_file_names(files: dict[str, str]) -> list[str]:
+    """The names a caller cannot write as ``folder / name`` without leaving ``folder`` (``../x``, ``/x``,
+    NUL): the farm never sends one; another server at the address might."""
+    return [name for name in files if not is_plain_file_name(name)]
+
+
 def _page(data: Any) -> bool:
     """A page of a list: ``{"items": [...], "total": n}``."""
     return isinstance(data, dict) and isinstance(data.get("items"), list) and isinstance(data.get("total"), int)
@@ -189,11 +197,23 @@ class Client:
 
     def export(self, kernel: str, format: str, gpu: list[str], problem: dict[str, Any]) -> str | dict[str, str]:
         """A kernel's best configs (GET /v1/best/export): the text of json and header, the files
-        (name → text) of triton."""
+        (name → text) of triton.
+
+        Raises:
+            ApiError: as ``_call``; also a triton answer with a name that is not a plain file name
+                (``../x``, ``/x``, NUL), which the caller would write outside its folder.
+        """
         params = [("kernel", kernel), ("format", format), *(("gpu", g) for g in gpu)]
         params += [("problem", f"{k}={v}") for k, v in problem.items()]
         if format == "triton":
             files: dict[str, str] = self._call("GET", "/v1/best/export", _files, params=params)["files"]
+            unsafe = _unsafe_file_names(files)
+            if unsafe:
+                raise ApiError(
+                    200,
+                    f"the server at {self.http.base_url} sent the triton export's files under names that are not "
+                    f"plain file names: {', '.join(map(repr, unsafe))}; nothing was written",
+                )
             return files
         return self._text("/v1/best/export", EXPORT_MEDIA_TYPES.get(format, "application/json"), params=params)
 

@@ -10,3 +10,10 @@ from __future__ import annotations
 
 BEST_FORMATS = ("json", "header", "triton")
 TRIAL_FORMATS = ("kernel_tuner", "t4", "csv")
+
+
+def is_plain_file_name(name: str) -> bool:
+    """Whether ``folder / name`` is a file directly in ``folder``: not empty, not ``.`` or ``..``, no
+    separator (``/``, or ``\\`` on Windows) and no NUL. An absolute name has a separator. The triton
+    writer refuses a device name that gives another; the CLI refuses a server's answer with one."""
+    return name not in ("", ".", "..") and not any(ch in name for ch in "/\\\0")

@@ -5,6 +5,10 @@ DEVICE_NAME is the device name with spaces as underscores (``torch.cuda.get_devi
 ``.replace(" ", "_")``, as vLLM names its files). The file maps a shape key (the problem,
 ``M=4096,N=4096,K=4096``) to the config: tunable parameters in upper case (``BLOCK_SIZE_M``: the
 names of the kernel's ``tl.constexpr`` arguments), ``num_warps`` and ``num_stages`` as they are.
+
+What cannot be written faithfully is refused (InvalidInput) rather than written wrong: two parameters
+that upper-case alike (``bs``, ``BS``: Triton would get one value), two GPU models whose entries land
+in one file under one shape key, and a device name that is no plain file name (``a/b``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 from typing import Any
 
 from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.exports import is_plain_file_name
 from kernelfarm.core.exports.model import BestExport
 
 # Launch options of triton.Config rather than meta-parameters of the kernel: kept in lower case.
@@ -24,14 +29,47 @@ def device_file_name(kernel: str, device_name: str) -> str:
 
 
 def triton_config(config: dict[str, Any]) -> dict[str, Any]:
-    return {(name if name in LAUNCH_OPTIONS else name.upper()): value for name, value in config.items()}
+    """``config`` as a ``triton.Config``'s keyword arguments: meta-parameters upper-cased.
+
+    Raises:
+        InvalidInput: two parameters upper-case alike (``bs``, ``BS``): one value would be lost.
+    """
+    converted: dict[str, Any] = {}
+    original: dict[str, str] = {}
+    for name, value in config.items():
+        key = name if name in LAUNCH_OPTIONS else name.upper()
+        if key in original:
+            raise InvalidInput(
+                f"parameters {original[key]!r} and {name!r} are both {key!r} in a Triton config (meta-parameters "
+                "are the parameters' names in upper case); the json export keeps them apart"
+            )
+        original[key], converted[key] = name, value
+    return converted
 
 
 def write(export: BestExport) -> dict[str, str]:
-    """File name → file text, one file per GPU model."""
+    """File name → file text, one file per GPU model.
+
+    Raises:
+        InvalidInput: a config :func:`triton_config` refuses, a device name that cannot name a file, or
+            two GPU models with one file name measured on one problem (one would hide the other).
+    """
     files: dict[str, dict[str, dict[str, Any]]] = {}
+    written_by: dict[tuple[str, str], str] = {}  # (file name, shape key) → the GPU model it came from
     for entry in export.entries:
-        name = device_file_name(export.kernel, entry.gpu_name or entry.gpu_model)
+        device = entry.gpu_name or entry.gpu_model
+        name = device_file_name(export.kernel, device)
+        if not is_plain_file_name(name):
+            raise InvalidInput(
+                f"GPU model {entry.gpu_model!r} (device name {device!r}) gives the file name {name!r}, which is not "
+                "a plain file name (it has a '/', '\\' or NUL)"
+            )
+        first = written_by.setdefault((name, entry.problem_key), entry.gpu_model)
+        if first != entry.gpu_model:
+            raise InvalidInput(
+                f"GPU models {first!r} and {entry.gpu_model!r} would both write {entry.problem_key!r} into {name}: "
+                "export them one at a time (--gpu)"
+            )
         files.setdefault(name, {})[entry.problem_key] = triton_config(entry.config)
     return {name: json.dumps(shapes, indent=2, sort_keys=True) + "\n" for name, shapes in sorted(files.items())}
 

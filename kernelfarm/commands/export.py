@@ -81,6 +81,7 @@ def export(
             except KernelfarmError as exc:
                 fail(f"the server at {client.http.base_url} did not answer with an export: {exc}")
     if isinstance(written, dict):  # triton: a file per device
+        # Client.export refused names that are not plain file names (../x, /x): each file lands in the folder.
         folder = out or Path(".")
         _make_folder(folder)
         for name, text in written.items():

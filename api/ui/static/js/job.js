@@ -375,10 +375,14 @@ function trialTable() {
   document.getElementById("trials-next").disabled = table.page >= pages - 1;
 }
 
+// One CSV cell, as the API's csv export writes it (core/exports/csv_format.py): OWASP's advice on CSV
+// injection. A spreadsheet runs a text cell that begins with = + - @ TAB or CR as a formula, so such a
+// string gets a leading '; numbers stay numbers (-1.5). A comma, quote, CR or LF makes the cell quoted.
 function csvValue(value) {
   if (value === null || value === undefined) return "";
-  const text = String(value);
-  return /[",\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+  let text = String(value);
+  if (typeof value === "string" && /^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
 async function downloadCsv() {
