@@ -21,7 +21,7 @@ from pydantic import (
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.objectives import OBJECTIVES, check_objective
 from kernelfarm.core.states import ProfileMode
-from kernelfarm.core.store.text import unstorable
+from kernelfarm.core.store.text import invisible_character, unstorable
 from kernelfarm.core.store.tokens import check_token_name
 
 # Strict: "5" stays a string and true is no 1 (lax coercion created jobs from "5", true and "yes").
@@ -395,6 +395,8 @@ class ModelProfileCreate(BaseModel):
     def _storable(self) -> ModelProfileCreate:
         for name in ("model", "device_name"):
             _json_is_storable(getattr(self, name), name)
+            if (invisible := invisible_character(getattr(self, name))) is not None:  # they title its page
+                raise ValueError(f"{name} may not contain {invisible} (an invisible or control character)")
         _json_is_storable(self.report)
         return self
 

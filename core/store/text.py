@@ -10,6 +10,7 @@ three attempts later. Every store function that writes text a tool produced pass
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any, TypeVar
 
 # U+2400 SYMBOL FOR NULL: visible where the NUL was, so a log keeps its shape.
@@ -70,4 +71,19 @@ def text_problem(text: str) -> str | None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return "contains a lone surrogate (not a Unicode character)"
+    return None
+
+
+# Control, format (zero-width space, right-to-left override, ...), separator and unassigned characters.
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def invisible_character(text: str) -> str | None:
+    """``U+XXXX`` of the first character of ``text`` that prints as nothing or reorders the text
+    around it (a control or format character, a line separator, an unassigned code point), or None.
+    Names and labels a page or a terminal shows must not hold one: "alice" followed by a zero-width
+    space reads as "alice", and a right-to-left override shows the rest of a title reversed."""
+    for char in text:
+        if unicodedata.category(char) in _INVISIBLE:
+            return f"U+{ord(char):04X}"
     return None

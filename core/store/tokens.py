@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import unicodedata
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -13,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from kernelfarm.core.models import ApiToken
+from kernelfarm.core.store.text import invisible_character
 
 TOKEN_PREFIX = "kf_"
 
@@ -46,8 +46,6 @@ def effective_scopes(scopes: Sequence[str]) -> set[Scope]:
 
 MAX_NAME_LENGTH = 128
 MAX_TOKEN_ID = 2**31 - 1  # api_tokens.id is an INTEGER
-# Control, format (zero-width space, right-to-left override, ...), separator and unassigned characters.
-_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 
 
 def check_token_name(name: str) -> str:
@@ -60,9 +58,8 @@ def check_token_name(name: str) -> str:
         raise InvalidInput(f"a token name has 1 to {MAX_NAME_LENGTH} characters, got {len(name)}")
     if name != name.strip():
         raise InvalidInput("a token name may not start or end with white space")
-    for char in name:
-        if unicodedata.category(char) in _INVISIBLE:
-            raise InvalidInput(f"a token name may not contain U+{ord(char):04X} (an invisible or control character)")
+    if (invisible := invisible_character(name)) is not None:
+        raise InvalidInput(f"a token name may not contain {invisible} (an invisible or control character)")
     return name
 
 

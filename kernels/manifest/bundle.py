@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from kernelfarm.core.errors import ConstraintError, InvalidInput
 from kernelfarm.core.landscape import is_a_time
 from kernelfarm.core.space import MAX_CARTESIAN, Parameter, SearchSpace
-from kernelfarm.core.store.text import unstorable
+from kernelfarm.core.store.text import invisible_character, unstorable
 from kernelfarm.kernels.manifest.expressions import Expr
 from kernelfarm.kernels.manifest.model import Manifest
 
@@ -226,6 +226,7 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
     _check_names(manifest)
     if not stored:
         _check_shapes(manifest)
+        _check_tune_values(manifest)
     bundle = Bundle(manifest, texts, uploads[recording_name] if recording_name else None)
     if bundle.recording is not None:
         check_recording(manifest, bundle.recording)
@@ -306,6 +307,25 @@ def _scope_names(manifest: Manifest) -> tuple[frozenset[str], frozenset[str]]:
     if clash:
         raise InvalidManifest(f"manifest.tune_params: {sorted(clash)} are problem parameters too")
     return problem, tune
+
+
+# The largest integer a browser's (and JSON's usual) numbers hold exactly: 2**53 + 1 showed as 2**53 on
+# the dashboard, and narrowing a job's space to it was refused ("not in" the values).
+MAX_EXACT_INTEGER = 2**53
+
+
+def _check_tune_values(manifest: Manifest) -> None:
+    """Tune values the pages show as they are: integers a browser holds exactly, and text without
+    invisible or reordering characters (a right-to-left override showed the rest of a label reversed)."""
+    for name, values in manifest.tune_params.items():
+        for index, value in enumerate(values):
+            where = f"manifest.tune_params.{name}.{index}"
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_EXACT_INTEGER:
+                raise InvalidManifest(
+                    f"{where}: {value} is beyond 2**53, which a browser's numbers do not hold exactly"
+                )
+            if isinstance(value, str) and (invisible := invisible_character(value)) is not None:
+                raise InvalidManifest(f"{where}: contains {invisible} (an invisible or control character)")
 
 
 def _check_names(manifest: Manifest) -> None:

@@ -164,3 +164,13 @@ def test_a_catalogue_kernel_pinned_to_another_version_is_refused(api_only: Farm,
     with client_for(api_only, submit_token) as client:
         answer = client.post("/v1/jobs", json={**JOB, "kernel_version": 5})
     assert answer.status_code == 422 and "is at version 1 here, not 5" in answer.text, answer.text
+
+
+@pytest.mark.parametrize(("field", "value"), [("model", "gpt2\u202e"), ("device_name", "NVIDIA\u200b H100")])
+def test_a_model_profiles_titles_hold_no_invisible_characters(
+    api_only: Farm, submit_token: str, field: str, value: str
+) -> None:
+    """They title the profile's page: a right-to-left override showed the device name reversed."""
+    with client_for(api_only, submit_token) as client:
+        answer = client.post("/v1/profiles", json={**PROFILE, field: value})
+    assert answer.status_code == 422 and "invisible or control character" in answer.text, answer.text

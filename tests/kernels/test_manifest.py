@@ -100,6 +100,11 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
      "read the same"),
     ("a comma in a value", _set("tune_params.tile_size_y", ["1,2", "3"]), "manifest.tune_params.tile_size_y",
      "comma"),
+    # The dashboard shows tune values: 2**53 + 1 showed as 2**53, a right-to-left override reversed a label.
+    ("an integer beyond 2**53", _set("tune_params.tile_size_y", [1, 2**53 + 1]), "manifest.tune_params.tile_size_y.1",
+     "2**53"),
+    ("a right-to-left override in a value", _set("tune_params.tile_size_y", ["a", "\u202eb"]),
+     "manifest.tune_params.tile_size_y.1", "U+202E"),
     ("NaN tune value", _set("tune_params.tile_size_y", [float("nan"), 1]), "manifest.tune_params.tile_size_y.0",
      "finite"),
     # A problem is keyed by "name=value" pairs joined by commas, written into the exports' C comments too:
