@@ -46,7 +46,8 @@ NAV = (("jobs", "/ui/jobs", "Jobs"), ("new", "/ui/new", "New job"), ("kernels", 
 # Pages and their scripts: same-origin only. Plotly's WebGL traces (parcoords, scattergl) build shader
 # glue with new Function, hence 'unsafe-eval'; its styles are set inline, hence 'unsafe-inline' styles.
 CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'")  # fmt: skip
+       "img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; "
+       "base-uri 'none'; object-src 'none'")  # fmt: skip
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
                 "Referrer-Policy": "same-origin"}  # fmt: skip
 SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9/_\-.?=&%]*$")
