@@ -4,7 +4,7 @@
 exit 1 on a regression beyond the threshold (2: an entry could not be checked).
 ``kernelfarm ci recheck CONFIG``: re-measure pinned configs, re-tune where the driver, CUDA, NVRTC
 or Triton version changed, exit 1 when an entry's best changed.
-Both write a markdown summary and JUnit XML when asked.
+Both write a markdown summary and JUnit XML when asked (UTF-8, whatever the locale).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import typer
 from rich.console import Console
 
 from kernelfarm.client import ApiError
-from kernelfarm.commands.jobs import fail
+from kernelfarm.commands.jobs import fail, finite_seconds
 from kernelfarm.context import cli_context
 from kernelfarm.gate.config import ConfigError, GateConfig, load_config
+from kernelfarm.gate.printable import one_line
 from kernelfarm.gate.report import junit, markdown
 from kernelfarm.gate.verdicts import Verdict, run_gate, run_recheck
 from kernelfarm.sdk.client import Client
@@ -39,6 +40,7 @@ def gate(
     config: Path, run_id: str = RunId, summary: Path = Summary, junit_xml: Path = Junit, poll: float = Poll
 ) -> None:
     """Fail (exit 1) when a candidate is slower than the pinned baseline re-measured in this run."""
+    _check_poll(poll)
     _run("kernelfarm ci gate", config, run_id, summary, junit_xml, lambda c, cfg, rid: run_gate(c, cfg, rid, poll))
 
 
@@ -48,11 +50,20 @@ def recheck(
     force: bool = typer.Option(False, help="re-tune even where the toolchain did not change"),
 ) -> None:  # fmt: skip
     """Re-measure pinned configs; where the toolchain changed, re-tune and fail (exit 1) when a best changed."""
+    _check_poll(poll)
     _run("kernelfarm ci recheck", config, run_id, summary, junit_xml,
          lambda c, cfg, rid: run_recheck(c, cfg, rid, force=force, poll=poll))  # fmt: skip
 
 
 Check = Callable[[Client, GateConfig, str], list[Verdict]]
+
+
+def _check_poll(poll: float) -> None:
+    """A usage error for a --poll that time.sleep refuses (NaN, negative: a traceback after the jobs
+    were submitted) or that would read every job's status without a pause (0)."""
+    finite_seconds(poll, "--poll")
+    if poll == 0:
+        raise typer.BadParameter("0 would read the jobs' status without a pause: give more than 0", param_hint="--poll")
 
 
 def _format(path: Path) -> str:
@@ -83,14 +94,36 @@ def _run(
     except RecursionError:
         fail(f"an export {config_path} names (baseline, candidate) is nested too deeply", 2)
     except ApiError as exc:
-        fail(exc.message, 2)
+        fail(one_line(exc.message), 2)  # a server's detail may hold line breaks
     text = markdown(title, verdicts, run_id)
-    console.print(text, markup=False, highlight=False)
-    if summary is not None:
-        summary.write_text(text)
-    if junit_xml is not None:
-        junit_xml.write_text(junit(title.replace(" ", "-"), verdicts))
+    console.print(_encodable(text, console.encoding), markup=False, highlight=False)
+    # The verdicts are printed before any report is written, so an unwritable report loses none of them.
+    reports = [(summary, text), (junit_xml, junit(title.replace(" ", "-"), verdicts))]
+    unwritten = [problem for path, report in reports if path is not None and (problem := _write_report(path, report))]
+    if unwritten:  # exit 2 even after a regression: the pipeline asked for a report it will not find
+        fail("; ".join(unwritten), 2)
     if any(v.status == "error" for v in verdicts):
         raise typer.Exit(2)
     if any(v.status != "pass" for v in verdicts):
         raise typer.Exit(1)
+
+
+def _write_report(path: Path, report: str) -> str | None:
+    """Write ``report`` to ``path`` as UTF-8 (the JUnit XML says so; the locale's encoding may not be
+    UTF-8, nor hold the status icons); None, or why it could not be written, on one line."""
+    try:
+        path.write_text(report, encoding="utf-8")
+    except OSError as exc:  # a missing folder, a directory, no permission
+        return one_line(f"cannot write the report {path}: {exc.strerror or exc}")
+    except ValueError as exc:  # a name no OS call can take
+        return one_line(f"cannot write the report {path}: {exc}")
+    return None
+
+
+def _encodable(text: str, encoding: str) -> str:
+    """``text`` with what ``encoding`` (standard output's, from the locale) cannot hold as Python escapes:
+    printing the status icons to an ASCII stdout raised UnicodeEncodeError."""
+    try:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: the console writes what it can
+        return text

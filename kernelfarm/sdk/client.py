@@ -8,7 +8,9 @@ one), so a retried submission returns the job the first attempt created, never a
 Errors: every method raises :class:`kernelfarm.client.ApiError`, whatever went wrong with the request. A
 request that cannot be encoded (a NaN, a lone surrogate) is not sent and raises ApiError 422, as the farm
 would answer it; ids are sent as one quoted path segment each, so ``job("../kernels")`` asks for that job
-(and gets the farm's 404), never another resource.
+(and gets the farm's 404), never another resource. An answer that is not what was asked for is an
+ApiError with the answer's status and one line saying why (for a result model: each field and its reason);
+a triton export naming a file that is not a plain file name (``../x``, ``/x``) is refused so.
 """
 
 from __future__ import annotations
@@ -21,15 +23,19 @@ from typing import Any, Literal, TypeVar, overload
 
 import httpx
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from kernelfarm.client import ApiError, quoted_segment
 from kernelfarm.core.errors import InvalidInput
-from kernelfarm.core.exports import json_format
+from kernelfarm.core.exports import is_plain_file_name, json_format
 from kernelfarm.core.exports.model import BestExport
 from kernelfarm.sdk.results import BestConfig, Job, Kernel, Trial
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 NOT_SENT = 422  # the status of a request the client refuses to send: what the farm answers such a request
+# The most reasons, names or characters of a value one error quotes: a broken answer may hold thousands.
+QUOTED_ITEMS = 5
+QUOTED_VALUE_CHARS = 60
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
@@ -170,7 +176,7 @@ class Client:
             try:
                 new, total = [Trial.model_validate(t) for t in page["items"]], int(page["total"])
             except (KeyError, TypeError, ValueError) as exc:
-                raise ApiError(200, f"the farm's answer is not a page of trials: {exc}") from None
+                raise ApiError(200, f"the farm's answer is not a page of trials: {_reasons(exc)}") from None
             items += new
             if not new or len(items) >= total:
                 return items
@@ -231,6 +237,7 @@ class Client:
             files = answer.get("files") if isinstance(answer, dict) else None
             if not isinstance(files, dict):
                 raise ApiError(response.status_code, "the farm's triton export has no files")
+            _check_triton_files(files, response.status_code)
             return files
         return response.text
 
@@ -243,7 +250,7 @@ class Client:
         try:
             return [Kernel.model_validate(k) for k in listed]
         except (TypeError, ValidationError) as exc:
-            raise ApiError(200, f"the farm's answer is not a list of kernels: {exc}") from None
+            raise ApiError(200, f"the farm's answer is not a list of kernels: {_reasons(exc)}") from None
 
     def kernel(self, name: str) -> Kernel:
         """One kernel of the catalogue (or uploaded); ApiError 404 when the farm has no such kernel."""
@@ -260,7 +267,7 @@ class Client:
             return model.model_validate(_decoded(response))
         except ValidationError as exc:
             what = f"the farm's answer to {method} {path} is not a {model.__name__}"
-            raise ApiError(response.status_code, f"{what}: {exc}") from None
+            raise ApiError(response.status_code, f"{what}: {_reasons(exc)}") from None
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         return _decoded(self._request(method, path, **kwargs))
@@ -301,6 +308,60 @@ def _check_arguments(base_url: str, token: str | None, timeout: float, retries: 
         raise ValueError("timeout must be more than 0 seconds")
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0 (extra attempts after the first), got {retries!r}")
+
+
+def _check_triton_files(files: dict[Any, Any], status: int) -> None:
+    """The triton export's ``{file name: text}`` as :meth:`Client.export` promises it. A caller writes
+    each as ``folder / name``: a name such as ``../x`` or ``/x`` would leave the folder. The farm never
+    sends one (its writer refuses them); another server at the address might.
+
+    Raises:
+        ApiError: (``status``) a name that is not a plain file name, or a file whose content is not text.
+    """
+    unsafe = [name for name in files if not is_plain_file_name(name)]
+    if unsafe:
+        raise ApiError(status, f"the farm's triton export names files that are not plain file names: {_listed(unsafe)}")
+    not_text = [name for name, text in files.items() if not isinstance(text, str)]
+    if not_text:
+        raise ApiError(status, f"the farm's triton export has files whose content is not text: {_listed(not_text)}")
+
+
+def _reasons(exc: Exception) -> str:
+    """What is wrong with an answer, on one line: pydantic's message is many lines (a header, then each
+    field and its reason on lines of their own), and the CLI and CI logs print it as one error."""
+    if not isinstance(exc, ValidationError):
+        return _printable(str(exc))
+    reasons = [_reason(error) for error in exc.errors(include_url=False)]
+    return _listed(reasons, quote=False)
+
+
+def _reason(error: ErrorDetails) -> str:
+    """``field.path: why, got VALUE`` (the value only where it is short: not a table or a list)."""
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+    reason = error["msg"][:1].lower() + error["msg"][1:]
+    value = error.get("input")
+    if error["type"] != "missing" and not isinstance(value, dict | list):
+        reason += f", got {_quoted(value)}"
+    return _printable(f"{where or 'the answer'}: {reason}")
+
+
+def _quoted(value: object) -> str:
+    """``value``'s repr (one line: repr escapes line breaks), cut to QUOTED_VALUE_CHARS."""
+    shown = repr(value)
+    return shown if len(shown) <= QUOTED_VALUE_CHARS else shown[: QUOTED_VALUE_CHARS - 3] + "..."
+
+
+def _listed(items: list[str], quote: bool = True) -> str:
+    """The first few of ``items`` joined by "; " (quoted: by ", ", each as _quoted), and how many more."""
+    shown = [_quoted(item) for item in items[:QUOTED_ITEMS]] if quote else items[:QUOTED_ITEMS]
+    more = f" (and {len(items) - QUOTED_ITEMS} more)" if len(items) > QUOTED_ITEMS else ""
+    return (", " if quote else "; ").join(shown) + more
+
+
+def _printable(text: str) -> str:
+    """``text`` with line breaks and control characters as escapes (field names and pydantic's reasons
+    can quote the answer's own keys)."""
+    return text if text.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def _segment(value: str, what: str) -> str:
