@@ -10,6 +10,7 @@ there is none. Screenshots of every page land in ``<pytest basetemp>/ui-screensh
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -106,3 +107,74 @@ def dashboard(farm: Farm, artifacts: Path, chromium: Any) -> Iterator[Dashboard]
     yield Dashboard(farm, token, finished_id, running_id, artifacts)
     client.post(f"/v1/jobs/{running_id}/cancel")
     client.close()
+
+
+class PageWatch:
+    """Console errors, uncaught exceptions and failed requests of one page."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.problems: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda e: self.problems.append(f"exception: {e}"))
+        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
+        page.on("response", self._response)
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":
+            self.problems.append(f"console: {message.text}")
+
+    def _response(self, response: Any) -> None:
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+
+@pytest.fixture(scope="module")
+def logged_in(dashboard: Dashboard, chromium: Any) -> Iterator[Any]:
+    """A browser context logged in through the login form (the cookies are then reused)."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    watch = PageWatch(page)
+    page.goto(f"{dashboard.url}/ui/jobs")
+    assert "/ui/login" in page.url  # no session yet
+    page.fill("#token", dashboard.token)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/ui/jobs"))
+    page.wait_for_selector("body[data-rendered='1']")
+    assert watch.problems == []
+    cookies = {c["name"]: c for c in context.cookies()}
+    assert cookies["kf_session"]["httpOnly"] and cookies["kf_session"]["sameSite"] == "Strict"
+    page.close()
+    yield context
+    context.close()
+
+
+# The job page's render is complete (every plot above the fold, the last after Plotly's full bundle) and
+# the two plots drawn on scrolling into view are drawn.
+LAZY_PLOTS_DRAWN = """() => document.body.dataset.complete === '1' &&
+  document.getElementById('parcoords-note').textContent !== '' &&
+  (document.getElementById('roofline').data !== undefined || !document.getElementById('roofline-note').hidden)"""
+
+
+def visit(context: Any, dashboard: Dashboard, path: str, shot: str, ready: str = "body[data-rendered='1']") -> Any:
+    page = context.new_page()
+    watch = PageWatch(page)
+    page.goto(f"{dashboard.url}{path}")
+    page.wait_for_selector(ready, timeout=30_000)
+    if page.locator("#parcoords").count():  # the job page draws these two when they scroll into view
+        page.locator("#parcoords").scroll_into_view_if_needed()
+        page.locator("#topk").scroll_into_view_if_needed()
+        page.wait_for_function(LAZY_PLOTS_DRAWN, timeout=60_000)
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(dashboard.artifacts / f"{shot}.png"), full_page=True)
+    assert watch.problems == [], f"{path}: {watch.problems}"
+    page.watch = watch  # the caller may act on the page and check again
+    return page
+
+
+def logged_in_as(chromium: Any, dashboard: Dashboard, token: str) -> Any:
+    """A new browser context with a session of ``token`` (the login's own request, without its form)."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    answer = context.request.post(f"{dashboard.url}/ui/session", data={"token": token})
+    assert answer.status == 204, answer.text()
+    return context

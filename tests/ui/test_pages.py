@@ -8,7 +8,7 @@ import io
 import re
 import statistics
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -17,70 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import RTX3090
-from tests.ui.conftest import Dashboard
-
-
-class PageWatch:
-    """Console errors, uncaught exceptions and failed requests of one page."""
-
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.problems: list[str] = []
-        page.on("console", self._console)
-        page.on("pageerror", lambda e: self.problems.append(f"exception: {e}"))
-        page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} {r.failure}"))
-        page.on("response", self._response)
-
-    def _console(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(f"console: {message.text}")
-
-    def _response(self, response: Any) -> None:
-        if response.status >= 400:
-            self.problems.append(f"HTTP {response.status}: {response.url}")
-
-
-@pytest.fixture(scope="module")
-def logged_in(dashboard: Dashboard, chromium: Any) -> Iterator[Any]:
-    """A browser context logged in through the login form (the cookies are then reused)."""
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    watch = PageWatch(page)
-    page.goto(f"{dashboard.url}/ui/jobs")
-    assert "/ui/login" in page.url  # no session yet
-    page.fill("#token", dashboard.token)
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r"/ui/jobs"))
-    page.wait_for_selector("body[data-rendered='1']")
-    assert watch.problems == []
-    cookies = {c["name"]: c for c in context.cookies()}
-    assert cookies["kf_session"]["httpOnly"] and cookies["kf_session"]["sameSite"] == "Strict"
-    page.close()
-    yield context
-    context.close()
-
-
-# The job page's render is complete (every plot above the fold, the last after Plotly's full bundle) and
-# the two plots drawn on scrolling into view are drawn.
-LAZY_PLOTS_DRAWN = """() => document.body.dataset.complete === '1' &&
-  document.getElementById('parcoords-note').textContent !== '' &&
-  (document.getElementById('roofline').data !== undefined || !document.getElementById('roofline-note').hidden)"""
-
-
-def visit(context: Any, dashboard: Dashboard, path: str, shot: str, ready: str = "body[data-rendered='1']") -> Any:
-    page = context.new_page()
-    watch = PageWatch(page)
-    page.goto(f"{dashboard.url}{path}")
-    page.wait_for_selector(ready, timeout=30_000)
-    if page.locator("#parcoords").count():  # the job page draws these two when they scroll into view
-        page.locator("#parcoords").scroll_into_view_if_needed()
-        page.locator("#topk").scroll_into_view_if_needed()
-        page.wait_for_function(LAZY_PLOTS_DRAWN, timeout=60_000)
-    page.wait_for_load_state("networkidle")
-    page.screenshot(path=str(dashboard.artifacts / f"{shot}.png"), full_page=True)
-    assert watch.problems == [], f"{path}: {watch.problems}"
-    page.watch = watch  # the caller may act on the page and check again
-    return page
+from tests.ui.conftest import Dashboard, PageWatch, visit
 
 
 def test_a_browser_without_a_session_sees_no_page(dashboard: Dashboard, chromium: Any) -> None:
@@ -582,10 +519,10 @@ def test_the_csv_download_reports_a_failed_load(dashboard: Dashboard, logged_in:
     page.goto(f"{dashboard.url}/ui/jobs/{dashboard.finished_job}")
     page.wait_for_selector("body[data-rendered='1']", timeout=30_000)
     page.wait_for_selector("#error:not([hidden])", timeout=30_000)  # the page's own poll says so first
-    page.evaluate("() => { const box = document.getElementById('error'); box.hidden = true; box.textContent = ''; }")
-    page.click("#csv")
-    page.wait_for_selector("#error:not([hidden])", timeout=10_000)
-    assert page.inner_text("#error") == "every trial: unavailable (test)"
+    assert page.locator("#error .action-error").count() == 0
+    page.click("#csv")  # an action: its error is a line of its own, kept until dismissed
+    page.wait_for_selector("#error .action-error", timeout=10_000)
+    assert page.inner_text("#error .action-error .text") == "every trial: unavailable (test)"
     assert downloads == []
     # The one failure is the refused request (as the console and the response log it): no uncaught error.
     assert [p for p in watch.problems if "503" not in p] == [], watch.problems

@@ -1,7 +1,7 @@
 // Shared by every page: the JSON API client (session cookie + CSRF header), the error banner and a few
 // formatters. Pages call only the public API under /v1, like any other client.
 
-function cookie(name) {
+export function cookie(name) {
   const found = document.cookie.split("; ").find((c) => c.startsWith(name + "="));
   return found ? decodeURIComponent(found.slice(name.length + 1)) : "";
 }
@@ -20,12 +20,16 @@ export function describe(error) {
   return typeof detail === "string" ? detail : JSON.stringify(detail);
 }
 
+// `body`: a value sent as JSON, or a FormData sent as multipart/form-data (the browser writes that
+// Content-Type itself, with the parts' boundary).
 export async function api(path, { method = "GET", body } = {}) {
   const headers = { Accept: "application/json" };
   if (method !== "GET") headers["X-CSRF-Token"] = cookie("kf_csrf");
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const multipart = body instanceof FormData;
+  if (body !== undefined && !multipart) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
-    method, headers, credentials: "same-origin", body: body === undefined ? undefined : JSON.stringify(body),
+    method, headers, credentials: "same-origin",
+    body: body === undefined || multipart ? body : JSON.stringify(body),
   });
   if (response.status === 401) {
     location.assign(`/ui/login?next=${encodeURIComponent(location.pathname)}`);
@@ -37,11 +41,36 @@ export async function api(path, { method = "GET", body } = {}) {
   return data;
 }
 
-export function showError(error) {
+// The banner holds two errors. A poll's is replaced by the next poll's outcome, so a passing failure
+// clears itself. An action's (something the user clicked) stays until the user dismisses it or acts
+// again: the job page's next poll, a second later, used to wipe a refused cancel before it was read.
+let pollError = null;
+let actionError = null;
+
+function showErrors() {
   const box = document.getElementById("error");
   if (!box) return;
-  box.textContent = error ? describe(error) : "";
-  box.hidden = !error;
+  const lines = [];
+  if (actionError) {
+    const dismiss = el("button", { type: "button", class: "dismiss", title: "dismiss this message" }, "dismiss");
+    dismiss.addEventListener("click", () => showActionError(null));
+    lines.push(el("div", { class: "action-error" }, el("span", { class: "text" }, describe(actionError)), dismiss));
+  }
+  if (pollError) lines.push(el("div", { class: "poll-error" }, describe(pollError)));
+  box.replaceChildren(...lines);
+  box.hidden = !lines.length;
+}
+
+// A page load's or poll's error (null: it succeeded); it never clears an action's error.
+export function showError(error) {
+  pollError = error || null;
+  showErrors();
+}
+
+// An action's error, kept until dismissed; null at the start of the next action clears the last one's.
+export function showActionError(error) {
+  actionError = error || null;
+  showErrors();
 }
 
 // el("td", {class: "num"}, "1.2") → <td class="num">1.2</td>; text children only (no HTML injection).
@@ -54,6 +83,28 @@ export function el(tag, attributes = {}, ...children) {
   }
   for (const child of children) node.append(child instanceof Node ? child : String(child ?? ""));
   return node;
+}
+
+// A user's text as its own element, bidi-isolated (<bdi>; app.css isolates every element that shows
+// user text): a right-to-left override (U+202E) in it cannot reverse the text around it.
+export function userText(value) {
+  return el("bdi", {}, value ?? "");
+}
+
+// User texts joined by `separator`, each isolated (userText) from its neighbours.
+export function userTexts(values, separator = ", ") {
+  const joined = document.createDocumentFragment();
+  values.forEach((value, i) => joined.append(...(i ? [separator] : []), userText(value)));
+  return joined;
+}
+
+// A string for Plotly, which renders its labels, hover text, titles and legend names as its own HTML
+// subset (<a href>, <b>, <br>, <span style>, entities): a tune value "<a href=...>" became a link. Escaped,
+// it shows as the characters it is; Plotly decodes the entities when it draws. "%" too, so that a user's
+// text put into a hovertemplate cannot become a %{...} placeholder.
+export function plotlyText(value) {
+  return String(value).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;")
+    .replaceAll("%", "&#37;");
 }
 
 export function fmtMs(value) {

@@ -6,7 +6,9 @@
 // every trial, and two builds of one plotly.js version draw the rest: the cartesian partial bundle
 // (1.5 MB) the heatmap, the full bundle (4.8 MB, from the plotly wheel) the WebGL traces (every trial,
 // parallel coordinates, roofline). Each plot is always drawn by the same build.
-import { api, describe, el, fmtMs, fmtWhen, progressBar, showError, stateBadge } from "./api.js";
+import {
+  api, describe, el, fmtMs, fmtWhen, plotlyText, progressBar, showActionError, showError, stateBadge, userText, userTexts,
+} from "./api.js";
 import { stepPlot } from "./stepplot.js";
 
 // Milliseconds per stage of the last render, and when this script started (benchmarks/ui reads them).
@@ -44,31 +46,56 @@ function warmStart(job) {
   return `${prior.trials} trials from ${prior.sources.join(", ")} (${PRIOR_STATES[prior.state] || prior.state})`;
 }
 
+const isLive = (state) => state === "queued" || state === "running";
+
+// What a plot or note of complete trials says when there is none: a finished job will get none.
+function noCompleteTrial() {
+  return job && !isLive(job.state) ? "no trial succeeded" : "no complete trial yet";
+}
+
+let cancelling = false; // a cancel request is on its way: the button, redrawn by each poll, stays disabled
+
+function cancelButton() {
+  // Shown to every viewer: the page does not know the session's scopes. The API refuses a token without
+  // the submit scope, or not the job's owner nor an admin, and the refusal stays in the banner.
+  const cancel = el("button", { type: "button", id: "cancel", disabled: cancelling,
+    title: "takes a submit token of the job's owner, or an admin token" }, "Cancel job");
+  cancel.addEventListener("click", async () => {
+    showActionError(null); // this action replaces the last one's error
+    cancelling = true;
+    cancel.disabled = true;
+    try {
+      job = await api(`/v1/jobs/${jobId}/cancel`, { method: "POST" });
+    } catch (error) {
+      showActionError(error);
+    } finally {
+      cancelling = false;
+      summary();
+    }
+  });
+  return cancel;
+}
+
 function summary() {
   const p = job.progress;
   const done = p.complete + p.failed;
   const items = [
-    ["kernel", job.kernel], ["GPU model", job.gpu_model],
-    ["problem", Object.entries(job.problem).map(([k, v]) => `${k}=${v}`).join(", ")],
+    ["kernel", userText(job.kernel)], ["GPU model", userText(job.gpu_model)],
+    ["problem", userTexts(Object.entries(job.problem).map(([k, v]) => `${k}=${v}`))],
     ["state", stateBadge(job.state)],
     ["progress", progressBar(done / (job.budget_trials || p.total || 1), `${done}/${job.budget_trials ?? "∞"}`)],
     ["trials", `${p.complete} complete, ${p.failed} failed, ${p.running} running, ${p.queued} queued`],
-    ["best", job.best ? `${fmtMs(job.best.time_ms)} ms — ${job.best.config_key}` : "none yet"],
+    ["best", job.best ? el("span", {}, `${fmtMs(job.best.time_ms)} ms — `, userText(job.best.config_key))
+      : isLive(job.state) ? "none yet" : "none: no trial succeeded"],
     ["strategy", `${job.strategy} (seed ${job.seed}, parallelism ${job.parallelism})`],
     ["warm start", warmStart(job)],
-    ["created", fmtWhen(job.created_at)], ["finished", fmtWhen(job.finished_at)], ["owner", job.owner],
-    ["status", job.status_message || ""],
+    ["created", fmtWhen(job.created_at)], ["finished", fmtWhen(job.finished_at)], ["owner", userText(job.owner)],
+    ["status", userText(job.status_message || "")],
   ];
   const box = document.getElementById("summary");
   box.replaceChildren(...items.map(([k, v]) => el("div", { "data-key": k }, el("span", { class: "k" }, k), v)));
-  if (job.state === "queued" || job.state === "running") {
-    const cancel = el("button", { type: "button", id: "cancel" }, "Cancel job");
-    cancel.addEventListener("click", async () => {
-      try { job = await api(`/v1/jobs/${jobId}/cancel`, { method: "POST" }); summary(); } catch (e) { showError(e); }
-    });
-    box.append(el("div", {}, cancel));
-  }
-  document.getElementById("job-title").textContent = `${job.kernel} on ${job.gpu_model}`;
+  if (isLive(job.state)) box.append(el("div", {}, cancelButton())); // a finished job has nothing to cancel
+  document.getElementById("job-title").replaceChildren(userText(job.kernel), " on ", userText(job.gpu_model));
   document.body.dataset.state = job.state;
 }
 
@@ -100,38 +127,44 @@ function convergenceSeries() {
 function convergenceEvals(curve) {
   const { evals, best } = curve;
   stepPlot(document.getElementById("conv-evals"), { x: evals, y: best, xTitle: "evaluations",
-    yTitle: "best time (ms)", integerX: true, hover: (i) => `after ${evals[i]} evaluations: ${fmtMs(best[i])} ms` });
+    yTitle: "best time (ms)", integerX: true, empty: noCompleteTrial(),
+    hover: (i) => `after ${evals[i]} evaluations: ${fmtMs(best[i])} ms` });
 }
 
 function convergenceTime(curve) {
   const { wall, best } = curve;
   stepPlot(document.getElementById("conv-time"), { x: wall, y: best, xTitle: "seconds since submission",
-    yTitle: "best time (ms)", hover: (i) => `at ${wall[i].toFixed(1)} s: ${fmtMs(best[i])} ms` });
+    yTitle: "best time (ms)", empty: noCompleteTrial(), hover: (i) => `at ${wall[i].toFixed(1)} s: ${fmtMs(best[i])} ms` });
 }
 
 function allTrials() {
   const okX = [];
   const okY = [];
-  const failed = {};
-  let top = 0;
+  const failed = new Map(); // failure kind → the trials' seq (a Map: any kind is a key, "__proto__" too)
   for (let i = 0; i < cols.count; i++) {
     if (cols.state[i] === "complete" && cols.time_ms[i] !== null) {
-      okX.push(cols.seq[i]); okY.push(cols.time_ms[i]); top = Math.max(top, cols.time_ms[i]);
+      okX.push(cols.seq[i]); okY.push(cols.time_ms[i]);
     } else if (cols.state[i] === "failed") {
-      (failed[cols.failure_kind[i] || "unknown"] ||= []).push(cols.seq[i]);
+      const kind = cols.failure_kind[i] || "unknown";
+      if (!failed.has(kind)) failed.set(kind, []);
+      failed.get(kind).push(cols.seq[i]);
     }
   }
-  // Failed trials have no time: drawn as crosses in a band above the slowest complete one.
-  const band = top > 0 ? top * 1.12 : 1;
   const traces = [{ x: okX, y: okY, type: "scattergl", mode: "markers", name: "complete",
     marker: { size: 5, color: "#2b6cb0", opacity: 0.7 }, hovertemplate: "trial %{x}: %{y:.4f} ms<extra></extra>" }];
-  for (const [kind, xs] of Object.entries(failed)) {
-    traces.push({ x: xs, y: xs.map(() => band), type: "scattergl", mode: "markers", name: `failed: ${kind}`,
-      marker: { symbol: "x", size: 7, color: FAILED_COLORS[kind] || "#c53030" },
-      hovertemplate: `trial %{x}: ${kind}<extra></extra>` });
+  // Failed trials have no time: drawn as crosses in a band of their own above the time axis (y2), not at a
+  // made-up time on it (an all-failed job drew them at "1 ms").
+  for (const [kind, xs] of failed) {
+    traces.push({ x: xs, y: xs.map(() => 0), yaxis: "y2", type: "scattergl", mode: "markers",
+      name: plotlyText(`failed: ${kind}`),
+      marker: { symbol: "x", size: 7, color: Object.hasOwn(FAILED_COLORS, kind) ? FAILED_COLORS[kind] : "#c53030" },
+      hovertemplate: `trial %{x}: failed (${plotlyText(kind)})<extra></extra>` });
   }
   full.react("all-trials", traces, layout({ xaxis: { title: { text: "trial (proposal order)" } },
-    yaxis: { title: { text: "time (ms)" } }, legend: { orientation: "h", y: 1.08 } }), CONFIG);
+    yaxis: { title: { text: "time (ms)" }, domain: failed.size ? [0, 0.84] : [0, 1] },
+    yaxis2: { domain: [0.88, 1], range: [-1, 1], tickvals: [0], ticktext: ["failed"], fixedrange: true,
+      showgrid: false, zeroline: false, visible: failed.size > 0 },
+    legend: { orientation: "h", y: 1.12 } }), CONFIG);
 }
 
 // ---------------------------------------------------------------- heatmap
@@ -185,11 +218,14 @@ function heatmap() {
     z[y][x] = median(list);
     n[y][x] = list.length;
   }
-  cartesian.react("heatmap", [{ type: "heatmap", x: xv.map(String), y: yv.map(String), z, customdata: n,
+  // Tune values are the user's (an uploaded kernel's strings): escaped, as the categories themselves, so
+  // that tick labels and hover text show them as text (escaping keeps distinct values distinct).
+  cartesian.react("heatmap", [{ type: "heatmap", x: xv.map(plotlyText), y: yv.map(plotlyText), z, customdata: n,
     colorscale: "Viridis", reversescale: true, colorbar: { title: { text: "median ms" } }, hoverongaps: false,
-    hovertemplate: `${px}=%{x}, ${py}=%{y}<br>median %{z:.4f} ms over %{customdata} trials<extra></extra>` }],
-  layout({ xaxis: { title: { text: px }, type: "category" }, yaxis: { title: { text: py }, type: "category" } }),
-  CONFIG);
+    hovertemplate: `${plotlyText(px)}=%{x}, ${plotlyText(py)}=%{y}<br>median %{z:.4f} ms over %{customdata} trials` +
+      "<extra></extra>" }],
+  layout({ xaxis: { title: { text: plotlyText(px) }, type: "category" },
+    yaxis: { title: { text: plotlyText(py) }, type: "category" } }), CONFIG);
   window.kfHeatmap = { x: px, y: py, cells: cells.size, ms: performance.now() - started };
   document.getElementById("heatmap").dataset.cells = String(cells.size);
 }
@@ -203,7 +239,7 @@ function parcoords() {
   const index = [];
   for (let i = 0; i < cols.count; i++) if (cols.state[i] === "complete" && cols.time_ms[i] !== null) index.push(i);
   const note = document.getElementById("parcoords-note");
-  if (!index.length) { full.purge("parcoords"); note.textContent = "no complete trial yet"; return; }
+  if (!index.length) { full.purge("parcoords"); note.textContent = noCompleteTrial(); return; }
   if (index.length > PARCOORDS_MAX) {
     index.sort((a, b) => cols.time_ms[a] - cols.time_ms[b]);
     note.textContent = `the ${PARCOORDS_MAX} fastest of ${index.length} complete trials`;
@@ -215,7 +251,9 @@ function parcoords() {
   const dimensions = cols.parameters.map((p) => {
     const values = uniqueSorted(cols.config[p]);
     const position = new Map(values.map((v, k) => [String(v), k]));
-    return { label: p, values: index.map((i) => position.get(String(cols.config[p][i]))),
+    // The axis title is Plotly's HTML; parcoords writes tick labels as plain text (escaped, they showed
+    // "&lt;"): so only the title is escaped.
+    return { label: plotlyText(p), values: index.map((i) => position.get(String(cols.config[p][i]))),
       tickvals: values.map((_, k) => k), ticktext: values.map(String) };
   });
   dimensions.push({ label: "time (ms)", values: times });
@@ -258,7 +296,7 @@ function roofline() {
   const roofX = [low, peak / bandwidth, high];
   const roofY = roofX.map((x) => Math.min(peak, x * bandwidth));
   full.react("roofline", [
-    { x: roofX, y: roofY, type: "scatter", mode: "lines", name: `roof (${ceilings.peak_kind ?? "fp32"}, measured)`,
+    { x: roofX, y: roofY, type: "scatter", mode: "lines", name: plotlyText(`roof (${ceilings.peak_kind ?? "fp32"}, measured)`),
       line: { color: "#1a202c" }, hovertemplate: "%{y:.0f} GFLOP/s<extra>roof</extra>" },
     { x: xs, y: index.map((i) => flops[i] / 1e9), type: "scattergl", mode: "markers", name: "trials",
       text: index.map((i) => `trial ${cols.seq[i]}: ${fmtMs(cols.time_ms[i])} ms<br>${ncuText(i)}`),
@@ -282,7 +320,7 @@ function topk() {
   body.replaceChildren(...top.map((i) => el("tr", {}, el("td", {}, cols.seq[i]),
     el("td", { class: "num" }, fmtMs(cols.time_ms[i])),
     ...profiled.map(([k]) => el("td", { class: "num" }, cols.profile[k][i] === null ? "" : Number(cols.profile[k][i]).toFixed(1))),
-    el("td", {}, cols.parameters.map((p) => `${p}=${cols.config[p][i]}`).join(", ")))));
+    el("td", {}, userTexts(cols.parameters.map((p) => `${p}=${cols.config[p][i]}`))))));
   note.hidden = profiled.length > 0;
   note.textContent = "No Nsight Compute metrics recorded for this job (profile mode none, or a backend that does not profile).";
 }
@@ -314,7 +352,7 @@ function matches(i, terms, state) {
   for (const term of terms) {
     const [name, value] = term.includes("=") ? term.split("=", 2) : [null, term];
     if (name !== null) {
-      if (!(name in cols.config) || String(cols.config[name][i]) !== value) return false;
+      if (!Object.hasOwn(cols.config, name) || String(cols.config[name][i]) !== value) return false;
     } else if (![cols.state[i], cols.failure_kind[i], cols.worker[i], String(cols.seq[i])]
       .some((v) => v !== null && String(v).toLowerCase().includes(value.toLowerCase()))) return false;
   }
@@ -339,6 +377,48 @@ function filteredRows() {
   return rows;
 }
 
+// Failure messages are not among /trial-columns' columns (every poll would carry them); the table asks
+// /trials?state=failed for those of the failed trials it shows. That list pages in proposal order, so a
+// failed trial's offset in it is its rank among the job's failed trials, counted in the columns.
+const FAILURE_PAGE = 1000; // the most trials /trials answers at once
+const failureMessages = new Map(); // seq → the trial's failure message ("" for none)
+const failureAsked = new Set(); // seqs asked for since the job's count of failed trials last changed
+let failedCountAsked = -1;
+
+function failureCell(kind, seq) {
+  const message = failureMessages.get(seq);
+  // Long messages (a compiler's log) are cut in the cell; the whole one is its tooltip.
+  return el("td", { class: "failure" }, kind ?? "", message ? el("div", { class: "failure-message", title: message },
+    message.length > 300 ? `${message.slice(0, 300)}…` : message) : "");
+}
+
+async function loadFailureMessages(shown) {
+  const trials = rowsOf();
+  const rank = new Map(); // row index → rank among the failed trials
+  trials.state.forEach((state, i) => { if (state === "failed") rank.set(i, rank.size); });
+  if (rank.size !== failedCountAsked) { failureAsked.clear(); failedCountAsked = rank.size; }
+  const wanted = shown.filter((i) => rank.has(i) && !failureMessages.has(trials.seq[i]) && !failureAsked.has(trials.seq[i]));
+  if (!wanted.length) return;
+  const windows = []; // [offset, limit] over the ranks wanted, each at most a page
+  for (const r of wanted.map((i) => rank.get(i)).sort((a, b) => a - b)) {
+    const last = windows.at(-1);
+    if (last && r < last[0] + FAILURE_PAGE) last[1] = r - last[0] + 1;
+    else windows.push([r, 1]);
+  }
+  const asked = wanted.map((i) => trials.seq[i]);
+  asked.forEach((seq) => failureAsked.add(seq));
+  try {
+    const answers = await Promise.all(windows.map(([offset, limit]) =>
+      api(`/v1/jobs/${jobId}/trials?state=failed&order=seq&limit=${limit}&offset=${offset}`)));
+    for (const answer of answers) for (const t of answer.items) failureMessages.set(t.seq, t.failure_message ?? "");
+  } catch (error) {
+    asked.forEach((seq) => failureAsked.delete(seq)); // asked again on the next render
+    showError(error);
+    return;
+  }
+  trialTable();
+}
+
 function trialTable() {
   const columns = tableColumns();
   const partial = cols === null;
@@ -353,7 +433,8 @@ function trialTable() {
   const pages = Math.max(1, Math.ceil(matching / TABLE_PAGE));
   table.page = Math.min(table.page, pages - 1);
   const head = el("tr", {}, ...columns.map(([key, label]) => {
-    const th = el("th", { "data-key": key, class: key === table.sortKey ? (table.sortDir > 0 ? "asc" : "desc") : null }, label);
+    const th = el("th", { "data-key": key, class: key === table.sortKey ? (table.sortDir > 0 ? "asc" : "desc") : null },
+      key.startsWith("config.") ? userText(label) : label);
     th.addEventListener("click", () => {
       table.sortDir = table.sortKey === key ? -table.sortDir : 1;
       table.sortKey = key;
@@ -363,16 +444,20 @@ function trialTable() {
   }));
   document.querySelector("#trials thead").replaceChildren(head);
   const shown = table.rows.slice(table.page * TABLE_PAGE, (table.page + 1) * TABLE_PAGE);
-  document.querySelector("#trials tbody").replaceChildren(...shown.map((i) => el("tr", {}, ...columns.map(([key]) => {
-    const value = cell(key, i);
-    const numeric = typeof value === "number" && !key.startsWith("config.") && key !== "seq";
-    return el("td", { class: numeric ? "num" : null }, numeric ? (key.startsWith("time") ? fmtMs(value) : value.toFixed(1))
-      : value ?? "");
-  }))));
+  const seqs = rowsOf().seq;
+  document.querySelector("#trials tbody").replaceChildren(...shown.map((i) => el("tr", { "data-seq": seqs[i] },
+    ...columns.map(([key]) => {
+      const value = cell(key, i);
+      if (key === "failure_kind") return failureCell(value, seqs[i]);
+      const numeric = typeof value === "number" && !key.startsWith("config.") && key !== "seq";
+      if (numeric) return el("td", { class: "num" }, key.startsWith("time") ? fmtMs(value) : value.toFixed(1));
+      return el("td", {}, key.startsWith("config.") || key === "worker" ? userText(value) : value ?? "");
+    }))));
   document.getElementById("trial-count").textContent = `${matching} of ${total} trials`;
   document.getElementById("trials-page").textContent = `page ${table.page + 1} of ${pages}`;
   document.getElementById("trials-prev").disabled = table.page === 0;
   document.getElementById("trials-next").disabled = table.page >= pages - 1;
+  loadFailureMessages(shown);
 }
 
 // One CSV cell, as the API's csv export writes it (core/exports/csv_format.py): OWASP's advice on CSV
@@ -386,10 +471,11 @@ function csvValue(value) {
 }
 
 async function downloadCsv() {
+  showActionError(null);
   try {
     await everyTrial;
   } catch (error) {
-    showError(error); // the load of every trial failed: say so rather than wait for ever
+    showActionError(error); // the load of every trial failed: say so rather than wait for ever
     return;
   }
   const columns = tableColumns();

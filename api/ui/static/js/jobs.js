@@ -1,5 +1,5 @@
 // Jobs: a filterable, paged list; state and progress refresh every 2 s.
-import { api, el, fmtMs, fmtWhen, poll, progressBar, stateBadge } from "./api.js";
+import { api, el, fmtMs, fmtWhen, poll, progressBar, stateBadge, userText } from "./api.js";
 
 const PAGE = 50;
 const form = document.getElementById("filters");
@@ -22,11 +22,11 @@ function row(job) {
   const planned = job.budget_trials || p.total || 1;
   const link = el("a", { href: `/ui/jobs/${job.id}` }, job.id.slice(0, 8));
   return el("tr", { "data-job-id": job.id },
-    el("td", {}, link), el("td", {}, job.kernel), el("td", {}, job.gpu_model), el("td", {}, job.strategy),
+    el("td", {}, link), el("td", {}, userText(job.kernel)), el("td", {}, userText(job.gpu_model)), el("td", {}, job.strategy),
     el("td", { class: "job-state" }, stateBadge(job.state)),
     el("td", {}, progressBar(done / planned, `${done}/${job.budget_trials ?? "∞"}${p.failed ? ` (${p.failed} failed)` : ""}`)),
     el("td", { class: "num" }, job.best ? fmtMs(job.best.time_ms) : ""),
-    el("td", {}, job.owner), el("td", {}, fmtWhen(job.created_at)));
+    el("td", {}, userText(job.owner)), el("td", {}, fmtWhen(job.created_at)));
 }
 
 async function refresh() {

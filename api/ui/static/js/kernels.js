@@ -1,6 +1,6 @@
 // Kernels: the catalogue with each kernel's space, problem signature, versions and best time per GPU
-// model × problem. The manifest upload form appears once the API offers POST /v1/kernels.
-import { api, describe, el, fmtMs, fmtWhen, showError } from "./api.js";
+// model × problem; and the form that uploads a kernel (a manifest and the files it names).
+import { api, describe, el, fmtMs, fmtWhen, showError, userText, userTexts } from "./api.js";
 
 function definition(rows) {
   const list = el("dl");
@@ -14,8 +14,8 @@ function matrix(results) {
   const problems = [...new Map(results.best.map((c) => [c.problem_key, c.problem])).entries()];
   const byCell = new Map(results.best.map((c) => [`${c.gpu_model}|${c.problem_key}`, c]));
   const head = el("tr", {}, el("th", {}, "GPU model \\ problem"),
-    ...problems.map(([, problem]) => el("th", {}, Object.entries(problem).map(([k, v]) => `${k}=${v}`).join(" "))));
-  const rows = models.map((model) => el("tr", {}, el("th", {}, model), ...problems.map(([key]) => {
+    ...problems.map(([, problem]) => el("th", {}, userTexts(Object.entries(problem).map(([k, v]) => `${k}=${v}`), " "))));
+  const rows = models.map((model) => el("tr", {}, el("th", {}, userText(model)), ...problems.map(([key]) => {
     const best = byCell.get(`${model}|${key}`);
     return el("td", { class: "num" }, best ? el("a", { href: `/ui/jobs/${best.job_id}`,
       title: `trial ${best.trial_id}, kernel version ${best.version}` }, `${fmtMs(best.time_ms)} ms`) : "—");
@@ -30,52 +30,68 @@ function card(kernel, results) {
     ? results.versions.map((v) => `v${v.version} ${v.source_hash.slice(0, 12)} — ${v.jobs} job(s), first seen ${fmtWhen(v.created_at)}`)
     : [`v${kernel.version} ${kernel.source_hash.slice(0, 12)} — no job yet`];
   return el("section", { class: "kernel", "data-kernel": kernel.name },
-    el("h2", {}, kernel.name, " ", el("a", { href: `/ui/new?kernel=${encodeURIComponent(kernel.name)}`, class: "hint" }, "tune…")),
-    el("p", { class: "hint" }, kernel.description),
+    el("h2", {}, userText(kernel.name), " ",
+      el("a", { href: `/ui/new?kernel=${encodeURIComponent(kernel.name)}`, class: "hint" }, "tune…")),
+    el("p", { class: "hint" }, userText(kernel.description)),
     definition([
       ["backends", kernel.backends.join(", ")],
-      ["problem signature", signature.join(", ")],
-      ["default problem", Object.entries(kernel.default_problem).map(([k, v]) => `${k}=${v}`).join(", ")],
-      ["search space", el("span", {}, ...space.flatMap((s) => [s, el("br")]))],
-      ["constraints", kernel.constraints.join("; ") || "none"],
+      ["problem signature", userTexts(signature)],
+      ["default problem", userTexts(Object.entries(kernel.default_problem).map(([k, v]) => `${k}=${v}`))],
+      ["search space", el("span", {}, ...space.flatMap((s) => [userText(s), el("br")]))],
+      ["constraints", kernel.constraints.length ? userTexts(kernel.constraints, "; ") : "none"],
       ["valid configs", `${kernel.valid_configs_default_problem.toLocaleString()} (default problem)`],
       ["versions", el("span", {}, ...versions.flatMap((s) => [s, el("br")]))],
-      ["recorded landscapes", kernel.recorded_gpu_models.join(", ") || "none"],
+      ["recorded landscapes", kernel.recorded_gpu_models.length ? userTexts(kernel.recorded_gpu_models) : "none"],
     ]),
     el("h3", {}, "Best time per GPU model × problem"), matrix(results));
 }
 
-// The hook for bring-your-own-kernel: shown only when the API documents POST /v1/kernels, whose body
-// is the manifest (JSON) the user picks; the API validates it and answers with the stored kernel.
-async function uploadForm() {
-  const openapi = await fetch("/openapi.json", { credentials: "same-origin" }).then((r) => r.json());
-  const section = document.getElementById("kernel-upload");
-  const note = document.getElementById("upload-note");
-  if (!openapi.paths?.["/v1/kernels"]?.post) {
-    note.textContent = "Uploading kernel manifests becomes available here once this farm's API accepts POST /v1/kernels.";
-    return;
-  }
-  section.hidden = false;
-  document.getElementById("upload-form").addEventListener("submit", async (event) => {
+async function showKernels() {
+  const kernels = await api("/v1/kernels");
+  const results = await Promise.all(kernels.map((k) => api(`/v1/kernels/${encodeURIComponent(k.name)}/results`)));
+  document.getElementById("kernel-list").replaceChildren(...kernels.map((k, i) => card(k, results[i])));
+}
+
+function showUploadResult(text, failed) {
+  const result = document.getElementById("upload-result");
+  result.textContent = text;
+  result.className = failed ? "error" : "hint";
+  result.hidden = false;
+}
+
+// POST /v1/kernels as `kernelfarm kernel add` sends it: multipart, the manifest as the part `manifest` under
+// its own file name (whose suffix says TOML or JSON), each file it names as a part `files`. The form is
+// shown to every session: no API answer tells a page its session's scopes, so a token without the
+// kernels scope learns it from the API's refusal, shown here as the API words it.
+function uploadForm() {
+  const form = document.getElementById("upload-form");
+  form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const result = document.getElementById("upload-result");
+    const button = document.getElementById("upload");
+    const manifest = document.getElementById("manifest").files[0];
+    if (!manifest) return; // the input is required: the browser says so
+    const body = new FormData();
+    body.append("manifest", manifest, manifest.name);
+    for (const file of document.getElementById("manifest-files").files) body.append("files", file, file.name);
+    button.disabled = true;
+    showUploadResult("uploading…", false);
     try {
-      const file = document.getElementById("manifest").files[0];
-      const stored = await api(section.dataset.endpoint, { method: "POST", body: JSON.parse(await file.text()) });
-      result.textContent = `stored ${stored.name ?? "kernel"}; reloading…`;
-      setTimeout(() => location.reload(), 800);
+      const stored = await api("/v1/kernels", { method: "POST", body });
+      showUploadResult(stored.created ? `stored ${stored.name} as version ${stored.version}`
+        : `${stored.name} version ${stored.version} already holds this content: nothing new stored`, false);
+      await showKernels();
     } catch (error) {
-      result.textContent = describe(error);
+      showUploadResult(`not stored: ${describe(error)}`, true);
+    } finally {
+      button.disabled = false;
     }
   });
 }
 
 async function start() {
+  uploadForm();
   try {
-    const kernels = await api("/v1/kernels");
-    const results = await Promise.all(kernels.map((k) => api(`/v1/kernels/${encodeURIComponent(k.name)}/results`)));
-    document.getElementById("kernel-list").replaceChildren(...kernels.map((k, i) => card(k, results[i])));
-    await uploadForm();
+    await showKernels();
     document.body.dataset.rendered = "1";
   } catch (error) {
     showError(error);

@@ -1,6 +1,6 @@
 // New job: the kernel's problem signature and parameter values come from /v1/kernels; the job is
 // submitted to POST /v1/jobs like any other client's, with unchecked values left out of its space.
-import { api, describe, el, showError } from "./api.js";
+import { api, describe, el, showError, userText } from "./api.js";
 
 const form = document.getElementById("new-job");
 const kernelSelect = document.getElementById("kernel");
@@ -12,7 +12,8 @@ function currentKernel() { return kernels.find((k) => k.name === kernelSelect.va
 function problemFields(kernel) {
   const box = document.getElementById("problem");
   box.replaceChildren(...kernel.problem_params.map((p) => {
-    const value = kernel.default_problem[p.name];
+    // Own keys only: a problem parameter named "__proto__" or "constructor" has no inherited default.
+    const value = Object.hasOwn(kernel.default_problem, p.name) ? kernel.default_problem[p.name] : undefined;
     let input;
     if (p.choices) {
       input = el("select", { "data-problem": p.name, "data-kind": p.kind },
@@ -57,26 +58,29 @@ function gpuHint(kernel) {
 
 function showKernel() {
   const kernel = currentKernel();
-  document.getElementById("kernel-description").textContent = `${kernel.description} (version ${kernel.version}; backends ${kernel.backends.join(", ")})`;
+  document.getElementById("kernel-description").replaceChildren(userText(kernel.description),
+    ` (version ${kernel.version}; backends ${kernel.backends.join(", ")})`);
   problemFields(kernel);
   rangeFields(kernel);
   gpuHint(kernel);
 }
 
+// The request body. Objects keyed by the kernel's names are built with Object.fromEntries, which defines
+// each key as the object's own: assigning obj[name] = value with the name "__proto__" set the object's
+// prototype instead, and the key was not sent (an unchecked "__proto__" value tuned the full space).
 function body() {
   const kernel = currentKernel();
-  const problem = {};
-  document.querySelectorAll("[data-problem]").forEach((input) => {
+  const problem = Object.fromEntries([...document.querySelectorAll("[data-problem]")].map((input) => {
     const raw = input.value.trim();
-    problem[input.dataset.problem] = input.dataset.kind === "int" && /^-?\d+$/.test(raw) ? Number(raw) : raw;
-  });
-  const parameters = {};
+    return [input.dataset.problem, input.dataset.kind === "int" && /^-?\d+$/.test(raw) ? Number(raw) : raw];
+  }));
+  const restricted = [];
   for (const row of document.querySelectorAll("#ranges .range")) {
     const name = row.dataset.parameter;
     const all = kernel.parameters[name];
     const kept = [...row.querySelectorAll("input:checked")].map((c) => all[Number(c.dataset.index)]);
     if (!kept.length) throw new Error(`parameter ${name}: check at least one value`);
-    if (kept.length < all.length) parameters[name] = kept;
+    if (kept.length < all.length) restricted.push([name, kept]);
   }
   const request = {
     kernel: kernel.name, problem, gpu_model: document.getElementById("gpu_model").value.trim(),
@@ -89,7 +93,7 @@ function body() {
   };
   const seed = document.getElementById("seed").value.trim();
   if (seed) request.seed = Number(seed);
-  if (Object.keys(parameters).length) request.space = { parameters };
+  if (restricted.length) request.space = { parameters: Object.fromEntries(restricted) };
   return request;
 }
 

@@ -5,7 +5,7 @@
 // reports lack newer fields: every field is checked for its type before use (the helpers below), what
 // is readable is shown and what is not is left out, so a malformed report never blanks the page. Text
 // goes into the page only as text nodes and attribute values (el()), never as HTML.
-import { api, describe, el, fmtMs, fmtWhen, progressBar, showError } from "./api.js";
+import { api, describe, el, fmtMs, fmtWhen, progressBar, showError, userText, userTexts } from "./api.js";
 
 const profileId = document.body.dataset.profileId;
 const isNum = (value) => typeof value === "number" && Number.isFinite(value);
@@ -30,9 +30,11 @@ function summaryBox(id, items) {
 
 function header(p, r) {
   const c = obj(r.ceilings);
-  document.getElementById("profile-title").textContent = `${text(p.model)} on ${text(p.device_name)}`;
+  document.getElementById("profile-title").replaceChildren(userText(text(p.model)), " on ", userText(text(p.device_name)));
   summaryBox("profile-summary", [
-    ["model", text(p.model)], ["device", `${text(p.device_name)} (${text(p.gpu_model)})`], ["dtype", text(p.dtype)],
+    ["model", text(p.model) && userText(text(p.model))],
+    ["device", el("span", {}, userText(text(p.device_name)), " (", userText(text(p.gpu_model)), ")")],
+    ["dtype", text(p.dtype)],
     ["batch x sequence", `${text(p.batch)} x ${text(p.seq)}`], ["latency", `${ms(p.latency_ms)} ms per inference`],
     ["profiled", isNum(r.profiled_ms) ? `${ms(r.profiled_ms)} ms (overhead ${pct(r.profiling_overhead)})` : undefined],
     ["table accounts for", isNum(r.accounted_ms) ? `${ms(r.accounted_ms)} ms` : undefined],
@@ -42,7 +44,7 @@ function header(p, r) {
       (text(c.how) ? ` (${text(c.how)})` : "")],
     ["owner", text(p.owner)], ["stored", fmtWhen(text(p.created_at))],
   ]);
-  document.getElementById("model-hints").replaceChildren(...texts(r.hints).map((h) => el("li", {}, `hint: ${h}`)));
+  document.getElementById("model-hints").replaceChildren(...texts(r.hints).map((h) => el("li", {}, "hint: ", userText(h))));
 }
 
 function operators(r) {
@@ -54,13 +56,13 @@ function operators(r) {
     ? `${ops.length} operators (grouped by input shapes), by share of the profiled self time; times per inference`
     : "no operator in this report";
   document.querySelector("#operators tbody").replaceChildren(...ops.map((o) => el("tr", { "data-operator": text(o.name) },
-    el("td", {}, text(o.name)), el("td", {}, shapes(o.input_shapes)), el("td", { class: "num" }, text(o.calls)),
+    el("td", {}, userText(text(o.name))), el("td", {}, shapes(o.input_shapes)), el("td", { class: "num" }, text(o.calls)),
     el("td", { class: "num" }, num(o.self_ms, 3)),
     el("td", { class: "share" }, progressBar(share(o) / top, pct(o.share))),
     el("td", { class: "num" }, num(o.tflops_per_s, 2)), el("td", { class: "num" }, num(o.gb_per_s, 1)),
     el("td", {}, text(o.bound) ? el("span", { class: `bound ${text(o.bound)}` }, text(o.bound)) : ""),
     el("td", { class: "num" }, isNum(o.fraction_of_peak) ? num(o.fraction_of_peak * 100, 0) : ""),
-    el("td", { class: "kernels" }, texts(o.kernels).slice(0, 3).map((k) => k.slice(0, 60)).join(", ")),
+    el("td", { class: "kernels" }, userTexts(texts(o.kernels).slice(0, 3).map((k) => k.slice(0, 60)))),
     el("td", { class: "message" }, text(o.hint)))));
 }
 
@@ -79,7 +81,7 @@ function compileAb(r) {
   summaryBox("compile-summary", [["eager", `${ms(ab.eager_ms)} ms`], ["compiled", `${ms(ab.compiled_ms)} ms`],
     ["speedup", `${num(ab.speedup, 2)}x`], ["compile time", `${num(ab.compile_s, 1)} s`]]);
   document.querySelector("#compile-ops tbody").replaceChildren(...list(ab.per_operator).filter(isObj).map((o) => el("tr", {},
-    el("td", {}, text(o.operator)), el("td", { class: "num" }, num(o.eager_ms, 3)),
+    el("td", {}, userText(text(o.operator))), el("td", { class: "num" }, num(o.eager_ms, 3)),
     el("td", { class: "num" }, num(o.compiled_ms, 3)),
     el("td", { class: "num" }, isNum(o.eager_ms) && isNum(o.compiled_ms) ? num(o.compiled_ms - o.eager_ms, 3) : ""))));
 }
@@ -101,10 +103,10 @@ function tuning(r) {
   }
   note.textContent = "baseline and tuned times per call";
   const problem = (e) => Object.entries(isObj(e.kernel_problem) ? e.kernel_problem : obj(e.problem))
-    .map(([k, v]) => `${k}=${text(v)}`).join(", ");
+    .map(([k, v]) => `${k}=${text(v)}`);
   document.querySelector("#tuning-ops tbody").replaceChildren(...entries.map((e) => el("tr", { "data-operator": text(e.operator) },
-    el("td", {}, text(e.operator)), el("td", {}, problem(e)),
-    el("td", {}, text(e.kernel)), el("td", {}, text(e.status)), el("td", { class: "num" }, text(e.calls)),
+    el("td", {}, userText(text(e.operator))), el("td", {}, userTexts(problem(e))),
+    el("td", {}, userText(text(e.kernel))), el("td", {}, userText(text(e.status))), el("td", { class: "num" }, text(e.calls)),
     el("td", { class: "num" }, pct(e.share)), el("td", { class: "num" }, ms(e.baseline_ms)),
     el("td", { class: "num" }, ms(e.tuned_ms)), el("td", { class: "num" }, isNum(e.speedup) ? `${num(e.speedup, 2)}x` : ""),
     el("td", {}, jobLink(e.job_id)))));
@@ -123,7 +125,8 @@ function tuning(r) {
         ? `; against ${text(swap.reference) || "the reference"}: relative L2 error swapped ` +
           `${swap.swapped_rel_l2_vs_float32.toPrecision(3)}, eager ${swap.eager_rel_l2_vs_float32.toPrecision(3)} ` +
           `(bound ${swap.rel_l2_tolerance.toPrecision(3)})` : "") : undefined],
-    ["swapped", swap && swap.swapped ? swapped.join("; ") || text(swap.note) || "nothing" : undefined],
+    ["swapped", swap && swap.swapped ? (swapped.length ? userTexts(swapped, "; ") : text(swap.note) || "nothing")
+      : undefined],
   ]);
 }
 

@@ -1,5 +1,5 @@
 // Model profiles: the stored profile-model reports, newest first, filterable by GPU model.
-import { api, el, fmtMs, fmtWhen, poll } from "./api.js";
+import { api, el, fmtMs, fmtWhen, poll, userText } from "./api.js";
 
 const PAGE = 50;
 const form = document.getElementById("filters");
@@ -11,10 +11,10 @@ const models = new Set();
 
 function row(p) {
   return el("tr", { "data-profile-id": p.id },
-    el("td", {}, el("a", { href: `/ui/profiles/${p.id}` }, p.id.slice(0, 8))), el("td", {}, p.model),
-    el("td", {}, p.device_name), el("td", {}, p.gpu_model), el("td", {}, p.dtype),
+    el("td", {}, el("a", { href: `/ui/profiles/${p.id}` }, p.id.slice(0, 8))), el("td", {}, userText(p.model)),
+    el("td", {}, userText(p.device_name)), el("td", {}, userText(p.gpu_model)), el("td", {}, p.dtype),
     el("td", { class: "num" }, `${p.batch} x ${p.seq}`), el("td", { class: "num" }, fmtMs(p.latency_ms)),
-    el("td", {}, p.owner), el("td", {}, fmtWhen(p.created_at)));
+    el("td", {}, userText(p.owner)), el("td", {}, fmtWhen(p.created_at)));
 }
 
 // The API lists a page at a time without a total: one more than a page tells whether there is a next.
