@@ -36,13 +36,23 @@ def observations(
         elif ok:  # measured, but no energy (metrics energy_missing says why): a failure to rank, never best
             out.append(Observation(dict(trial.config), None, FailureKind.CRASH, origin=origin))
         elif state == TrialState.FAILED:
-            out.append(Observation(dict(trial.config), None, FailureKind(trial.failure_kind or "crash"), origin=origin))
+            out.append(Observation(dict(trial.config), None, _failure_kind(trial.failure_kind), origin=origin))
         elif state in (TrialState.QUEUED, TrialState.RUNNING):
             out.append(Observation(dict(trial.config), None, pending=True, origin=origin))
         # cancelled trials teach nothing but must not be proposed again: treat as pending.
         else:
             out.append(Observation(dict(trial.config), None, pending=True, origin=origin))
     return out
+
+
+def _failure_kind(stored: str | None) -> FailureKind:
+    """A stored failure kind, or crash for one this version does not know: workers write only known
+    kinds, but a row written by hand or by another version raised here, and every later step of every
+    job that read it as a prior failed with it."""
+    try:
+        return FailureKind(stored or FailureKind.CRASH.value)
+    except ValueError:
+        return FailureKind.CRASH
 
 
 def _energy(trial: Trial | Row[Any]) -> float | None:

@@ -36,3 +36,11 @@ def test_both_never_ranks_a_dominated_trial_above_the_one_dominating_it() -> Non
         assert values[3] > values[1]  # type: ignore[operator]
         weights_seen.add(min(range(3), key=lambda i: values[i]))  # type: ignore[arg-type, return-value]
     assert weights_seen == {0, 1, 2}  # different steps aim at different points of the front
+
+
+def test_a_stored_failure_kind_this_version_does_not_know_reads_as_a_crash() -> None:
+    """A row written by hand (or by another version) raised ValueError in every step that read it,
+    the steps of every later job of its kernel and problem that took it as a prior included."""
+    rows = [row(0, None, None, TrialState.FAILED), row(1, None, None, TrialState.FAILED)]
+    rows[0].failure_kind, rows[1].failure_kind = "__proto__", "timeout"
+    assert [o.failure for o in observations(rows)] == ["crash", "timeout"]
