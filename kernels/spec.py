@@ -79,10 +79,10 @@ class ProblemParam:
                 )
         elif not isinstance(value, str):
             raise InvalidInput(f"problem.{self.name} must be a string, got {_shown(value)}")
-        elif not PROBLEM_TEXT.fullmatch(value):
-            raise InvalidInput(f"problem.{self.name}={_shown(value)}: a string problem value has {PROBLEM_TEXT_RULE}")
-        if self.choices is not None and value not in self.choices:
+        if self.choices is not None and value not in self.choices:  # the choices keep the rule below
             raise InvalidInput(f"problem.{self.name}={_shown(value)} is not one of {list(self.choices)}")
+        if isinstance(value, str) and not PROBLEM_TEXT.fullmatch(value):
+            raise InvalidInput(f"problem.{self.name}={_shown(value)}: a string problem value has {PROBLEM_TEXT_RULE}")
         return value
 
 

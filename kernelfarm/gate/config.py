@@ -95,13 +95,12 @@ class ConfigError(ValueError):
 
 def load_config(path: Path) -> GateConfig:
     try:
-        text = path.read_text(encoding="utf-8")  # TOML is UTF-8 whatever the runner's locale says
+        # TOML is UTF-8 whatever the runner's locale says; commands/ci.py words a UnicodeDecodeError
+        text = path.read_text(encoding="utf-8")
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
         config = GateConfig.model_validate(data)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path} is not UTF-8 text") from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
     except ValidationError as exc:
@@ -117,11 +116,9 @@ def load_config(path: Path) -> GateConfig:
 
 def load_export(path: Path) -> BestExport:
     try:
-        text = path.read_text(encoding="utf-8")  # the farm writes its exports as UTF-8 JSON
+        text = path.read_text(encoding="utf-8")  # the farm writes its exports as UTF-8 JSON (see above)
     except OSError as exc:
         raise ConfigError(f"cannot read the export {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"the export {path} is not UTF-8 text") from None
     except ValueError as exc:  # a name no OS call can take: a NUL, a lone surrogate (a JSON config's)
         raise ConfigError(f"cannot read the export {path}: {exc}") from None
     try:
