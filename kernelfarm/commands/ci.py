@@ -20,9 +20,9 @@ from kernelfarm.client import ApiError
 from kernelfarm.commands.jobs import fail, finite_seconds
 from kernelfarm.context import cli_context
 from kernelfarm.gate.config import ConfigError, GateConfig, load_config
-from kernelfarm.gate.printable import one_line
 from kernelfarm.gate.report import junit, markdown
 from kernelfarm.gate.verdicts import Verdict, run_gate, run_recheck
+from kernelfarm.printable import one_line
 from kernelfarm.sdk.client import Client
 
 console = Console()

@@ -21,15 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import ErrorDetails
 
 from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import SCHEMA_NAME, BestExport
-from kernelfarm.gate.printable import one_line
-
-# The most of a refused value a config error quotes: the error must stay one readable line.
-QUOTED_VALUE_CHARS = 60
+from kernelfarm.printable import one_line, quoted, validation_reasons
 
 
 class GateEntry(BaseModel):
@@ -58,7 +54,7 @@ class GateEntry(BaseModel):
         for name, value in problem.items():
             integral = isinstance(value, float) and value.is_integer()  # 4096.0 from a JSON writer
             if isinstance(value, bool) or not (isinstance(value, int | str) or integral):
-                raise ValueError(f"dimension {name!r} is {_quoted(value)}: a dimension is an integer or text")
+                raise ValueError(f"dimension {name!r} is {quoted(value)}: a dimension is an integer or text")
         return problem
 
     @model_validator(mode="after")
@@ -104,7 +100,7 @@ def load_config(path: Path) -> GateConfig:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {validation_reasons(exc)}") from None
+        raise ConfigError(f"{path}: {validation_reasons(exc, 'the file')}") from None
     # Files the config names are relative to the config file, as a pipeline checks them in together.
     updates: dict[str, Path] = {"baseline": path.parent / config.baseline}
     if config.candidate is not None:
@@ -126,27 +122,6 @@ def load_export(path: Path) -> BestExport:
         BestExport.model_validate_json(text)
         return json_format.read(text)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: not a {SCHEMA_NAME} file: {validation_reasons(exc)}") from None
+        raise ConfigError(f"{path}: not a {SCHEMA_NAME} file: {validation_reasons(exc, 'the file')}") from None
     except KernelfarmError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-
-
-def validation_reasons(exc: ValidationError) -> str:
-    """Every error pydantic found, on one line: ``field: reason`` (with the value refused), joined by ``;``."""
-    return "; ".join(one_line(_reason(error)) for error in exc.errors(include_url=False))
-
-
-def _reason(error: ErrorDetails) -> str:
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
-    reason = error["msg"].removeprefix("Value error, ")
-    reason = reason[:1].lower() + reason[1:]
-    value = error.get("input")
-    # Missing and extra fields name themselves; a table's or a list's contents would not fit on the line.
-    if error["type"] not in ("missing", "extra_forbidden", "value_error") and not isinstance(value, dict | list):
-        reason += f", got {_quoted(value)}"
-    return f"{where or 'the file'}: {reason}"
-
-
-def _quoted(value: object) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= QUOTED_VALUE_CHARS else shown[: QUOTED_VALUE_CHARS - 3] + "..."

@@ -23,19 +23,18 @@ from typing import Any, Literal, TypeVar, overload
 
 import httpx
 from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
 
 from kernelfarm.client import ApiError, quoted_segment
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import is_plain_file_name, json_format
 from kernelfarm.core.exports.model import BestExport
+from kernelfarm.printable import listed, one_line, quoted, validation_reasons
 from kernelfarm.sdk.results import BestConfig, Job, Kernel, Trial
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 NOT_SENT = 422  # the status of a request the client refuses to send: what the farm answers such a request
-# The most reasons, names or characters of a value one error quotes: a broken answer may hold thousands.
+# The most reasons or names one error quotes: a broken answer may hold thousands.
 QUOTED_ITEMS = 5
-QUOTED_VALUE_CHARS = 60
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
@@ -327,41 +326,14 @@ def _check_triton_files(files: dict[Any, Any], status: int) -> None:
 
 
 def _reasons(exc: Exception) -> str:
-    """What is wrong with an answer, on one line: pydantic's message is many lines (a header, then each
-    field and its reason on lines of their own), and the CLI and CI logs print it as one error."""
+    """What is wrong with an answer, on one line (the CLI and CI logs print it as one error)."""
     if not isinstance(exc, ValidationError):
-        return _printable(str(exc))
-    reasons = [_reason(error) for error in exc.errors(include_url=False)]
-    return _listed(reasons, quote=False)
+        return one_line(str(exc))
+    return validation_reasons(exc, "the answer", QUOTED_ITEMS)
 
 
-def _reason(error: ErrorDetails) -> str:
-    """``field.path: why, got VALUE`` (the value only where it is short: not a table or a list)."""
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
-    reason = error["msg"][:1].lower() + error["msg"][1:]
-    value = error.get("input")
-    if error["type"] != "missing" and not isinstance(value, dict | list):
-        reason += f", got {_quoted(value)}"
-    return _printable(f"{where or 'the answer'}: {reason}")
-
-
-def _quoted(value: object) -> str:
-    """``value``'s repr (one line: repr escapes line breaks), cut to QUOTED_VALUE_CHARS."""
-    shown = repr(value)
-    return shown if len(shown) <= QUOTED_VALUE_CHARS else shown[: QUOTED_VALUE_CHARS - 3] + "..."
-
-
-def _listed(items: list[str], quote: bool = True) -> str:
-    """The first few of ``items`` joined by "; " (quoted: by ", ", each as _quoted), and how many more."""
-    shown = [_quoted(item) for item in items[:QUOTED_ITEMS]] if quote else items[:QUOTED_ITEMS]
-    more = f" (and {len(items) - QUOTED_ITEMS} more)" if len(items) > QUOTED_ITEMS else ""
-    return (", " if quote else "; ").join(shown) + more
-
-
-def _printable(text: str) -> str:
-    """``text`` with line breaks and control characters as escapes (field names and pydantic's reasons
-    can quote the answer's own keys)."""
-    return text if text.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+def _listed(names: list[str]) -> str:
+    return listed([quoted(name) for name in names], QUOTED_ITEMS, ", ")
 
 
 def _segment(value: str, what: str) -> str:
