@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from kernelfarm.api.deadline import in_thread
-from kernelfarm.api.deps import Credential, SettingsDep, principal_for, request_credential
+from kernelfarm.api.deps import SettingsDep, principal_for, request_credential
 from kernelfarm.api.session import (
     CSRF_HEADER,
     SESSION_COOKIE,
@@ -28,7 +28,7 @@ from kernelfarm.api.token_cache import TokenCache
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Forbidden, InvalidInput, KernelfarmError
 from kernelfarm.core.store import ui_sessions
-from kernelfarm.core.store.tokens import Scope
+from kernelfarm.core.store.tokens import Scope, authenticate, effective_scopes
 
 UI_ROOT = files("kernelfarm.api.ui")
 # Page name → (title, script module, nav entry it belongs to).
@@ -154,20 +154,20 @@ async def login(request: Request, settings: SettingsDep) -> Response:
     token = data.get("token") if isinstance(data, dict) and set(data) == {"token"} else None
     if not isinstance(token, str) or not 1 <= len(token.strip()) <= 512:
         raise InvalidInput('send the token as JSON: {"token": "kf_..."} (1 to 512 characters, nothing else)')
-    token = token.strip()
-    principal = await principal_for(request, settings, Credential(token))
-    if Scope.READ not in principal.scopes:
-        raise Forbidden(f"token {principal.name!r} lacks scope 'read'")
-    secret = await in_thread(settings.api_database_deadline_seconds, _start_session, settings.database_url, token)
+    deadline = settings.api_database_deadline_seconds
+    secret = await in_thread(deadline, _start_session, settings.database_url, token.strip())
     response = Response(status_code=status.HTTP_204_NO_CONTENT)
     set_session_cookies(response, secret, secure=settings.session_cookie_secure)
     return response
 
 
 def _start_session(database_url: str | None, token: str) -> str:
+    """A session of ``token``, a live token of read scope (Unauthorized or Forbidden otherwise)."""
     with session_scope(database_url) as session:
-        secret, _ = ui_sessions.start_session(session, token, SESSION_MAX_AGE_S)
-        return secret
+        row = authenticate(session, token)
+        if Scope.READ not in effective_scopes(row.scopes):
+            raise Forbidden(f"token {row.name!r} lacks scope 'read'")
+        return ui_sessions.start_session(session, row, SESSION_MAX_AGE_S)
 
 
 def _end_session(database_url: str | None, secret: str) -> None:

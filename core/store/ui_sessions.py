@@ -23,29 +23,20 @@ SESSION_PREFIX = "kfs_"
 KEEP_ENDED = timedelta(days=1)
 
 
-def start_session(session: Session, token: str, max_age_s: float) -> tuple[str, ApiToken]:
-    """A new session of the live token ``token``: its secret (the only time it exists outside the
-    browser) and the token's row.
-
-    Raises:
-        Unauthorized: unknown or revoked token.
-    """
-    row = session.execute(
-        select(ApiToken).where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None))
-    ).scalar_one_or_none()
-    if row is None:
-        raise Unauthorized("invalid or revoked token")
+def start_session(session: Session, token: ApiToken, max_age_s: float) -> str:
+    """A new session of the live token ``token`` (as ``tokens.authenticate`` found it): its secret, the
+    only time it exists outside the browser."""
     session.execute(
         delete(UiSession).where(
-            UiSession.token_id == row.id,
+            UiSession.token_id == token.id,
             func.coalesce(UiSession.ended_at, UiSession.expires_at) < func.now() - KEEP_ENDED,
         )
     )
     secret = SESSION_PREFIX + secrets.token_urlsafe(32)
     expires = func.now() + timedelta(seconds=max_age_s)
-    session.add(UiSession(secret_hash=hash_token(secret), token_id=row.id, expires_at=expires))
+    session.add(UiSession(secret_hash=hash_token(secret), token_id=token.id, expires_at=expires))
     session.flush()
-    return secret, row
+    return secret
 
 
 def authenticate_session(session: Session, secret: str) -> ApiToken:
