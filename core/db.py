@@ -76,5 +76,9 @@ def is_unavailable(exc: DBAPIError) -> bool:
     the statement is wrong)?"""
     if isinstance(exc, OperationalError | InterfaceError) or exc.connection_invalidated:
         return True
-    code = getattr(exc.orig, "pgcode", None) or ""
-    return code.startswith(_UNAVAILABLE_SQLSTATE)
+    return sqlstate(exc).startswith(_UNAVAILABLE_SQLSTATE)
+
+
+def sqlstate(exc: DBAPIError) -> str:
+    """PostgreSQL's SQLSTATE of the error ("23505"), or "" when the driver gave none."""
+    return getattr(exc.orig, "pgcode", None) or ""

@@ -20,7 +20,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from kernelfarm.core.db import is_unavailable, session_scope
+from kernelfarm.core.db import is_unavailable, session_scope, sqlstate
 from kernelfarm.core.errors import NotFound, Unavailable
 from kernelfarm.core.models import Job
 from kernelfarm.core.settings import Settings
@@ -38,7 +38,7 @@ _LOST_CONNECTION = (PoolTimeout, Unavailable, ConnectionError, TimeoutError, red
 def says_nothing_about_the_job(exc: BaseException) -> bool:
     """A lost connection, a database that cannot serve now, or a transaction lost to a concurrent one."""
     if isinstance(exc, DBAPIError):
-        return is_unavailable(exc) or (getattr(exc.orig, "pgcode", None) or "").startswith(_ROLLED_BACK)
+        return is_unavailable(exc) or sqlstate(exc).startswith(_ROLLED_BACK)
     return isinstance(exc, _LOST_CONNECTION)
 
 
