@@ -38,6 +38,17 @@ def api_only(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPat
                 cancel_job(session, job_id)
 
 
+@pytest.fixture(scope="module")
+def second_api(api_only: Farm) -> Iterator[Farm]:
+    """Another API process on the same database (its own credential cache)."""
+    other = Farm(api_only.database_url, api_only.redis_url, api_only.directory / "second")
+    try:
+        other.start_api()
+        yield other
+    finally:
+        other.stop_all()
+
+
 def client_for(farm: Farm, token: str | None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.Client(base_url=farm.api_url, headers=headers, timeout=30)

@@ -17,17 +17,6 @@ from tests.conftest import RTX3090, Farm, Services, make_token, migrated_databas
 JOB = {"kernel": "convolution_kernel", "gpu_model": RTX3090, "budget_trials": 4, "parallelism": 2, "seed": 1}
 
 
-@pytest.fixture(scope="module")
-def second_api(api_only: Farm) -> Iterator[Farm]:
-    """Another API process on the same database (its own token cache)."""
-    other = Farm(api_only.database_url, api_only.redis_url, api_only.directory / "second")
-    try:
-        other.start_api()
-        yield other
-    finally:
-        other.stop_all()
-
-
 def test_only_the_owner_or_an_admin_cancels_a_job(api_only: Farm, database_url: str) -> None:
     alice = client_for(api_only, make_token(database_url, "submit", name="alice"))
     bob = client_for(api_only, make_token(database_url, "submit", name="bob"))

@@ -4,8 +4,6 @@ every API process; the server enforces the session's age; and no other site can 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from sqlalchemy import update
@@ -16,17 +14,6 @@ from kernelfarm.core.models import UiSession
 from kernelfarm.core.store.tokens import hash_token
 from tests.api.conftest import client_for
 from tests.conftest import Farm, make_token, wait_for
-
-
-@pytest.fixture(scope="module")
-def second_api(api_only: Farm) -> Iterator[Farm]:
-    """Another API process on the same database (its own credential cache)."""
-    other = Farm(api_only.database_url, api_only.redis_url, api_only.directory / "second-sessions")
-    try:
-        other.start_api()
-        yield other
-    finally:
-        other.stop_all()
 
 
 def login(farm: Farm, token: str) -> str:
