@@ -124,7 +124,9 @@ class Client:
         return self._model(Job, "GET", _job_path(job_id))
 
     def follow(self, job_id: str, *, poll: float = 0.5) -> Iterator[Job]:
-        """Yield the job each time its progress or state changes, the last time when it finished."""
+        """Yield the job each time its progress or state changes, the last time when it finished.
+        Raises ValueError for a ``poll`` that is not a finite number of seconds > 0."""
+        _check_seconds("poll", poll, positive=True)
         last: tuple[Any, ...] | None = None
         while True:
             job = self.job(job_id)
@@ -145,7 +147,12 @@ class Client:
         progress: Callable[[Job], None] | None = None,
     ) -> Job:
         """Block until the job finished (complete, failed or cancelled) and return it; ``progress``
-        is called with the job at every change. Raises :class:`WaitTimeout` after ``timeout`` s."""
+        is called with the job at every change. Raises :class:`WaitTimeout` after ``timeout`` s, and
+        ValueError (before asking the farm) for a ``poll`` or ``timeout`` that is not a finite number of
+        seconds (``poll`` > 0: 0 would ask the farm without pause)."""
+        _check_seconds("poll", poll, positive=True)
+        if timeout is not None:
+            _check_seconds("timeout", timeout, positive=False)
         deadline = None if timeout is None else time.monotonic() + timeout
         job: Job | None = None
         last: tuple[Any, ...] | None = None
@@ -300,13 +307,20 @@ def _check_arguments(base_url: str, token: str | None, timeout: float, retries: 
         raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
     if token is not None and (not isinstance(token, str) or not token.isascii() or not token.isprintable()):
         raise ValueError("token must be printable ASCII text (from `kernelfarm token create`)")
-    for name, value in (("timeout", timeout), ("backoff", backoff)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-    if timeout == 0:
-        raise ValueError("timeout must be more than 0 seconds")
+    _check_seconds("timeout", timeout, positive=True)
+    _check_seconds("backoff", backoff, positive=False)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"retries must be an integer >= 0 (extra attempts after the first), got {retries!r}")
+
+
+def _check_seconds(name: str, value: float, *, positive: bool) -> None:
+    """A duration argument, refused with the reason (ValueError): ``time.sleep`` would raise only after a
+    first request for a NaN or a negative value, and sleep forever for infinity."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number of seconds {bound}, got {value!r}")
+    if positive and value == 0:
+        raise ValueError(f"{name} must be more than 0 seconds")
 
 
 def _check_triton_files(files: dict[Any, Any], status: int) -> None:

@@ -75,6 +75,31 @@ def test_bad_arguments_are_refused_when_the_client_is_made(kwargs: dict[str, Any
     Client("http://farm.test", retries=0, backoff=0).close()  # the edges are fine
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"poll": math.nan}, "poll must be a finite number of seconds > 0"),
+        ({"poll": math.inf}, "poll must be a finite number"),
+        ({"poll": -1}, "poll must be a finite number"),
+        ({"poll": 0}, "poll must be more than 0"),
+        ({"poll": "1"}, "poll must be a finite number"),
+        ({"timeout": math.nan}, "timeout must be a finite number of seconds >= 0"),
+        ({"timeout": -0.5}, "timeout must be a finite number"),
+    ],
+)
+def test_bad_wait_and_follow_intervals_are_refused_before_the_farm_is_asked(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    recorder = Recorder()
+    client = offline(recorder, retries=0)
+    with pytest.raises(ValueError, match=message):
+        client.wait("00000000-0000-0000-0000-000000000001", **kwargs)
+    if "poll" in kwargs:
+        with pytest.raises(ValueError, match=message):
+            next(client.follow("00000000-0000-0000-0000-000000000001", poll=kwargs["poll"]))
+    assert recorder.paths == []
+
+
 def test_ids_are_one_quoted_path_segment() -> None:
     recorder = Recorder()
     client = offline(recorder, retries=0)
