@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
 from functools import cache
 from importlib.resources import files
 from string import Template
@@ -82,15 +83,22 @@ def _html(body: str) -> HTMLResponse:
 
 
 def render_page(
-    page: str, user: str, data: dict[str, str] | None = None, prefetch: tuple[str, ...] = ()
+    page: str,
+    user: str,
+    scopes: Iterable[Scope],
+    data: dict[str, str] | None = None,
+    prefetch: tuple[str, ...] = (),
 ) -> HTMLResponse:
-    """The page's shell. ``prefetch``: API paths the page's script asks for first, preloaded from the
-    head so their answers are on the way while the browser fetches and runs the script."""
+    """The page's shell. ``scopes``: the session's (effective), written as ``data-scopes`` so that a
+    page offers only the actions its session may take (static/js/api.js, sessionMay); the API still
+    checks each one. ``prefetch``: API paths the page's script asks for first, preloaded from the head
+    so their answers are on the way while the browser fetches and runs the script."""
     title, script, section = PAGES[page]
+    data = {"scopes": " ".join(sorted(scopes))} | (data or {})
     nav = "".join(
         f'<a href="{href}"{" class=active" if key == section else ""}>{label}</a>' for key, href, label in NAV
     )
-    attributes = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in (data or {}).items())
+    attributes = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in data.items())
     # Only the page's module: the job page draws its first view without Plotly and loads Plotly's bundles
     # itself afterwards (static/js/job.js), so no 1.5-4.8 MB script competes with its first view.
     scripts = f'<script type="module" src="/ui/static/js/{script}"></script>'
@@ -120,7 +128,7 @@ async def _page(
         if request.cookies.get(SESSION_COOKIE):
             clear_session_cookies(response)  # ended, expired or unknown session: drop it
         return response
-    return render_page(page, principal.name, data, prefetch)
+    return render_page(page, principal.name, principal.scopes, data, prefetch)
 
 
 @router.get("")

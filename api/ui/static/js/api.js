@@ -20,6 +20,18 @@ export function describe(error) {
   return typeof detail === "string" ? detail : JSON.stringify(detail);
 }
 
+// The session's token name and effective scopes, as the page's shell states them (api/ui/routes.py):
+// a page offers only the actions they allow. The API checks every request all the same.
+const sessionScopes = new Set((document.body.dataset.scopes || "").split(" ").filter(Boolean));
+
+export function sessionMay(scope) {
+  return sessionScopes.has(scope);
+}
+
+export function sessionName() {
+  return document.getElementById("user-name")?.textContent ?? "";
+}
+
 // `body`: a value sent as JSON, or a FormData sent as multipart/form-data (the browser writes that
 // Content-Type itself, with the parts' boundary).
 export async function api(path, { method = "GET", body } = {}) {

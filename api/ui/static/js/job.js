@@ -7,7 +7,8 @@
 // (1.5 MB) the heatmap, the full bundle (4.8 MB, from the plotly wheel) the WebGL traces (every trial,
 // parallel coordinates, roofline). Each plot is always drawn by the same build.
 import {
-  api, describe, el, fmtMs, fmtWhen, plotlyText, progressBar, showActionError, showError, stateBadge, userText, userTexts,
+  api, describe, el, fmtMs, fmtWhen, plotlyText, progressBar, sessionMay, sessionName, showActionError, showError,
+  stateBadge, userText, userTexts,
 } from "./api.js";
 import { stepPlot } from "./stepplot.js";
 
@@ -56,8 +57,8 @@ function noCompleteTrial() {
 let cancelling = false; // a cancel request is on its way: the button, redrawn by each poll, stays disabled
 
 function cancelButton() {
-  // Shown to every viewer: the page does not know the session's scopes. The API refuses a token without
-  // the submit scope, or not the job's owner nor an admin, and the refusal stays in the banner.
+  // Offered only where the API would take it (mayCancel); a refusal all the same (the farm overloaded, say)
+  // stays in the banner.
   const cancel = el("button", { type: "button", id: "cancel", disabled: cancelling,
     title: "takes a submit token of the job's owner, or an admin token" }, "Cancel job");
   cancel.addEventListener("click", async () => {
@@ -74,6 +75,11 @@ function cancelButton() {
     }
   });
   return cancel;
+}
+
+// The API's rule for a cancel: a submit token of the job's owner, or an admin token.
+function mayCancel() {
+  return sessionMay("admin") || (sessionMay("submit") && job.owner === sessionName());
 }
 
 function summary() {
@@ -94,7 +100,7 @@ function summary() {
   ];
   const box = document.getElementById("summary");
   box.replaceChildren(...items.map(([k, v]) => el("div", { "data-key": k }, el("span", { class: "k" }, k), v)));
-  if (isLive(job.state)) box.append(el("div", {}, cancelButton())); // a finished job has nothing to cancel
+  if (isLive(job.state) && mayCancel()) box.append(el("div", {}, cancelButton())); // a finished job has nothing to cancel
   document.getElementById("job-title").replaceChildren(userText(job.kernel), " on ", userText(job.gpu_model));
   document.body.dataset.state = job.state;
 }

@@ -1,6 +1,6 @@
 // Kernels: the catalogue with each kernel's space, problem signature, versions and best time per GPU
 // model × problem; and the form that uploads a kernel (a manifest and the files it names).
-import { api, describe, el, fmtMs, fmtWhen, showError, userText, userTexts } from "./api.js";
+import { api, describe, el, fmtMs, fmtWhen, sessionMay, showError, userText, userTexts } from "./api.js";
 
 function definition(rows) {
   const list = el("dl");
@@ -60,11 +60,16 @@ function showUploadResult(text, failed) {
 }
 
 // POST /v1/kernels as `kernelfarm kernel add` sends it: multipart, the manifest as the part `manifest` under
-// its own file name (whose suffix says TOML or JSON), each file it names as a part `files`. The form is
-// shown to every session: no API answer tells a page its session's scopes, so a token without the
-// kernels scope learns it from the API's refusal, shown here as the API words it.
+// its own file name (whose suffix says TOML or JSON), each file it names as a part `files`. Offered to a
+// session with the kernels scope; any other learns what it takes instead.
 function uploadForm() {
   const form = document.getElementById("upload-form");
+  if (!sessionMay("kernels")) {
+    form.hidden = true;
+    form.after(el("p", { id: "upload-scope", class: "hint" },
+      "This session's token lacks the kernels scope: ask an admin for one to upload kernels here."));
+    return;
+  }
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const button = document.getElementById("upload");

@@ -1,6 +1,6 @@
 // New job: the kernel's problem signature and parameter values come from /v1/kernels; the job is
 // submitted to POST /v1/jobs like any other client's, with unchecked values left out of its space.
-import { api, describe, el, showError, userText } from "./api.js";
+import { api, describe, el, sessionMay, showError, userText } from "./api.js";
 
 const form = document.getElementById("new-job");
 const kernelSelect = document.getElementById("kernel");
@@ -112,7 +112,17 @@ form.addEventListener("submit", async (event) => {
   }
 });
 
+// A session without the submit scope may look at the form (what a job would take) but not start a job.
+function offerSubmit() {
+  if (sessionMay("submit")) return;
+  const button = document.getElementById("submit");
+  button.disabled = true;
+  button.after(el("p", { id: "submit-scope", class: "hint" },
+    "Starting a job takes a token with the submit scope; this session's token lacks it."));
+}
+
 async function start() {
+  offerSubmit();
   try {
     const [kernelList, strategies, models] = await Promise.all([api("/v1/kernels"), api("/v1/strategies"),
       api("/v1/gpu-models")]);
