@@ -7,12 +7,11 @@ detail over lines (printed as is, over many lines).
 
 Each runs the installed CLI as a subprocess. Passing and failing runs use the gate's FakeFarm
 (tests/cli/test_gate_hardening.py); jobs that never finish and answers that are not a Job, which the
-real farm never gives, come from a hostile server (tests/sdk/hostile_server.py)."""
+real farm never gives, come from a hostile server (tests/stand_in_server.py, tests/sdk/hostile_server.py)."""
 
 from __future__ import annotations
 
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,17 @@ from typing import Any
 import pytest
 
 from tests.cli.test_bad_arguments import kernelfarm, words
-from tests.cli.test_gate_hardening import PROBLEM, FakeFarm, junit_cases, table_rows, write_baseline, write_config
-from tests.sdk.hostile_server import BROKEN_JOB, BROKEN_JOB_REASONS, hostile_server, job_document
+from tests.cli.test_gate_hardening import (
+    PROBLEM,
+    FakeFarm,
+    junit_cases,
+    served,
+    table_rows,
+    write_baseline,
+    write_config,
+)
+from tests.sdk.hostile_server import BROKEN_JOB, BROKEN_JOB_REASONS, job_document
+from tests.stand_in_server import StandInRequest, stand_in_server
 
 # Python's UTF-8 mode starts by itself under LC_ALL=C; PYTHONUTF8=0 keeps the C locale's ASCII, as a
 # runner with a non-UTF-8 locale (Latin-1, Windows' cp1252) has it.
@@ -33,14 +41,7 @@ def farm() -> Iterator[FakeFarm]:
     """The gate's fake farm (its jobs complete at once), baseline and candidate at 2.0 ms: a pass."""
     fake = FakeFarm()
     fake.times.update(baseline=2.0, candidate=2.0)
-    thread = threading.Thread(target=fake.server.serve_forever, name="fake-farm")
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.server.shutdown()
-        fake.server.server_close()
-        thread.join()
+    yield from served(fake)
 
 
 def ci(
@@ -63,9 +64,9 @@ class NeverFinishing:
     def __init__(self) -> None:
         self.requests: list[str] = []
 
-    def __call__(self, method: str, path: str) -> tuple[int, Any]:
-        self.requests.append(f"{method} {path}")
-        return (201 if method == "POST" else 200), job_document()
+    def __call__(self, request: StandInRequest) -> tuple[int, Any]:
+        self.requests.append(f"{request.method} {request.path}")
+        return (201 if request.method == "POST" else 200), job_document()
 
 
 # ---------------------------------------------------------------------------------------------- --poll
@@ -83,7 +84,7 @@ def test_a_poll_that_is_not_a_positive_number_is_a_usage_error(
     tmp_path: Path, command: str, poll: str, says: str
 ) -> None:
     farm = NeverFinishing()
-    with hostile_server(farm) as url:
+    with stand_in_server(farm) as url:
         done = ci(tmp_path, url, "--poll", poll, "--summary", str(tmp_path / "summary.md"), command=command)
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"Invalid value for --poll: {says}" in words(done.stderr), done.stderr
@@ -92,7 +93,7 @@ def test_a_poll_that_is_not_a_positive_number_is_a_usage_error(
 
 def test_a_poll_above_0_still_waits(tmp_path: Path) -> None:
     farm = NeverFinishing()
-    with hostile_server(farm) as url:
+    with stand_in_server(farm) as url:
         done = ci(tmp_path, url, "--poll", "0.05")
     assert done.returncode == 2 and "still running" in done.stdout  # the 1 s timeout, polled
     assert farm.requests.count("GET /v1/jobs/job-1") > 1
@@ -158,14 +159,14 @@ def test_reports_are_utf8_whatever_the_locale(
 # ---------------------------------------------------------------------------------------------- answers
 def test_a_job_answer_that_is_not_a_job_is_one_line(tmp_path: Path) -> None:
     answers = {"POST": (201, job_document()), "GET": (200, BROKEN_JOB)}
-    with hostile_server(lambda method, path: answers[method]) as url:
+    with stand_in_server(lambda request: answers[request.method]) as url:
         done = ci(tmp_path, url)
     assert done.returncode == 2
     assert done.stderr == f"error: the farm's answer to GET /v1/jobs/job-1 is not a Job: {BROKEN_JOB_REASONS}\n"
 
 
 def test_a_submit_answer_that_is_not_a_job_is_one_line_in_the_reports(tmp_path: Path) -> None:
-    with hostile_server(lambda method, path: (201, BROKEN_JOB)) as url:
+    with stand_in_server(lambda request: (201, BROKEN_JOB)) as url:
         done = ci(tmp_path, url, "--junit", str(tmp_path / "junit.xml"))
     assert done.returncode == 2
     for case in junit_cases(tmp_path / "junit.xml"):
@@ -177,6 +178,6 @@ def test_a_submit_answer_that_is_not_a_job_is_one_line_in_the_reports(tmp_path: 
 
 def test_an_error_detail_over_lines_is_one_line(tmp_path: Path) -> None:
     answers = {"POST": (201, job_document()), "GET": (500, {"detail": "down\nfor maintenance"})}
-    with hostile_server(lambda method, path: answers[method]) as url:
+    with stand_in_server(lambda request: answers[request.method]) as url:
         done = ci(tmp_path, url)
     assert done.returncode == 2 and done.stderr == "error: down\\nfor maintenance\n"

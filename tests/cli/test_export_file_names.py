@@ -1,58 +1,41 @@
 """``kernelfarm export --format triton --out DIR`` against a hostile server: a small HTTP server of the
-test's own stands in for one that answers the triton export with file names that leave the folder
+test's own (tests/stand_in_server.py) stands in for one that answers the triton export with file names
+that leave the folder
 (``../x``, an absolute path, NUL). Our real server never sends such names (core/exports/triton.py
 refuses a device name that gives one); the CLI must not trust that the server at its address is ours.
 It refuses the answer in one line, exits 1 and writes nothing, not even the good file beside them."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.cli.test_bad_arguments import kernelfarm
+from tests.stand_in_server import StandInRequest, stand_in_server
 
 GOOD = "probe,device_name=NVIDIA_L4.json"
 
 
 class TritonExportServer:
-    """Answers every GET with ``{"files": files}``, ``files`` as the test sets it."""
+    """Answers every request with ``{"files": files}``, ``files`` as the test sets it."""
 
     def __init__(self) -> None:
         self.files: dict[str, str] = {}
-        owner = self
+        self.url = ""  # the stand-in server's, while it serves
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = json.dumps({"files": owner.files}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+    def __call__(self, request: StandInRequest) -> tuple[int, Any]:
+        return 200, {"files": self.files}
 
 
 @pytest.fixture
 def server() -> Iterator[TritonExportServer]:
     stand_in = TritonExportServer()
-    thread = threading.Thread(target=stand_in.http.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with stand_in_server(stand_in) as url:
+        stand_in.url = url
         yield stand_in
-    finally:
-        stand_in.http.shutdown()
-        stand_in.http.server_close()
-        thread.join(timeout=10)
 
 
 def export_triton(tmp_path: Path, server: TritonExportServer, out: Path) -> tuple[int, str, str]:

@@ -6,20 +6,19 @@ broken by a value's ``|``, line break or control character.
 
 Each runs the installed CLI as a subprocess, as a pipeline does. The real farm never answers NaN,
 infinite or 0 ms times, nor chosen times such as exactly 2.0 and 2.1 ms, nor config keys holding
-control characters: those answers come from :class:`FakeFarm`, a small HTTP server standing in for
-the farm's job routes. The rest needs no farm: it runs against an API address nobody listens on
-(tests/cli/test_bad_arguments.py), so anything sent would fail differently ("cannot reach")."""
+control characters: those answers come from :class:`FakeFarm`, the farm's job routes as the gate uses
+them, on a stand-in server (tests/stand_in_server.py). The rest needs no farm: it runs against an API
+address nobody listens on (tests/cli/test_bad_arguments.py), so anything sent would fail differently
+("cannot reach")."""
 
 from __future__ import annotations
 
 import json
 import math
 import subprocess
-import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from markdown_it import MarkdownIt
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import BestEntry, BestExport
 from tests.cli.test_bad_arguments import kernelfarm
+from tests.stand_in_server import StandInRequest, stand_in_server
 
 KERNEL = "matmul_fp32"
 GPU = "nvidia-h100-80gb-hbm3"
@@ -49,39 +49,21 @@ class FakeFarm:
         self.times: dict[str, float] = {}
         self.config_keys = {"baseline": PINNED_CONFIG, "recheck-pinned": PINNED_CONFIG}
         self.jobs: dict[str, dict[str, Any]] = {}
-        farm = self
+        self.url = ""  # the stand-in server's, while it serves (served)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                role = self.headers["Idempotency-Key"].rsplit(":", 1)[1]
-                job = farm.job(f"job-{role}", body, role)
-                farm.jobs[job["id"]] = job
-                self.answer(201, job)
-
-            def do_GET(self) -> None:
-                parts = self.path.split("?")[0].strip("/").split("/")  # v1, jobs, id[, trials]
-                job = farm.jobs.get(parts[2]) if parts[:2] == ["v1", "jobs"] and len(parts) > 2 else None
-                if job is None:
-                    self.answer(404, {"detail": "not found"})
-                elif parts[3:] == ["trials"]:
-                    self.answer(200, {"items": [farm.trial(job)], "total": 1})
-                else:
-                    self.answer(200, job)
-
-            def answer(self, status: int, document: Any) -> None:
-                data = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:  # the test's output, not the server's
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+    def __call__(self, request: StandInRequest) -> tuple[int, Any]:
+        if request.method == "POST":
+            role = request.headers["Idempotency-Key"].rsplit(":", 1)[1]
+            job = self.job(f"job-{role}", request.json(), role)
+            self.jobs[job["id"]] = job
+            return 201, job
+        parts = request.path.strip("/").split("/")  # v1, jobs, id[, trials]
+        asked = self.jobs.get(parts[2]) if parts[:2] == ["v1", "jobs"] and len(parts) > 2 else None
+        if asked is None:
+            return 404, {"detail": "not found"}
+        if parts[3:] == ["trials"]:
+            return 200, {"items": [self.trial(asked)], "total": 1}
+        return 200, asked
 
     def job(self, job_id: str, body: dict[str, Any], role: str) -> dict[str, Any]:
         best = {"trial_id": 1, "config": {"BM": 64}, "config_key": self.config_keys.get(role, TUNED_CONFIG),
@@ -98,17 +80,16 @@ class FakeFarm:
                 "failure_kind": None, "provenance": {}}  # fmt: skip
 
 
+def served(farm: FakeFarm) -> Iterator[FakeFarm]:
+    """``farm`` answering on a stand-in server (``farm.url``) until the generator is closed."""
+    with stand_in_server(farm) as url:
+        farm.url = url
+        yield farm
+
+
 @pytest.fixture
 def fake_farm() -> Iterator[FakeFarm]:
-    farm = FakeFarm()
-    thread = threading.Thread(target=farm.server.serve_forever, name="fake-farm")
-    thread.start()
-    try:
-        yield farm
-    finally:
-        farm.server.shutdown()
-        farm.server.server_close()
-        thread.join()
+    yield from served(FakeFarm())
 
 
 def write_baseline(folder: Path, problem: dict[str, Any] = PROBLEM, config_key: str = PINNED_CONFIG) -> None:

@@ -13,26 +13,7 @@ import pytest
 
 from kernelfarm.services import free_port, port_open, wait_for
 from tests.cli.test_bad_arguments import kernelfarm
-
-# Every GET answers 200 with a JSON object that is no kernelfarm answer.
-OTHER_JSON_API = """
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b'{"hello": "world"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
+from tests.stand_in_server import stand_in_server
 
 
 def _serve(argv: list[str], cwd: Path) -> Iterator[str]:
@@ -53,10 +34,10 @@ def web_page_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def other_json_server(tmp_path: Path) -> Iterator[str]:
-    script = tmp_path / "other_api.py"
-    script.write_text(OTHER_JSON_API)
-    yield from _serve([sys.executable, str(script)], tmp_path)
+def other_json_server() -> Iterator[str]:
+    """Every request answered 200 with a JSON object that is no kernelfarm answer."""
+    with stand_in_server(lambda request: (200, {"hello": "world"})) as url:
+        yield url
 
 
 COMMANDS = [

@@ -4,9 +4,7 @@ worker heartbeats) and the test Redis (Celery ping)."""
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from sqlalchemy import delete
@@ -17,31 +15,19 @@ from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import workers as worker_store
 from tests.conftest import Services, fresh_database
 from tests.deploy.sources import healthcheck_module
+from tests.stand_in_server import stand_in_server
 
 
 def run(*argv: str) -> int:
     return healthcheck_module().main(list(argv))  # type: ignore[no-any-return]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        status = 200 if self.path == "/health" else 503
-        self.send_response(status)
-        self.end_headers()
-        self.wfile.write(b'{"database": "unavailable"}')
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def http_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    """/health answers 200, every other path 503 (tests/stand_in_server.py)."""
+    answer = {"database": "unavailable"}
+    with stand_in_server(lambda request: (200 if request.path == "/health" else 503, answer)) as url:
+        yield url
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 line naming each field and why (docs/CLIENT.md): pydantic's own message is many lines (a header, each
 field and its reason on lines of their own, a URL), and the CLI and CI logs print the error as one
 line. The real farm never sends such answers, so they come from a hostile server
-(tests/sdk/hostile_server.py)."""
+(tests/stand_in_server.py, tests/sdk/hostile_server.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from kernelfarm.sdk import Client
-from tests.sdk.hostile_server import BROKEN_JOB, BROKEN_JOB_REASONS, hostile_server, job_document, refusal
+from tests.sdk.hostile_server import BROKEN_JOB, BROKEN_JOB_REASONS, job_document, refusal
+from tests.stand_in_server import stand_in_server
 
 
 def answering(document: Any, status: int = 200) -> Any:
-    return lambda method, path: (status, document)
+    return lambda request: (status, document)
 
 
 def test_a_job_answer_that_is_not_a_job_is_one_line_naming_the_fields() -> None:
@@ -50,7 +51,7 @@ def test_a_submit_answer_that_is_not_a_job_is_one_line() -> None:
 )  # fmt: skip
 def test_reasons_are_one_short_line(document: Any, reasons: str | None) -> None:
     if reasons is None:  # a valid job, however odd its text
-        with hostile_server(answering(document)) as url, Client(url, retries=0) as client:
+        with stand_in_server(answering(document)) as url, Client(url, retries=0) as client:
             client.job("job-1")
         return
     refused = refusal(answering(document), lambda client: client.job("job-1"))

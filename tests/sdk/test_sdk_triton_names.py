@@ -1,7 +1,8 @@
 """``Client.export(kernel, "triton")`` returns the server's ``{file name: text}``, which callers write as
 ``folder / name``: a name that is not a plain file name (``../x``, ``/x``, a NUL) is refused with an
 ApiError naming it, as the CLI's client refuses it (docs/CLIENT.md). The real farm never sends such a
-name (its writer refuses them), so the answers come from a hostile server (tests/sdk/hostile_server.py)."""
+name (its writer refuses them), so the answers come from a hostile server
+(tests/stand_in_server.py, tests/sdk/hostile_server.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from kernelfarm.sdk import Client
-from tests.sdk.hostile_server import hostile_server, refusal
+from tests.sdk.hostile_server import refusal
+from tests.stand_in_server import stand_in_server
 
 PLAIN = "matmul_fp32,device_name=NVIDIA_H100_80GB_HBM3.json"
 
@@ -21,7 +23,7 @@ def triton(client: Client) -> object:
 
 def triton_export(files: dict[str, Any]) -> Any:
     """A server whose triton export is ``{"files": files}``."""
-    return lambda method, path: (200, {"files": files})
+    return lambda request: (200, {"files": files})
 
 
 @pytest.mark.parametrize(
@@ -51,5 +53,5 @@ def test_a_triton_file_that_is_not_text_is_refused() -> None:
 
 def test_plain_file_names_are_returned() -> None:
     files = {PLAIN: '{"1": {"BLOCK": 64}}', "matmul_fp32,device_name=NVIDIA_A100.json": "{}"}
-    with hostile_server(triton_export(files)) as url, Client(url, retries=0) as client:
+    with stand_in_server(triton_export(files)) as url, Client(url, retries=0) as client:
         assert client.export("matmul_fp32", "triton") == files
