@@ -100,7 +100,8 @@ function summary() {
   ];
   const box = document.getElementById("summary");
   box.replaceChildren(...items.map(([k, v]) => el("div", { "data-key": k }, el("span", { class: "k" }, k), v)));
-  if (isLive(job.state) && mayCancel()) box.append(el("div", {}, cancelButton())); // a finished job has nothing to cancel
+  // A finished job has nothing to cancel.
+  if (isLive(job.state) && mayCancel()) box.append(el("div", {}, cancelButton()));
   document.getElementById("job-title").replaceChildren(userText(job.kernel), " on ", userText(job.gpu_model));
   document.body.dataset.state = job.state;
 }
