@@ -31,12 +31,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy import select
 
+from kernelfarm.core.capabilities import missing
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.errors import NotFound
 from kernelfarm.core.measurement import Measurement
+from kernelfarm.core.models import Job, Kernel, Trial
 from kernelfarm.core.objectives import measures_energy
 from kernelfarm.core.states import FailureKind
 from kernelfarm.core.store import trials as trial_store
+from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.backends.base import Backend, KeepAlive, MeasureRequest
 from kernelfarm.worker.compile_ahead import CompiledQueue
 from kernelfarm.worker.db_retry import with_db_retry
@@ -50,8 +55,68 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Outcome:
     trial_id: int
-    status: str  # "recorded" | "skipped" (not claimable) | "stale" (lease lost before the write)
+    # "recorded" | "skipped" (not claimable) | "stale" (lease lost before the write) | "refused" (a
+    # trial this worker must not measure: another GPU model's, or its kernel needs what it lacks)
+    status: str
     job_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class Serves:
+    """What a worker may measure: trials of its own GPU model whose kernel needs nothing it lacks.
+
+    The coordinator routes each trial to a queue only such workers consume (core/capabilities.py), but
+    a message can still reach another queue (sent by hand, by a misconfigured or older process, or by
+    anyone with the broker's password). A worker that took it measured it: an RTX 3090's timing was
+    stored as an H100 trial and served as the H100's best config, and a worker without the
+    uploaded-Python opt-in would run an uploaded Python reference (docs/SECURITY.md, "Kernel trust")."""
+
+    gpu_model: str
+    capabilities: tuple[str, ...] = ()
+
+    def refusal(self, gpu_model: str, kernel_name: str, kernel_version: int | None, what: str) -> str | None:
+        """Why this worker must not measure ``what`` (None: it may)."""
+        if gpu_model != self.gpu_model:
+            return f"{what} is for GPU model {gpu_model!r}; this worker measures {self.gpu_model!r}"
+        try:
+            requires = get_kernel(kernel_name, kernel_version).requires
+        except NotFound:
+            return None  # the backend reports it as the trial's own failure
+        lacking = missing(requires, self.capabilities)
+        if lacking:
+            return f"{what}'s kernel {kernel_name!r} needs {', '.join(lacking)}, which this worker does not have"
+        return None
+
+
+def trial_refusal(trial_id: int, serves: Serves) -> str | None:
+    """Why this worker must not take trial ``trial_id`` (None: it may, or there is no such trial, which
+    the claim then skips). A trial's GPU model and kernel never change, so this read needs no lock."""
+    with session_scope() as session:
+        row = session.execute(
+            select(Trial.gpu_model, Job.kernel_name, Kernel.version)
+            .join(Job, Job.id == Trial.job_id)
+            .join(Kernel, Kernel.id == Job.kernel_id)
+            .where(Trial.id == trial_id)
+        ).one_or_none()
+    if row is None:
+        return None
+    return serves.refusal(row.gpu_model, row.kernel_name, row.version, f"trial {trial_id}")
+
+
+def job_refusal(job_id: uuid.UUID, serves: Serves | None) -> str | None:
+    """Why this worker must not profile trials of job ``job_id`` (with ``serves`` None, only whether
+    there is such a job)."""
+    with session_scope() as session:
+        row = session.execute(
+            select(Job.gpu_model, Job.kernel_name, Kernel.version)
+            .join(Kernel, Kernel.id == Job.kernel_id)
+            .where(Job.id == job_id)
+        ).one_or_none()
+    if row is None:
+        return f"there is no job {job_id}"
+    if serves is None:
+        return None
+    return serves.refusal(row.gpu_model, row.kernel_name, row.version, f"job {job_id}")
 
 
 @dataclass(frozen=True)
@@ -90,18 +155,26 @@ def evaluate(
     hard_time_limit: float | None = None,
     compile_ahead: int = 0,
     measure_batch: int = 1,
+    serves: Serves | None = None,
 ) -> Outcome:
     """Run the trial this worker was sent. With ``compile_ahead`` > 0, also compile that many of the
     job's next queued trials ahead and, while this one still compiles, measure those that are
     compiled already.
     With ``measure_batch`` > 1, go on with up to that many trials in all, each claimed while the
     one before it is measured (see the module docstring).
+    With ``serves``, a trial of another GPU model, or whose kernel needs what this worker lacks, is
+    refused before any claim (it stays queued for its own workers; see :class:`Serves`).
 
     Returns:
         The outcome of the trial this worker was sent.
     """
     context = _Context(backend, worker_name, gpu_uuid, heartbeat_seconds, request_next_step,
                        soft_time_limit, hard_time_limit, compile_ahead, measure_batch)  # fmt: skip
+    if serves is not None:
+        reason = with_db_retry(f"route of trial {trial_id}", lambda: trial_refusal(trial_id, serves))
+        if reason is not None:
+            logger.warning("refused trial %s: %s; left queued for the workers it is routed to", trial_id, reason)
+            return Outcome(trial_id, "refused")
     return _run_trial(trial_id, context)
 
 

@@ -37,6 +37,7 @@ from kernelfarm.worker import runner
 from kernelfarm.worker.backend_factory import make_backend
 from kernelfarm.worker.backends.base import Backend
 from kernelfarm.worker.capabilities import worker_capabilities
+from kernelfarm.worker.db_retry import with_db_retry
 from kernelfarm.worker.presence import Presence
 from kernelfarm.worker.profiling import profile_trials
 
@@ -54,6 +55,7 @@ class _WorkerState:
     backend: Backend | None = None
     name: str = f"worker@{socket.gethostname()}"
     gpu_uuid: str | None = None
+    serves: runner.Serves | None = None  # set at registration: what this worker may measure
     presence: Presence | None = None
     heartbeat: threading.Thread | None = None
     stop = threading.Event()
@@ -98,6 +100,7 @@ def _register(sender: Any = None, **_: Any) -> None:
             sender.add_task_queue(extra)
     _WorkerState.name = getattr(sender, "hostname", _WorkerState.name)
     _WorkerState.gpu_uuid = identity.gpu_uuid
+    _WorkerState.serves = runner.Serves(identity.gpu_model, tuple(capabilities))
     with session_scope() as session:
         worker_store.register_worker(
             session,
@@ -156,8 +159,74 @@ def _request_next_step(job_id: uuid.UUID) -> None:
     request_advance(app, str(job_id))  # coalesced: one pending step per job (core/advance_requests.py)
 
 
+# The largest id a BIGINT column holds: the trials' ids are one.
+MAX_ID = 2**63 - 1
+
+
+def _an_id(value: Any) -> bool:
+    return type(value) is int and 0 < value <= MAX_ID  # not a bool, a float, or a digit string
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any], names: tuple[str, ...]) -> list[Any] | str:
+    """The task's arguments in order, or why the message does not carry exactly ``names``."""
+    unexpected = sorted(set(kwargs) - set(names[len(args) :]))
+    if len(args) > len(names):
+        return f"takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)}"
+    if unexpected:
+        return f"unexpected or repeated argument(s) {', '.join(map(_shown, unexpected))}"
+    absent = [name for name in names[len(args) :] if name not in kwargs]
+    if absent:
+        return f"missing argument(s) {', '.join(absent)}"
+    return [*args, *(kwargs[name] for name in names[len(args) :])]
+
+
+def _refused(task: str, reason: str) -> None:
+    """A message this worker will not run: one line saying why (no traceback), and the message is
+    acknowledged, so it is neither retried nor in the way of the next one."""
+    logger.warning("refused a %s message: %s", task, reason)
+
+
+def evaluate_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | str:
+    """The trial id an evaluate message carries, or why it carries none (core/dead_deliveries.py
+    reads the same shape: ``[trial_id]``)."""
+    values = _arguments(args, kwargs, ("trial_id",))
+    if isinstance(values, str):
+        return values
+    if not _an_id(values[0]):
+        return f"trial_id must be a positive integer, got {_shown(values[0])}"
+    return int(values[0])
+
+
+def profile_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[uuid.UUID, list[int]] | str:
+    """The (job id, trial ids) a profile message carries, or why it does not."""
+    values = _arguments(args, kwargs, ("job_id", "trial_ids"))
+    if isinstance(values, str):
+        return values
+    job_id, trial_ids = values
+    try:
+        parsed = uuid.UUID(job_id) if isinstance(job_id, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        return f"job_id must be a job's UUID, got {_shown(job_id)}"
+    if not isinstance(trial_ids, list) or not all(map(_an_id, trial_ids)):
+        return f"trial_ids must be a list of positive integers, got {_shown(trial_ids)}"
+    return parsed, list(trial_ids)
+
+
 @app.task(name=EVALUATE_TASK, acks_late=True, reject_on_worker_lost=True)
-def evaluate(trial_id: int) -> str:
+def evaluate(*args: Any, **kwargs: Any) -> str:
+    """Measure trial ``trial_id`` (the message's one argument). A malformed message is refused with
+    the reason; so is a trial this worker must not measure (runner.Serves), which stays queued."""
+    trial_id = evaluate_argument(args, kwargs)
+    if isinstance(trial_id, str):
+        _refused(EVALUATE_TASK, trial_id)
+        return "refused"
     if _WorkerState.presence is not None:
         _WorkerState.presence.claiming()
     outcome = runner.evaluate(
@@ -172,13 +241,26 @@ def evaluate(trial_id: int) -> str:
         hard_time_limit=settings.trial_hard_time_limit,
         compile_ahead=settings.compile_ahead,
         measure_batch=settings.measure_batch,
+        serves=_WorkerState.serves,
     )
     return outcome.status
 
 
 @app.task(name=PROFILE_TASK, acks_late=True, reject_on_worker_lost=True)
-def profile(job_id: str, trial_ids: list[int]) -> int:
-    """A batch of Nsight Compute profiles, between measurements on this GPU."""
-    recorded = profile_trials(uuid.UUID(job_id), trial_ids, _backend(), _WorkerState.name)
-    _request_next_step(uuid.UUID(job_id))  # the job may be waiting only for these to complete
+def profile(*args: Any, **kwargs: Any) -> int:
+    """A batch of Nsight Compute profiles (``job_id``, ``trial_ids``), between measurements on this
+    GPU. A malformed message, one for no job, or for a job this worker must not measure, is refused
+    with the reason."""
+    parsed = profile_arguments(args, kwargs)
+    if isinstance(parsed, str):
+        _refused(PROFILE_TASK, parsed)
+        return 0
+    job_id, trial_ids = parsed
+    serves = _WorkerState.serves
+    reason = with_db_retry(f"job of profile batch {job_id}", lambda: runner.job_refusal(job_id, serves))
+    if reason is not None:
+        _refused(PROFILE_TASK, reason)
+        return 0
+    recorded = profile_trials(job_id, trial_ids, _backend(), _WorkerState.name)
+    _request_next_step(job_id)  # the job may be waiting only for these to complete
     return recorded

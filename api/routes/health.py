@@ -63,13 +63,17 @@ async def ready(settings: SettingsDep, celery: CeleryDep, response: Response) ->
 
 def _failing_components(health_file: Path | None) -> str | None:
     """The embedded stack's components its supervisor found crash-looping or gave up on (None: all
-    well, or not an embedded stack). The file is written by kernelfarm/stack.py's Supervisor."""
+    well, or not an embedded stack). The file is written by kernelfarm/stack.py's Supervisor; one that
+    cannot be read, or is not of the shape it writes (another version's, edited by hand), is ignored
+    as a missing one is: it made /ready itself fail with a 500."""
     if health_file is None:
         return None
     try:
         components = json.loads(health_file.read_text())
     except (OSError, ValueError):
         return None
-    failing = [f"{name} {item['state']} ({item['exits']} exits)" for name, item in components.items()
-               if item.get("state") in ("crash-looping", "gave up")]  # fmt: skip
+    if not isinstance(components, dict):
+        return None
+    failing = [f"{name} {item['state']} ({item.get('exits', '?')} exits)" for name, item in components.items()
+               if isinstance(item, dict) and item.get("state") in ("crash-looping", "gave up")]  # fmt: skip
     return "failing: " + "; ".join(failing) if failing else None
