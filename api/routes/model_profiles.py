@@ -21,6 +21,8 @@ router = APIRouter(prefix="/v1", tags=["model profiles"], route_class=StrictJSON
 def create_profile(body: ModelProfileCreate, principal: SubmitToken, session: SessionDep) -> ModelProfileSummary:
     """Store a profile report; it is kept as sent (the farm does not re-derive it)."""
     fields = body.model_dump()
+    if not body.model.strip():  # it titles the profile's page and its row in the list
+        raise InvalidInput("model: give the model's name (it is only white space)")
     try:
         fields["gpu_model"] = model_slug(body.device_name)
     except ValueError as exc:  # a name with no letter or digit names no GPU model

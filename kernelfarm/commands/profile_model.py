@@ -17,7 +17,8 @@ from kernelfarm.context import cli_context
 from kernelfarm.core.gpu import model_slug
 
 # Logs of CI jobs are no terminal: a wide console keeps the table's rows on one line there.
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+# No emoji codes: an operator's, a folder's or a model's name with ":b:" in it is printed as written.
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 200, emoji=False)
 DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")
 OUTPUTS = "profile.json, trace.json, report.html and report.md"
 TUNE_NEEDS_A_GPU = (
@@ -50,7 +51,7 @@ def profile_model(
     from kernelfarm.model_profiler import ceilings as device_ceilings
     from kernelfarm.model_profiler.analysis import analyse
     from kernelfarm.model_profiler.capture import capture
-    from kernelfarm.model_profiler.models import ModelError, build, check_dtype, check_spec
+    from kernelfarm.model_profiler.models import ModelError, build, check_dtype, check_spec, exception_line
     from kernelfarm.model_profiler.output import OutputError
     from kernelfarm.model_profiler.report import print_table, write_html, write_json, write_markdown
 
@@ -101,13 +102,18 @@ def profile_model(
     ceilings = given_ceilings or device_ceilings.measure(device)
     try:
         eager = capture(mut, warmup=warmup, iterations=iterations, trace_path=out / "trace.json")
-    except OutputError as exc:
+    except (OutputError, ModelError) as exc:
         fail(str(exc))
     report = analyse(eager, ceilings, model=model, dtype=dtype, batch=batch, seq=seq)
+    compile_failed = None
     if compare_compile:
         from kernelfarm.model_profiler.compile_ab import compile_ab
 
-        report.compile_ab = compile_ab(mut, eager, iterations=iterations)
+        try:
+            report.compile_ab = compile_ab(mut, eager, iterations=iterations)
+        except Exception as exc:  # torch.compile's own failure (no C++ compiler, an unsupported model):
+            # the eager profile is still written, stored and printed; the command then exits 1 saying why
+            compile_failed = f"--compile: torch.compile failed, the report has no comparison: {exception_line(exc)}"
     if tune:
         from kernelfarm.model_profiler.fusion import fused_mlp_candidates
         from kernelfarm.model_profiler.tuning import TuningPlan, estimated_end_to_end, tune_hot_operators
@@ -133,9 +139,10 @@ def profile_model(
     except OutputError as exc:
         fail(str(exc))
     print_table(report, console)
-    console.print(
+    console.print(  # the folder's name as given: "[/]" in it is no markup
         f"wrote {out / 'profile.json'}, {out / 'trace.json'} (Chrome/Perfetto), {out / 'report.html'}, "
-        f"{out / 'report.md'}"
+        f"{out / 'report.md'}",
+        markup=False,
     )
     if store:
         from kernelfarm.client import ApiError
@@ -149,3 +156,5 @@ def profile_model(
         console.print(f"stored as profile {stored['id']}")
     if as_json:
         typer.echo(json.dumps(report.to_json()))
+    if compile_failed is not None:
+        fail(compile_failed)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelfarm.model_profiler.attribution import Attribution, Owner, RecordedEvent, TimedEvent, attribute
-from kernelfarm.model_profiler.models import ModelUnderTest
+from kernelfarm.model_profiler.models import ModelError, ModelUnderTest, exception_line
 from kernelfarm.model_profiler.output import OutputError, write_atomically
 
 # Inferences run inside the timed profiler session before the timed ones: the session's first
@@ -141,7 +141,8 @@ def latency(run: Callable[[], Any], device: str, repeats: int) -> list[float]:
 
 
 def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Path | None) -> Capture:
-    """``warmup`` unprofiled inferences and ``DISCARDED_SESSIONS`` timed-pass sessions thrown away; then
+    """``warmup`` unprofiled inferences (at least one: a forward that raises is a ModelError) and
+    ``DISCARDED_SESSIONS`` timed-pass sessions thrown away; then
     blocks of ``iterations`` inferences, unprofiled and in the timed pass by turns (U P U P U P U:
     ``ROUNDS`` timed sessions between ``ROUNDS + 1`` unprofiled blocks, so that a host that speeds up or
     slows down meanwhile weighs on both figures alike); then one recorded inference."""
@@ -155,7 +156,11 @@ def capture(mut: ModelUnderTest, *, warmup: int, iterations: int, trace_path: Pa
             return mut.model(**mut.inputs)
 
     light_activities = [ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]
-    for _ in range(warmup):
+    try:  # the first warmup inference (one more with warmup=0): a model that cannot run is said in one line
+        run()
+    except Exception as exc:  # the user's model: whatever its forward raises (a wrong input, out of memory)
+        raise ModelError(f"{mut.name}: the model's forward raised {exception_line(exc)}") from None
+    for _ in range(warmup - 1):
         run()
     for _ in range(DISCARDED_SESSIONS):
         with profile(activities=light_activities):

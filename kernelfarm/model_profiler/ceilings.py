@@ -49,8 +49,10 @@ def load(path: Path) -> Ceilings:
         )
     for name in RATES:
         value = data[name]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-            raise CeilingsError(f"{path}: {name} must be a number > 0, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value) or value <= 0:
+            huge = isinstance(value, int) and not _finite(value)
+            shown = f"an integer of {len(str(abs(value)))} digits" if huge else repr(value)
+            raise CeilingsError(f"{path}: {name} must be a number > 0, got {shown}")
     how = data.get("how", f"given by {path}")
     if not isinstance(how, str):
         raise CeilingsError(f"{path}: how must be text, got {how!r}")
@@ -87,3 +89,12 @@ def _measure_cpu() -> Ceilings:
         dram_bytes_per_s=2 * src.numel() * 4 / copy_s, fp32_flops=2 * n**3 / sgemm_s, tensor_flops=2 * n**3 / sgemm_s,
         how="CPU: torch copy of 128 MiB; torch fp32 GEMM 1024^3 (no tensor cores: the same rate twice)",
     )  # fmt: skip
+
+
+def _finite(value: float) -> bool:
+    """``math.isfinite`` without its OverflowError: JSON's 1 followed by 400 zeros is an int too large for a
+    float (it was a traceback), and no finite rate."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernelfarm.printable import one_line
+
 
 class ModelError(ValueError):
     """A model that cannot be built (unknown name, a bad ``module:function``, a missing package)."""
@@ -74,11 +76,42 @@ def build(spec: str, *, dtype: str, batch: int, seq: int, device: str, seed: int
     if spec in BUILT_INS:
         model, inputs = _built_in(BUILT_INS[spec], torch_dtype, batch, seq, device)
     else:
-        model, inputs = _user_model(spec)(dtype=torch_dtype, batch=batch, seq=seq, device=device)
+        model, inputs = _user_built(spec, _user_model(spec), dtype=torch_dtype, batch=batch, seq=seq, device=device)
         if isinstance(inputs, (tuple, list)):
             inputs = {f"arg{i}": value for i, value in enumerate(inputs)}
             model = _Positional(model, len(inputs))
     return ModelUnderTest(spec, model.eval(), dict(inputs), dtype, device)
+
+
+def _user_built(spec: str, function: Callable[..., Any], **arguments: Any) -> tuple[Any, Any]:
+    """``function(**arguments)``, checked to be ``(model, inputs)``: what the user's function raises, or a
+    return value of another shape, is a ModelError (one line from the command), not a traceback."""
+    call = f"{spec}(dtype=, batch=, seq=, device=)"
+    try:
+        built = function(**arguments)
+    except Exception as exc:  # the user's code: anything it raises says why it cannot be profiled
+        raise ModelError(f"{call} raised {exception_line(exc)}") from None
+    if not isinstance(built, (tuple, list)) or len(built) != 2:
+        raise ModelError(f"{call} returned {_kind(built)}, not (model, inputs)")
+    model, inputs = built
+    if not callable(model) or not callable(getattr(model, "eval", None)):
+        raise ModelError(f"{call} returned {_kind(model)} as the model, not a torch.nn.Module")
+    if isinstance(inputs, dict):
+        if not all(isinstance(key, str) for key in inputs):
+            raise ModelError(f"{call}: the inputs' keys must be the model's keyword argument names (text)")
+    elif not isinstance(inputs, (tuple, list)):
+        raise ModelError(f"{call} returned {_kind(inputs)} as the inputs, not a dict or a tuple")
+    return model, inputs
+
+
+def _kind(value: Any) -> str:
+    return f"an object of type {type(value).__name__}" if value is not None else "None"
+
+
+def exception_line(exc: BaseException) -> str:
+    """An exception as one line of at most about 300 characters: its type and its message's first words."""
+    text = one_line(" ".join(str(exc).split()))
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -148,6 +181,8 @@ def _user_model(spec: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ModelError(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module's own code failed (a SyntaxError, what its top level raised)
+        raise ModelError(f"cannot import {module_name!r}: {exception_line(exc)}") from None
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ModelError(f"{module_name!r} has no function {function_name!r}")

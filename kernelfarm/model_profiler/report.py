@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kernelfarm.model_profiler.analysis import OperatorReport, ProfileReport
 from kernelfarm.model_profiler.output import write_text
+from kernelfarm.printable import one_line
 
 TOP = 15
 
@@ -25,51 +28,68 @@ def _shapes(op: OperatorReport) -> str:
 
 
 def print_table(report: ProfileReport, console: Console, top: int = TOP) -> None:
+    """The report on the terminal. Every name in it (the operators' and kernels' from the profiler, which
+    a model's ``record_function("...")`` ranges set; the farm's statuses) is printed as text: a "[/]" in
+    one was read as rich markup and ended the command with a traceback before ``--store``), on one line
+    with its control and invisible characters escaped (printable.one_line: no terminal escape sequence,
+    no right-to-left override)."""
     time_kind = "self CUDA" if report.device == "cuda" else "self CPU"
     console.print(
-        f"[bold]{report.model}[/] {report.dtype} batch {report.batch} x {report.seq} on {report.device_name}: "
-        f"{report.latency_ms:.2f} ms per inference unprofiled"
+        Text.assemble(
+            (one_line(report.model), "bold"),
+            f" {report.dtype} batch {report.batch} x {report.seq} on {one_line(report.device_name)}: "
+            f"{report.latency_ms:.2f} ms per inference unprofiled",
+        )
     )
+
+    def say(line: str) -> None:
+        console.print(one_line(line), markup=False, emoji=False)
+
     for line in timing_lines(report):
-        console.print(line)
+        say(line)
     table = Table(show_lines=False)
     for column in ("operator", "input shapes", "calls", f"{time_kind} ms", "share", "TFLOP/s", "GB/s", "class",
                    "kernels"):  # fmt: skip
         table.add_column(column, overflow="fold")
     for op in report.operators[:top]:
         table.add_row(
-            op.name,
-            _shapes(op),
-            str(op.calls),
-            f"{op.self_ms:.3f}",
-            f"{op.share:.1%}",
-            f"{op.tflops_per_s:.1f}",
-            f"{op.gb_per_s:.0f}",
-            op.bound,
-            ", ".join(k[:40] for k in op.kernels[:2]),
+            *(
+                Text(one_line(cell))
+                for cell in (
+                    op.name,
+                    _shapes(op),
+                    str(op.calls),
+                    f"{op.self_ms:.3f}",
+                    f"{op.share:.1%}",
+                    f"{op.tflops_per_s:.1f}",
+                    f"{op.gb_per_s:.0f}",
+                    op.bound,
+                    ", ".join(k[:40] for k in op.kernels[:2]),
+                )
+            )
         )
     console.print(table)
     for line in report.hints + [f"{op.name}: {op.hint}" for op in report.operators[:top] if op.hint]:
-        console.print(f"hint: {line}")
+        say(f"hint: {line}")
     if report.compile_ab:
         ab = report.compile_ab
-        console.print(
+        say(
             f"torch.compile: eager {ab['eager_ms']:.2f} ms, compiled {ab['compiled_ms']:.2f} ms "
             f"({ab['speedup']:.2f}x) after {ab['compile_s']:.1f} s of compiling"
         )
     for entry in report.tuning or []:
-        console.print(
+        say(
             f"tuned {entry['operator']} {entry['problem']} with {entry['kernel'] or '-'}: "
             f"{entry.get('baseline_ms', 0):.3f} → {entry.get('tuned_ms') or float('nan'):.3f} ms ({entry['status']})"
         )
     if report.swap:
-        console.print(
+        say(
             f"swapped in: end to end {report.swap['baseline_ms']:.2f} → {report.swap['swapped_ms']:.2f} ms "
             f"({report.swap['speedup']:.2f}x), max error {report.swap['max_abs_error']:.3g} "
             f"({'match' if report.swap['outputs_match'] else 'MISMATCH'})"
         )
         if (check := output_check_line(report.swap)) is not None:
-            console.print(f"outputs: {check}")
+            say(f"outputs: {check}")
 
 
 def output_check_line(swap: dict[str, Any]) -> str | None:
@@ -111,27 +131,48 @@ def timing_lines(report: ProfileReport) -> list[str]:
     return [*lines, line]
 
 
+def _md_text(text: object, cell: bool = False) -> str:
+    """Text in markdown as it reads: on one line (printable.one_line), no HTML (a name's "<img ...>" is
+    shown, not rendered), and in a table cell no "|" that would end the cell."""
+    line = html.escape(one_line(str(text)), quote=False)
+    return line.replace("|", "\\|") if cell else line
+
+
+def _md_code(text: str, cell: bool = False) -> str:
+    """``text`` as a code span: fenced by more backticks than it holds in a row (an operator's name with a
+    backtick ended the span), on one line, and in a table cell with its "|" escaped (GFM reads it so even
+    inside the span)."""
+    line = one_line(text)
+    if cell:
+        line = line.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", line)), default=0) + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
 def write_markdown(report: ProfileReport, path: Path, top: int = TOP) -> None:
     """The report as markdown: headline figures, the top operators, hints, and the tuning loop's outcome."""
     time_kind = "self CUDA ms" if report.device == "cuda" else "self CPU ms"
     lines = [
-        f"# {report.model} on {report.device_name}",
+        f"# {_md_text(report.model)} on {_md_text(report.device_name)}",
         "",
         f"{report.dtype}, batch {report.batch} x {report.seq}: **{report.latency_ms:.2f} ms** per inference "
         "unprofiled.",
         "",
-        *[f"- {line}" for line in timing_lines(report)],
+        *[f"- {_md_text(line)}" for line in timing_lines(report)],
         "",
         f"| operator | input shapes | calls | {time_kind} | share | TFLOP/s | GB/s | class | kernels |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for op in report.operators[:top]:
-        kernels = ", ".join(f"`{k[:60]}`" for k in op.kernels[:2])
+        kernels = ", ".join(_md_code(k[:60], cell=True) for k in op.kernels[:2])
         lines.append(
-            f"| `{op.name}` | {_shapes(op)} | {op.calls} | {op.self_ms:.3f} | {op.share:.1%} | "
+            f"| {_md_code(op.name, cell=True)} | {_shapes(op)} | {op.calls} | {op.self_ms:.3f} | {op.share:.1%} | "
             f"{op.tflops_per_s:.1f} | {op.gb_per_s:.0f} | {op.bound} | {kernels} |"
         )
-    hints = report.hints + [f"`{op.name}` {_shapes(op)}: {op.hint}" for op in report.operators[:top] if op.hint]
+    hints = [_md_text(hint) for hint in report.hints] + [
+        f"{_md_code(op.name)} {_shapes(op)}: {_md_text(op.hint)}" for op in report.operators[:top] if op.hint
+    ]
     lines += ["", "## Hints", "", *[f"- {hint}" for hint in hints]]
     if report.compile_ab:
         ab = report.compile_ab
@@ -143,12 +184,14 @@ def write_markdown(report: ProfileReport, path: Path, top: int = TOP) -> None:
         for entry in report.tuning:
             tuned = entry.get("tuned_ms")
             lines.append(
-                f"| `{entry['operator']}` | {entry['problem']} | {entry['kernel'] or '-'} | {entry['status']} | "
+                f"| {_md_code(str(entry['operator']), cell=True)} | {_md_text(entry['problem'], cell=True)} | "
+                f"{_md_text(entry['kernel'] or '-', cell=True)} | {_md_text(entry['status'], cell=True)} | "
                 f"{entry.get('baseline_ms', 0):.3f} | {'-' if tuned is None else f'{tuned:.3f}'} |"
             )
         fused = [e for e in report.tuning if e.get("modules")]
         lines += [""] * bool(fused) + [
-            f"- `{e['operator']}` ({len(e['modules'])} MLPs, {e.get('calls')} calls): baseline {e.get('baseline_how')}"
+            f"- {_md_code(str(e['operator']))} ({len(e['modules'])} MLPs, {e.get('calls')} calls): "
+            f"baseline {_md_text(e.get('baseline_how'))}"
             for e in fused
         ]
     if report.swap:
@@ -174,7 +217,9 @@ def write_html(report: ProfileReport, path: Path, top: int = TOP) -> None:
     for i, op in enumerate(ops):
         y = i * (bar_height + 4)
         w = 380 * op.share / longest
-        label = html.escape(f"{op.name} {_shapes(op)}")[:60]
+        label = html.escape(
+            one_line(f"{op.name} {_shapes(op)}")[:60]
+        )  # cut, then escaped: "&amp;" is never cut to "&am"
         bars.append(
             f'<text x="0" y="{y + 13}" font-size="11">{label}</text>'
             f'<rect x="330" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{colours.get(op.bound, "#888")}"/>'
@@ -182,17 +227,17 @@ def write_html(report: ProfileReport, path: Path, top: int = TOP) -> None:
         )
     svg = f'<svg width="{width}" height="{len(ops) * (bar_height + 4)}">{"".join(bars)}</svg>'
     rows = "".join(
-        f"<tr><td>{html.escape(op.name)}</td><td>{html.escape(_shapes(op))}</td><td>{op.calls}</td>"
+        f"<tr><td>{html.escape(one_line(op.name))}</td><td>{html.escape(_shapes(op))}</td><td>{op.calls}</td>"
         f"<td>{op.self_ms:.3f}</td><td>{op.share:.1%}</td><td>{op.tflops_per_s:.1f}</td><td>{op.gb_per_s:.0f}</td>"
-        f"<td>{op.bound}</td><td>{html.escape(op.hint or '')}</td></tr>"
+        f"<td>{op.bound}</td><td>{html.escape(one_line(op.hint or ''))}</td></tr>"
         for op in report.operators
     )
-    hints = "".join(f"<li>{html.escape(h)}</li>" for h in report.hints)
+    hints = "".join(f"<li>{html.escape(one_line(h))}</li>" for h in report.hints)
     write_text(
         path,
         "<!doctype html><meta charset='utf-8'><title>kernelfarm profile</title>"
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
-        f"<h1>{html.escape(report.model)} on {html.escape(report.device_name)}</h1>"
+        f"<h1>{html.escape(one_line(report.model))} on {html.escape(one_line(report.device_name))}</h1>"
         f"<p>{report.dtype}, batch {report.batch} x {report.seq}: {report.latency_ms:.2f} ms per inference</p>"
         + "".join(f"<p>{html.escape(line)}</p>" for line in timing_lines(report))
         + f"<h2>Where the time goes</h2>{svg}<h2>Hints</h2><ul>{hints}</ul>"
