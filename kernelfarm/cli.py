@@ -108,5 +108,5 @@ def _fail(message: str) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    Console(stderr=True, emoji=False).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(1)

@@ -17,7 +17,7 @@ from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.store import tokens
 
-console = Console()
+console = Console(emoji=False)
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens (stored hashed; shown once).", no_args_is_help=True)
 

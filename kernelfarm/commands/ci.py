@@ -25,7 +25,7 @@ from kernelfarm.gate.verdicts import Verdict, run_gate, run_recheck
 from kernelfarm.printable import one_line
 from kernelfarm.sdk.client import Client
 
-console = Console()
+console = Console(emoji=False)
 ci_app = typer.Typer(help="Gate CI pipelines on kernel performance (docs/CI.md).", no_args_is_help=True)
 
 RunId = typer.Option(None, "--run-id", envvar="GITHUB_RUN_ID",

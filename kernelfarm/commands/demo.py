@@ -16,7 +16,7 @@ from kernelfarm.commands.stack_cmds import plan_workers
 from kernelfarm.context import cli_context
 from kernelfarm.stack import running_state, start_stack, stop_stack
 
-console = Console()
+console = Console(emoji=False)
 DEMO_KERNEL = "convolution_kernel"  # shipped recording: Kernel Tuner's convolution on an RTX 3090
 DEMO_GPU = "nvidia-geforce-rtx-3090"
 

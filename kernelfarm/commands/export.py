@@ -24,7 +24,7 @@ from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import BEST_FORMATS, TRIAL_FORMATS, json_format
 from kernelfarm.core.files import write_text_atomically
 
-console = Console(stderr=True)
+console = Console(stderr=True, emoji=False)
 
 
 def export(

@@ -22,8 +22,8 @@ from rich.table import Table
 from kernelfarm.client import ApiError, Client
 from kernelfarm.context import cli_context
 
-console = Console()
-err_console = Console(stderr=True)  # errors: never mixed into what a command prints (`--json` above all)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)  # errors: never mixed into what a command prints (`--json` above all)
 FINISHED = {"complete", "failed", "cancelled"}
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # Exit codes of `tune` / `job --wait`: a job that ended without a result, and giving up on a job that

@@ -21,7 +21,7 @@ from rich.table import Table
 from kernelfarm.commands.jobs import call, cells, fail
 from kernelfarm.context import cli_context
 
-console = Console()
+console = Console(emoji=False)
 kernel_app = typer.Typer(help="Bring your own kernel: upload CUDA kernel manifests, list and show kernels.",
                          no_args_is_help=True)  # fmt: skip
 

@@ -24,7 +24,7 @@ from kernelfarm.stack import (
     survivors,
 )
 
-console = Console()
+console = Console(emoji=False)
 
 
 def plan_workers(workers: int, backend: str, landscape: list[Path], sleep_ms: float, time_scale: float) -> WorkerPlan:

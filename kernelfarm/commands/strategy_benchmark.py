@@ -66,7 +66,7 @@ def benchmark_strategies(
         jobs=jobs,
         options=_parse_options(option or [], strategies),
     )
-    console = Console()
+    console = Console(emoji=False)
     try:
         with console.status("replaying…"):
             report = run_benchmark(landscapes, strategies, settings, progress=log.info)

@@ -144,6 +144,17 @@ def test_a_kernel_name_with_a_slash_is_refused_by_name_not_as_not_found(tmp_path
     assert done.stderr == "error: no kernel has the name 'a/b' (a kernel's name has no '/')\n"
 
 
+def test_text_is_printed_as_written_never_as_an_emoji_code(tmp_path: Path) -> None:
+    """rich's consoles replaced ":b:" in what they print (a user's or the server's text) with an emoji."""
+    done = kernelfarm(tmp_path, "kernel", "show", "x/:b:")
+    assert done.stderr == "error: no kernel has the name 'x/:b:' (a kernel's name has no '/')\n"
+    done = kernelfarm(tmp_path, "profile-model", "x:b:y")
+    assert (
+        done.stderr
+        == "error: model 'x:b:y': 'b:y' is not a function name (give module:function, e.g. mypkg.models:build)\n"
+    )
+
+
 def test_segments_are_quoted_dots_too() -> None:
     from kernelfarm.client import ApiError, segment
 
