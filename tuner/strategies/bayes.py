@@ -427,9 +427,12 @@ class BayesianOptimizer(Optimizer):
         fit_rows = np.flatnonzero(measured)[subset(int(measured.sum()), self.settings.fit_max, y[measured], rng)]
         features, x, hp = self._fit_objective(table, train_rows, fit_rows, y, x)
         prior_rows, prior_y = self._prior_targets(table, observed, rng)
-        extra = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
+        # Not ``extra`` (the local arm's rows, used below): reusing that name made every model-based
+        # ask treat table row 0 (and the row numbered prior_noise) as the local arm's alone, so the
+        # model never proposed it and a small space ended "exhausted" with it never measured.
+        noise = np.concatenate([np.zeros(len(y)), np.full(len(prior_y), self.settings.prior_noise)])
         x = np.vstack([x, features[prior_rows]])
-        gp = GaussianProcess(x, np.concatenate([y, prior_y]), hp, extra_noise=extra)
+        gp = GaussianProcess(x, np.concatenate([y, prior_y]), hp, extra_noise=noise)
 
         posterior = gp.pool(features[scored])
         for i in range(len(pool), len(pool) + len(fantasies)):
