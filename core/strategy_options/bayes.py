@@ -45,9 +45,10 @@ class BayesSettings:
         transform: output warping of log times: "copula" (normal scores of the ranks: robust to
             very slow configs, which otherwise dominate the fit), "log", or "clip" (log times
             above the median + 2 IQR clipped).
-        feasibility_power: exponent on the probability of working (higher is more risk-averse).
+        feasibility_power: exponent on the probability of working (higher is more risk-averse; not
+            negative: that would rank the configs likeliest to fail first; 0 ignores feasibility).
         pool: most candidates scored per ask.
-        pool_work: pool x training-set size budget (bounds the cost at long histories).
+        pool_work: pool x training-set size budget (bounds the cost at long histories); positive.
         train_max: most observations in the posterior.
         fit_max: most observations used to fit hyperparameters. These four and ``prior_fit_max``
             are at most ``COST_LIMITS``.
@@ -240,6 +241,12 @@ class BayesSettings:
                 "n_init, pool, train_max, fit_max, local_every must be positive; prior_*, "
                 "transfer_strength, n_init_warm, gate_*, alignment_length, local_after, pool_hops_after not negative"
             )
+        # A negative exponent turned the feasibility model around: p_ok ** -5 ranks the configs most
+        # likely to fail first (a job sent it failed 19 of 25 trials, against 1-3 with the default).
+        if settings.feasibility_power < 0:
+            raise InvalidInput("strategy option 'feasibility_power' must not be negative (0: ignore feasibility)")
+        if settings.pool_work < 1:
+            raise InvalidInput("strategy option 'pool_work' must be positive")
         if not 0 <= settings.prior_consensus <= 1:  # also NaN
             raise InvalidInput("strategy option 'prior_consensus' must be a fraction from 0 to 1")
         if settings.pool_hops not in (1, 2):
