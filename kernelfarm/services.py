@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import socket
 import stat
@@ -166,7 +167,10 @@ class EmbeddedPostgres:
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb()
         self.port = self.port or free_port(self.host)
-        options = f"-h {self.host} -p {self.port} -k {self.data_dir} -c max_connections=300 -c fsync=off"
+        # pg_ctl hands the options to a shell: the socket folder is quoted (a state dir with a space in it
+        # made postgres read "with" as an argument and refuse to start).
+        socket_dir = shlex.quote(str(self.data_dir))
+        options = f"-h {self.host} -p {self.port} -k {socket_dir} -c max_connections=300 -c fsync=off"
         # fsync=off: a throwaway local stack; a crash loses at most this machine's demo data.
         subprocess.run(
             [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-t", "60", "-o", options,

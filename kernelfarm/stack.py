@@ -16,6 +16,7 @@ import secrets
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -67,9 +68,30 @@ class StackSecrets:
 
     @classmethod
     def load_or_create(cls, state_dir: Path) -> StackSecrets:
+        """The kept secrets, or new ones when there are none. A file that is there but unreadable is an
+        error, never replaced: the PostgreSQL data of the state dir only opens with its password."""
         path = state_dir / SECRETS_FILE
-        if path.is_file():
-            return cls(**json.loads(path.read_text()))
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+                if not isinstance(data, dict):
+                    raise ValueError("not a JSON object")
+                made = cls(**data)
+                if not (isinstance(made.postgres_password, str) and made.postgres_password
+                        and isinstance(made.redis_password, str) and made.redis_password
+                        and isinstance(made.admin_token, str | None)):  # fmt: skip
+                    raise ValueError("its passwords must be non-empty strings")
+            except (OSError, ValueError, TypeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+                raise StackError(
+                    f"cannot read {path} ({reason}); it keeps the password of the stack's PostgreSQL data in "
+                    f"{state_dir / 'postgres'}: restore it, or move it aside together with that folder to start "
+                    "with an empty database"
+                ) from None
+            if stat.S_IMODE(path.stat().st_mode) & 0o077:  # hand-copied or edited: readable by others
+                logger.warning("%s was readable by other users; made private (mode 600)", path)
+                path.chmod(0o600)
+            return made
         made = cls(secrets.token_urlsafe(24), secrets.token_urlsafe(24))
         made.save(state_dir)
         return made
@@ -111,9 +133,17 @@ class StackState:
         path = state_dir / STATE_FILE
         if not path.is_file():
             return None
-        data = json.loads(path.read_text())
-        data["processes"] = [ProcessInfo(**p) for p in data.get("processes", [])]
-        return cls(**data)
+        try:
+            data = json.loads(path.read_text())
+            data["processes"] = [ProcessInfo(**p) for p in data.get("processes", [])]
+            state = cls(**data)
+            pids_ok = all(isinstance(p.pid, int) and p.pid > 0 for p in state.processes)
+            if not (isinstance(state.api_url, str) and pids_ok and isinstance(state.embedded_redis_pid, int | None)):
+                raise ValueError("a field of the wrong type")
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+            raise StackError(f"cannot read {path} ({reason}); `kernelfarm down` stops what runs without it") from None
+        return state
 
 
 @dataclass(frozen=True)
@@ -204,17 +234,51 @@ def tagged_processes(state_dir: Path) -> list[int]:
     return found
 
 
+def owned_groups(state_dir: Path) -> set[int]:
+    """The process groups in which a process of the stack of ``state_dir`` still runs (one carrying its
+    tag). A pid in stack.json that no longer is in one of them belongs to someone else now (pids are
+    reused): it is never signalled, nor reported as the stack's."""
+    return {group for pid in tagged_processes(state_dir) if (group := _pgid_of(pid)) is not None}
+
+
+def redis_pids(state_dir: Path, recorded: int | None = None) -> list[int]:
+    """The embedded Redis servers of ``state_dir`` that still run: redis-server works in its data dir
+    (``--dir``), so a process whose working directory is ``<state_dir>/redis`` is one; ``recorded``
+    (stack.json's pid) counts only if it is such a process."""
+    folder = str(state_dir.resolve() / "redis")
+
+    def serves(pid: int) -> bool:
+        try:
+            return os.readlink(f"/proc/{pid}/cwd") == folder and alive(pid)
+        except OSError:
+            return False
+
+    candidates = [recorded] if recorded else []
+    candidates += [pid for pid in _all_pids() if pid != recorded]
+    return [pid for pid in candidates if serves(pid)]
+
+
+def _load_any(state_dir: Path, warn: bool = False) -> StackState | None:
+    """stack.json, or None when there is none or it cannot be read (what runs is then found by its tag)."""
+    try:
+        return StackState.load(state_dir)
+    except StackError as exc:
+        if warn:
+            logger.warning("%s", exc)
+        return None
+
+
 def survivors(state_dir: Path) -> list[str]:
     """What of a stack started from ``state_dir`` still runs, as "name (pid N)": its components, its
     Redis and the PostgreSQL on its data directory (found from postmaster.pid even without stack.json)."""
     state_dir = state_dir.resolve()
-    state = StackState.load(state_dir)
+    state = _load_any(state_dir)
+    owned = owned_groups(state_dir)
     left = []
     if state is not None:
-        left += [f"{p.name} (pid {p.pid})" for p in state.processes if group_alive(p.pid)]
-        if state.embedded_redis_pid and alive(state.embedded_redis_pid):
-            left.append(f"redis (pid {state.embedded_redis_pid})")
-    listed = {p.pid for p in state.processes} if state else set()
+        left += [f"{p.name} (pid {p.pid})" for p in state.processes if p.pid in owned]
+    left += [f"redis (pid {pid})" for pid in redis_pids(state_dir, state.embedded_redis_pid if state else None)]
+    listed = {p.pid for p in state.processes if p.pid in owned} if state else set()
     left += [f"stray component process (pid {pid})" for pid in tagged_processes(state_dir)
              if _pgid_of(pid) not in listed]  # fmt: skip
     postgres_dir = Path(state.embedded_postgres) if state and state.embedded_postgres else state_dir / "postgres"
@@ -262,7 +326,17 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
                 timeout: float = 120.0) -> StackState:  # fmt: skip
     """Start the stack; raises StackError (one line) for a stack that is still (partly) running."""
     state_dir = state_dir.resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        probe = state_dir / ".kernelfarm-write-test"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise StackError(f"cannot use {state_dir} as the state directory: {exc.strerror or exc}") from None
+    if api_port is not None and not (0 < api_port < 65536):
+        raise StackError(f"API port {api_port} is not a TCP port (1-65535, or 0 for a free one)")
+    if api_port and not _bindable(api_port):
+        raise StackError(f"API port {api_port} is in use; choose another --api-port, or 0 for a free one")
     left = survivors(state_dir)
     if left:
         raise StackError(f"a stack from {state_dir} is still running ({', '.join(left)}); "
@@ -275,52 +349,58 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
     shutil.rmtree(state_dir / GATES_DIR, ignore_errors=True)  # an earlier run's spares' gates
     kept = StackSecrets.load_or_create(state_dir)
 
-    embedded_pg = embedded_redis_pid = None
-    database_url = settings.database_url
+    # Whatever fails or interrupts (Ctrl-C, SIGTERM: `up` raises KeyboardInterrupt for it) from here on
+    # stops what was started: stack.json always lists it, saved as each part starts.
+    state = StackState(settings.database_url or "", settings.redis_url or "", "", "")
     try:
-        if not database_url:
+        _start_servers(state, state_dir, kept)
+        upgrade(state.database_url)
+        state.token = local_admin_token(state.database_url, kept, state_dir)
+        state.save(state_dir)
+        shutil.rmtree(state_dir / METRICS_DIR, ignore_errors=True)  # the last run's samples
+        (state_dir / METRICS_DIR).mkdir()
+        logs = state_dir / "logs"
+        _start_api(state, state_dir, api_port, logs)
+        env = _component_env(state, state_dir)
+        schedule = state_dir / "celerybeat-schedule"
+        state.processes.append(spawn("coordinator", launcher.coordinator_argv(schedule), env, logs))
+        state.save(state_dir)
+        for index in range(plan.count):
+            state.processes.append(spawn(f"worker-{index}", _worker_argv(index, plan), env, logs))
+            state.save(state_dir)
+        wait_until_ready(state, plan.count, timeout)
+    except BaseException as exc:
+        stop_stack(state_dir)
+        if isinstance(exc, StackError) or not isinstance(exc, RuntimeError | OSError):
+            raise
+        raise StackError(str(exc)) from None  # the API exited, the stack did not answer in time, ...
+    return state
+
+
+def _start_servers(state: StackState, state_dir: Path, kept: StackSecrets) -> None:
+    """The embedded PostgreSQL and Redis, unless DATABASE_URL / REDIS_URL name servers; each recorded
+    in stack.json as soon as it runs."""
+    try:
+        if not state.database_url:
             postgres = EmbeddedPostgres(state_dir / "postgres", password=kept.postgres_password, boundary=state_dir)
+            state.embedded_postgres = str(postgres.data_dir)
+            state.save(state_dir)
             postgres.start()
-            database_url, embedded_pg = postgres.url, str(postgres.data_dir)
-        redis_url = settings.redis_url
-        if not redis_url:
+            state.database_url = postgres.url
+            state.save(state_dir)
+        if not state.redis_url:
             redis = EmbeddedRedis(state_dir / "redis", password=kept.redis_password)
             redis.start()
-            redis_url, embedded_redis_pid = redis.url, redis.pid
+            state.redis_url, state.embedded_redis_pid = redis.url, redis.pid
+            state.save(state_dir)
     except subprocess.CalledProcessError as exc:
-        partial = StackState("", "", "", "", embedded_pg, embedded_redis_pid)
-        partial.save(state_dir)
-        stop_stack(state_dir)
         output = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
-        raise StackError(f"{Path(exc.cmd[0]).name} failed: {output[-1] if output else exc}") from None
-    except StackError:
-        raise
-    except RuntimeError as exc:
-        raise StackError(str(exc)) from None
-
-    upgrade(database_url)
-    token = local_admin_token(database_url, kept, state_dir)
-    state = StackState(database_url, redis_url, "", token, embedded_pg, embedded_redis_pid)
-    shutil.rmtree(state_dir / METRICS_DIR, ignore_errors=True)  # the last run's samples
-    (state_dir / METRICS_DIR).mkdir()
-    logs = state_dir / "logs"
-    try:
-        _start_api(state, state_dir, api_port, logs)
-    except Exception:
-        stop_stack(state_dir)
-        raise
-    env = _component_env(state, state_dir)
-    schedule = state_dir / "celerybeat-schedule"
-    state.processes.append(spawn("coordinator", launcher.coordinator_argv(schedule), env, logs))
-    for index in range(plan.count):
-        state.processes.append(spawn(f"worker-{index}", _worker_argv(index, plan), env, logs))
-    state.save(state_dir)
-    try:
-        wait_until_ready(state, plan.count, timeout)
-    except Exception:
-        stop_stack(state_dir)
-        raise
-    return state
+        why = output[-1] if output else str(exc)
+        server_log = state_dir / "postgres" / "server.log"
+        if "log output" in why and server_log.is_file():  # pg_ctl's "Examine the log output.": say what it says
+            lines = server_log.read_text(errors="replace").strip().splitlines()
+            why = f"{lines[-1] if lines else why} (log: {server_log})"
+        raise StackError(f"{Path(str(exc.cmd[0])).name} failed: {why}") from None
 
 
 def _start_api(state: StackState, state_dir: Path, requested_port: int | None, logs: Path) -> None:
@@ -401,27 +481,36 @@ def stop_stack_checked(state_dir: Path, grace: float = 15.0) -> StopReport:
     components, Redis, and PostgreSQL by its postmaster.pid). The state file is removed only then,
     so `down` can be run again for what survived."""
     state_dir = state_dir.resolve()
-    state = StackState.load(state_dir)
+    state = _load_any(state_dir, warn=True)
     postgres = EmbeddedPostgres(Path(state.embedded_postgres) if state and state.embedded_postgres
                                 else state_dir / "postgres")  # fmt: skip
-    if state is None and postgres.server_pid() is None and not tagged_processes(state_dir):
+    redis = redis_pids(state_dir, state.embedded_redis_pid if state else None)
+    if state is None and postgres.server_pid() is None and not tagged_processes(state_dir) and not redis:
+        if (state_dir / STATE_FILE).is_file():  # unreadable, and nothing of it runs
+            (state_dir / STATE_FILE).unlink()
         return StopReport([], [])
     (state_dir / STOPPING_FILE).touch()
     stopped: list[str] = []
     problems: list[str] = []
-    strays = tagged_processes(state_dir)
+    owned = owned_groups(state_dir)
     if state is not None:
-        stopped += stop_processes(state.processes, grace)
-    for pid in strays:  # orphans outside the components' process groups (see _component_env)
-        if alive(pid):
+        for info in state.processes:
+            if info.pid not in owned and group_alive(info.pid):
+                logger.warning("pid %d (%s in stack.json) is not the stack's any more; left alone", info.pid, info.name)
+        stopped += stop_processes([info for info in state.processes if info.pid in owned], grace)
+    # Orphans outside the components' process groups (see _component_env): all at once, not one by one
+    # (a stack of many workers interrupted during start-up took minutes).
+    strays = [pid for pid in tagged_processes(state_dir) if alive(pid)]
+    for pid in strays:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    _wait_all_gone(strays, 5)
+    stopped += [f"stray pid {pid}" for pid in strays]
+    if redis:
+        for pid in redis:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            _wait_gone(pid, 5)
-            stopped.append(f"stray pid {pid}")
-    if state is not None and state.embedded_redis_pid and alive(state.embedded_redis_pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(state.embedded_redis_pid, signal.SIGTERM)
-        _wait_gone(state.embedded_redis_pid, grace)
+        _wait_all_gone(redis, grace)
         stopped.append("redis")
     if postgres.server_pid() is not None:
         why = postgres.stop()
@@ -437,14 +526,14 @@ def stop_stack_checked(state_dir: Path, grace: float = 15.0) -> StopReport:
     return StopReport(stopped, left)
 
 
-def _wait_gone(pid: int, grace: float) -> None:
-    deadline = time.monotonic() + grace
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        _wait_until(lambda: not alive(pid), 5)
+def _wait_all_gone(pids: list[int], grace: float) -> None:
+    """Wait up to ``grace`` seconds for every one of ``pids`` to exit; SIGKILL those that did not."""
+    _wait_until(lambda: not any(alive(pid) for pid in pids), grace)
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    _wait_until(lambda: not any(alive(pid) for pid in pids), 5)
 
 
 def _wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
@@ -709,6 +798,6 @@ def signal_group(pid: int, sig: int) -> None:
 
 def running_state(state_dir: Path) -> StackState | None:
     state = StackState.load(state_dir.resolve())
-    if state is None or not any(alive(p.pid) for p in state.processes):
+    if state is None or not state.api_url or not owned_groups(state_dir) & {p.pid for p in state.processes}:
         return None
     return state if port_open("127.0.0.1", int(state.api_url.rsplit(":", 1)[1])) else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from kernelfarm.stack import (
     StackState,
     Supervisor,
     WorkerPlan,
-    group_alive,
+    owned_groups,
     read_health,
     running_state,
     start_stack,
@@ -25,11 +26,20 @@ from kernelfarm.stack import (
 )
 
 console = Console(emoji=False)
+# Each worker is a Python process of its own (~150 MB, a CPU-second to start): `up --workers 1000000`
+# forked hundreds before the machine stalled, and `down` then needed minutes.
+MAX_WORKERS = 64
 
 
 def plan_workers(workers: int, backend: str, landscape: list[Path], sleep_ms: float, time_scale: float) -> WorkerPlan:
     from kernelfarm.worker.backend_factory import BACKEND_NAMES
 
+    if workers > MAX_WORKERS:
+        raise typer.BadParameter(f"{workers} is more than {MAX_WORKERS} worker processes on one host",
+                                 param_hint="--workers")  # fmt: skip
+    for value, option in ((sleep_ms, "--sleep-ms"), (time_scale, "--time-scale")):
+        if not (math.isfinite(value) and value >= 0):
+            raise typer.BadParameter(f"{value} is not a finite number >= 0", param_hint=option)
     chosen = gpu_backend_available() if backend == "auto" else backend
     if chosen not in BACKEND_NAMES:  # say so now, not after the workers died and `up` timed out
         raise typer.BadParameter(f"backend must be one of {', '.join(BACKEND_NAMES)} or auto")
@@ -38,7 +48,7 @@ def plan_workers(workers: int, backend: str, landscape: list[Path], sleep_ms: fl
 
 
 def up(
-    workers: int = typer.Option(2, min=0, help="worker processes (cuda: one per GPU)"),
+    workers: int = typer.Option(2, min=0, help=f"worker processes (cuda: one per GPU; at most {MAX_WORKERS})"),
     backend: str = typer.Option("auto", help="cuda, triton, replay, fake (CPU stand-in), or auto"),
     landscape: list[Path] = typer.Option([], help="replay: recordings to serve (default: shipped ones)"),
     sleep_ms: float = typer.Option(0.0, help="replay: fixed time per trial, ms"),
@@ -47,7 +57,7 @@ def up(
     state_dir: Path = typer.Option(
         None, help="where data, logs, pids and secrets live (default: KERNELFARM_STATE_DIR, else a per-user folder)"
     ),
-    api_port: int = typer.Option(0, help="API port (0: 8765 when it is free, else a free one)"),
+    api_port: int = typer.Option(0, min=0, max=65535, help="API port (0: 8765 when it is free, else a free one)"),
     spares: bool | None = typer.Option(
         None,
         "--spares/--no-spares",
@@ -60,8 +70,16 @@ def up(
     migrations, then the API, the coordinator and the workers."""
     ctx = cli_context(state_dir)
     plan = plan_workers(workers, backend, landscape, sleep_ms, time_scale)
-    with console.status("starting the stack…"):
-        state = start_stack(ctx.settings, ctx.state_dir, plan, api_port or None)  # StackError: one line (cli.py)
+    # SIGTERM while starting (a CI job's timeout, `timeout 60 kernelfarm up`) interrupts like Ctrl-C, so
+    # start_stack stops what it had started instead of leaving it running unrecorded.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with console.status("starting the stack…"):
+            state = start_stack(ctx.settings, ctx.state_dir, plan, api_port or None)  # StackError: one line (cli.py)
+    except KeyboardInterrupt:
+        console.print("interrupted while starting; stopped what had started", markup=False)
+        raise typer.Exit(130) from None
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _describe(state, plan)
     if detach:
         return
@@ -95,6 +113,10 @@ def up(
         pass
     supervisor.close()
     _report_stop(ctx.state_dir)
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _describe(state: StackState, plan: WorkerPlan) -> None:
@@ -140,13 +162,14 @@ def status(state_dir: Path = typer.Option(None),
         raise typer.Exit(1)
     console.print(f"API {state.api_url}; state dir {ctx.state_dir.resolve()}", markup=False)
     health = read_health(ctx.state_dir)
+    owned = owned_groups(ctx.state_dir)  # a pid of stack.json reused by another process is not the stack's
     failing = False
     for process in state.processes:
         known = health.get(process.name)
         if known is None:  # a detached stack has no supervisor: what runs is what there is
             described = (
                 "running"
-                if group_alive(process.pid)
+                if process.pid in owned
                 else "[red]exited[/] (no supervisor: `kernelfarm up` in the foreground restarts)"
             )
         elif known.state in ("crash-looping", "gave up"):
@@ -161,10 +184,11 @@ def status(state_dir: Path = typer.Option(None),
 
 def _status_json(state_dir: Path, state: StackState | None) -> None:
     health = read_health(state_dir)
+    owned = owned_groups(state_dir)
     components = []
     for process in state.processes if state else []:
         known = health.get(process.name)
-        running = group_alive(process.pid)
+        running = process.pid in owned
         components.append({"name": process.name, "pid": process.pid, "running": running, "log": process.log,
                            "state": known.state if known else ("running" if running else "exited"),
                            "exits": known.exits if known else None})  # fmt: skip

@@ -22,6 +22,7 @@ from kernelfarm.core.standby import standing_by
 from kernelfarm.services import wait_for
 from kernelfarm.stack import (
     HEALTH_FILE,
+    STACK_TAG,
     STOPPING_FILE,
     StackState,
     Supervisor,
@@ -37,7 +38,9 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 def make_state(tmp_path: Path, api_port: int = 1) -> StackState:
     state = StackState("postgresql://unused", "redis://unused", f"http://127.0.0.1:{api_port}", "token")
-    state.processes = [spawn(name, SLEEPER, {}, tmp_path / "logs") for name in ("coordinator", "api")]
+    # Tagged like a real stack's components: status and down count only processes carrying the tag.
+    env = {STACK_TAG: str(tmp_path.resolve())}
+    state.processes = [spawn(name, SLEEPER, env, tmp_path / "logs") for name in ("coordinator", "api")]
     state.save(tmp_path)
     return state
 
