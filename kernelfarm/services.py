@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import shutil
 import socket
 import stat
@@ -167,10 +166,10 @@ class EmbeddedPostgres:
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb()
         self.port = self.port or free_port(self.host)
-        # pg_ctl hands the options to a shell: the socket folder is quoted (a state dir with a space in it
-        # made postgres read "with" as an argument and refuse to start).
-        socket_dir = shlex.quote(str(self.data_dir))
-        options = f"-h {self.host} -p {self.port} -k {socket_dir} -c max_connections=300 -c fsync=off"
+        # No Unix socket (-k ''): every client connects over TCP to host:port, and a socket's path is at
+        # most 107 bytes, which a state dir of about 80 characters already passed (postgres refused to
+        # start). pg_ctl hands the options to a shell, hence the quotes.
+        options = f"-h {self.host} -p {self.port} -k '' -c max_connections=300 -c fsync=off"
         # fsync=off: a throwaway local stack; a crash loses at most this machine's demo data.
         subprocess.run(
             [self._bin("pg_ctl"), "-D", str(self.data_dir), "-w", "-t", "60", "-o", options,
