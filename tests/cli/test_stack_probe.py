@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from kernelfarm.services import EmbeddedPostgres, wait_for
-from kernelfarm.stack import SECRETS_FILE, STATE_FILE, StackSecrets, alive, tagged_processes
+from kernelfarm.stack import SECRETS_FILE, STATE_FILE, StackSecrets, alive, redis_pids, stop_stack, tagged_processes
 
 
 def cli(state_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -127,11 +127,12 @@ def test_sigterm_while_up_starts_stops_what_it_started(tmp_path: Path) -> None:
     finally:
         if up.poll() is None:
             up.kill()
-    assert up.returncode == 130 and "interrupted while starting" in out, out + err
-    assert "Traceback" not in err
-    time.sleep(0.5)
-    from kernelfarm.stack import redis_pids
-
-    assert tagged_processes(state_dir) == [] and redis_pids(state_dir) == []
-    assert EmbeddedPostgres(state_dir / "postgres").server_pid() is None
-    assert (state_dir / SECRETS_FILE).is_file()  # kept for the next `up`
+    try:
+        assert up.returncode == 130 and "interrupted while starting" in out, out + err
+        assert "Traceback" not in err
+        time.sleep(0.5)
+        assert tagged_processes(state_dir) == [] and redis_pids(state_dir) == []
+        assert EmbeddedPostgres(state_dir / "postgres").server_pid() is None
+        assert (state_dir / SECRETS_FILE).is_file()  # kept for the next `up`
+    finally:  # what a failed check found running is stopped all the same: the test leaves nothing behind
+        stop_stack(state_dir)
