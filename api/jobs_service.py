@@ -7,6 +7,7 @@ import json
 import logging
 import secrets
 import uuid
+from typing import Any
 
 from celery import Celery
 from sqlalchemy import func, select
@@ -18,6 +19,7 @@ from kernelfarm.core.errors import Conflict, InvalidInput
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.models import Job
 from kernelfarm.core.settings import Settings
+from kernelfarm.core.space import SearchSpace
 from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import idempotency
 from kernelfarm.core.store import jobs as job_store
@@ -77,7 +79,7 @@ def create_job(
         raise InvalidInput("search space too large")
     valid = len(space.valid_indices(problem))
     if valid == 0:
-        raise InvalidInput("empty search space: no config satisfies the parameters and constraints for this problem")
+        raise InvalidInput(_empty_space_reason(space, problem))
     if not quota_exempt:
         # One owner's submissions count and insert one at a time: each waits here, until the commit
         # of the one before, for the lock of its owner. Without it, 40 concurrent requests of an owner
@@ -138,6 +140,23 @@ def _check_some_backend_runs_it(session: Session, spec: KernelSpec, gpu_model: s
             f"{sorted(backends)}, the kernel has implementations for {sorted(spec.backends)}"
             + (f" and recordings for {sorted(spec.recordings.gpu_models)}" if spec.recordings else "")
         )
+
+
+def _empty_space_reason(space: SearchSpace, problem: dict[str, Any]) -> str:
+    """Why no config is left, naming the constraints that alone leave none (and those dividing by
+    zero in every config): "empty search space" by itself left the submitter to guess which of the
+    kernel's constraints and their own restriction it was."""
+    reason = "empty search space: no config satisfies the parameters and constraints for this problem"
+    culprits = space.constraints_leaving_nothing(problem)
+    if not culprits:
+        return reason + " (each constraint alone leaves some: together they leave none)"
+    named = [f"{text!r}" + (" (it divides by zero in every config)" if divides else "") for text, divides in culprits]
+    return (
+        reason
+        + "; on its own, no config satisfies "
+        + ", ".join(named[:5])
+        + (f" (and {len(named) - 5} more)" if len(named) > 5 else "")
+    )
 
 
 def create_job_once(

@@ -62,19 +62,25 @@ class Constraint:
             ConstraintError: when a name has no value, or the values do not support the
                 expression (e.g. arithmetic on a string parameter).
         """
+        result, failed = self.evaluate_parts(values)
+        if not np.any(failed):
+            return result
+        valid = np.logical_and(result, np.logical_not(failed))  # a config that divides by zero is invalid
+        return valid if _is_array(valid) else bool(valid)
+
+    def evaluate_parts(self, values: Mapping[str, Any]) -> tuple[Any, Any]:
+        """(holds, divides by zero): the expression's value and where it divided by zero, apart; what
+        ``evaluate`` combines, and what an empty space's error needs to say why a constraint left
+        nothing (raises as ``evaluate`` does)."""
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             try:
-                result, failed = _interpret(self.tree.body, values)
+                return _interpret(self.tree.body, values)
             except KeyError as exc:
                 raise ConstraintError(f"constraint {self.text!r} needs a value for {exc.args[0]!r}") from None
             except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:
                 # ZeroDivisionError: none is known to reach here (a zero divisor is a failed config);
                 # a 422 with the reason if one does, never a 500.
                 raise ConstraintError(f"constraint {self.text!r} cannot be evaluated: {exc}") from None
-        if not np.any(failed):
-            return result
-        valid = np.logical_and(result, np.logical_not(failed))  # a config that divides by zero is invalid
-        return valid if _is_array(valid) else bool(valid)
 
 
 def parse_constraint(text: str, allowed_names: set[str] | frozenset[str]) -> Constraint:

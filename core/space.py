@@ -11,7 +11,7 @@ The valid set is computed once per (space, context) as an ``int32`` matrix of va
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -227,25 +227,57 @@ class SearchSpace:
         missing = set(self.context_names) - set(context)
         if missing and any(c.names & missing for c in self.parsed_constraints):
             raise InvalidInput(f"problem values needed by constraints are missing: {sorted(missing)}")
-        if self.allowed_keys is not None:
-            return self._enumerate_allowed(context)
-        sizes = [len(p.values) for p in self.parameters]
         value_arrays = [np.asarray(p.values) for p in self.parameters]
-        total = self.cartesian_size
         kept: list[np.ndarray] = []
         kept_count = 0
-        for start in range(0, total, _CHUNK):
-            flat = np.arange(start, min(total, start + _CHUNK), dtype=np.int64)
-            idx = np.stack(np.unravel_index(flat, sizes), axis=1).astype(np.int32)
-            mask = self._mask(idx, value_arrays, context)
-            chosen = idx[mask]
+        for idx in self._unfiltered_chunks():
+            chosen = idx[self._mask(idx, value_arrays, context)]
             kept_count += len(chosen)
             if kept_count > MAX_VALID:
                 raise InvalidInput(f"search space has more than {MAX_VALID} valid configs")
             kept.append(chosen)
-        return np.concatenate(kept) if kept else np.zeros((0, len(sizes)), dtype=np.int32)
+        return np.concatenate(kept) if kept else np.zeros((0, len(self.parameters)), dtype=np.int32)
 
-    def _enumerate_allowed(self, context: dict[str, Any]) -> np.ndarray:
+    def constraints_leaving_nothing(self, context: Mapping[str, Any] | None = None) -> list[tuple[str, bool]]:
+        """Each constraint that on its own holds for none of the parameters' configs, with whether it
+        divides by zero in every one of them: what an "empty search space" error names, so that
+        ``x % (tile - 16) == 0`` with tile restricted to 16 reads as that constraint dividing by
+        zero, not as a space that happens to be empty. One more pass over the configs, for the
+        error alone."""
+        value_arrays = [np.asarray(p.values) for p in self.parameters]
+        constraints = self.parsed_constraints
+        holds_somewhere = [False] * len(constraints)
+        divides_everywhere = [True] * len(constraints)
+        seen = False
+        for idx in self._unfiltered_chunks():
+            seen = seen or len(idx) > 0
+            columns = {p.name: value_arrays[j][idx[:, j]] for j, p in enumerate(self.parameters)}
+            values = {**(context or {}), **columns}
+            for i, constraint in enumerate(constraints):
+                result, failed = constraint.evaluate_parts(values)
+                failed = np.broadcast_to(np.asarray(failed, dtype=bool), (len(idx),))
+                valid = np.broadcast_to(np.asarray(result, dtype=bool), (len(idx),)) & ~failed
+                holds_somewhere[i] = holds_somewhere[i] or bool(valid.any())
+                divides_everywhere[i] = divides_everywhere[i] and bool(failed.all())
+        if not seen:
+            return []
+        return [(c.text, divides_everywhere[i]) for i, c in enumerate(constraints) if not holds_somewhere[i]]
+
+    def _unfiltered_chunks(self) -> Iterator[np.ndarray]:
+        """The configs before constraints, as matrices of value indices: the cartesian product in
+        chunks of _CHUNK, or the allow-list's configs that the parameters' values still hold."""
+        if self.allowed_keys is not None:
+            rows = self._allowed_rows()
+            if len(rows):
+                yield rows
+            return
+        sizes = [len(p.values) for p in self.parameters]
+        total = self.cartesian_size
+        for start in range(0, total, _CHUNK):
+            flat = np.arange(start, min(total, start + _CHUNK), dtype=np.int64)
+            yield np.stack(np.unravel_index(flat, sizes), axis=1).astype(np.int32)
+
+    def _allowed_rows(self) -> np.ndarray:
         assert self.allowed_keys is not None
         lookup = [{str(v): i for i, v in enumerate(p.values)} for p in self.parameters]
         rows = []
@@ -257,11 +289,7 @@ class SearchSpace:
                 rows.append([table[text] for table, text in zip(lookup, parts, strict=True)])
             except KeyError:
                 continue  # a value outside a restricted parameter list
-        if not rows:
-            return np.zeros((0, len(lookup)), dtype=np.int32)
-        idx = np.array(sorted(rows), dtype=np.int32)
-        value_arrays = [np.asarray(p.values) for p in self.parameters]
-        return idx[self._mask(idx, value_arrays, context)]
+        return np.array(sorted(rows), dtype=np.int32) if rows else np.zeros((0, len(lookup)), dtype=np.int32)
 
     def _mask(self, idx: np.ndarray, value_arrays: list[np.ndarray], context: dict[str, Any]) -> np.ndarray:
         mask = np.ones(len(idx), dtype=bool)

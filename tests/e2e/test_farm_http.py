@@ -93,7 +93,17 @@ def test_tokens_and_scopes(farm: Farm, database_url: str) -> None:
         ({"problem": {"size_x": "big"}}, 422, "size_x"),
         ({"strategy": "astrology"}, 422, "unknown strategy"),
         ({"space": {"parameters": {"block_size_x": [3]}}}, 422, "not in"),
-        ({"space": {"constraints": ["block_size_x > 100000"]}}, 422, "empty search space"),
+        ({"space": {"constraints": ["block_size_x > 100000"]}}, 422, "no config satisfies 'block_size_x > 100000'"),
+        (
+            {"space": {"constraints": ["block_size_x % (block_size_y - block_size_y) == 0"]}},
+            422,
+            "divides by zero in every config",
+        ),
+        (
+            {"space": {"constraints": ["block_size_x > 64", "block_size_x < 64"]}},
+            422,
+            "together they leave none",
+        ),
         ({"space": {"constraints": ["__import__('os')"]}}, 422, "may be called"),
         ({"gpu_model": "nvidia-h100"}, 422, "replay-only"),
         ({"surprise": 1}, 422, "surprise"),
