@@ -176,6 +176,9 @@ class Settings(BaseSettings):
     # the fair share of a GPU model's workers (tuner/coordinator.py) it keeps one owner's flood of jobs
     # from crowding everyone else out.
     max_active_jobs_per_owner: int = 20
+    # Model profiles one owner may keep stored (each up to max_request_bytes of report); more is
+    # refused (409) until the owner deletes some (DELETE /v1/profiles/{id}). Admin tokens are exempt.
+    max_model_profiles_per_owner: int = Field(default=1000, ge=1)
     # A request body not fully received within this many seconds is answered 408 (a client that
     # trickles its body, or declares bytes it never sends, no longer holds the request open).
     request_body_timeout_seconds: float = 10.0

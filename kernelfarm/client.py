@@ -251,3 +251,7 @@ class Client:
 
     def profile(self, profile_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/profiles/{segment(profile_id, 'profile', 'id')}", _object)
+
+    def delete_profile(self, profile_id: str) -> dict[str, Any]:
+        """DELETE /v1/profiles/{id}: the owner's token or an admin's; answers the deleted profile's summary."""
+        return self._call("DELETE", f"/v1/profiles/{segment(profile_id, 'profile', 'id')}", _object)

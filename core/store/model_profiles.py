@@ -1,11 +1,12 @@
-"""Model profiles (table model_profiles): written once by ``kernelfarm profile-model --store``, then read."""
+"""Model profiles (table model_profiles): written once by ``kernelfarm profile-model --store``, then read,
+until their owner (or an admin) deletes them."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, defer
 
 from kernelfarm.core.errors import NotFound
@@ -38,3 +39,24 @@ def get_profile(session: Session, profile_id: uuid.UUID) -> ModelProfile:
     if row is None:
         raise NotFound(f"no model profile {profile_id}")
     return row
+
+
+def count_profiles(session: Session, owner: str) -> int:
+    return int(session.execute(select(func.count()).where(ModelProfile.owner == owner)).scalar_one())
+
+
+def profile_summary(session: Session, profile_id: uuid.UUID) -> ModelProfile:
+    """The profile's row without its report (reading it raises).
+
+    Raises:
+        NotFound: no such profile.
+    """
+    summary = select(ModelProfile).options(defer(ModelProfile.report, raiseload=True))
+    row = session.execute(summary.where(ModelProfile.id == profile_id)).scalar_one_or_none()
+    if row is None:
+        raise NotFound(f"no model profile {profile_id}")
+    return row
+
+
+def delete_profile(session: Session, profile_id: uuid.UUID) -> None:
+    session.execute(delete(ModelProfile).where(ModelProfile.id == profile_id))
