@@ -79,4 +79,9 @@ def token_revoke(name: str) -> None:
     require_text(name, "NAME")
     with session_scope(cli_context().database_url()) as session:
         count = tokens.revoke_token(session, name)
-    console.print(f"revoked {count} token(s) named {name!r}", markup=False, highlight=False)
+        known = count > 0 or any(row.name == name for row in tokens.list_tokens(session))
+    if not known:
+        # "revoked 0 token(s)" and success read as done: a misspelt name left the real token active.
+        fail(f"no token is named {name!r} (`kernelfarm token list` shows them)")
+    already = "" if count else " (every token of that name was revoked before)"
+    console.print(f"revoked {count} token(s) named {name!r}{already}", markup=False, highlight=False)

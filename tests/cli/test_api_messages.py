@@ -157,12 +157,22 @@ def test_a_full_device_is_one_line(api: dict[str, str]) -> None:
     assert done.stderr == "error: cannot write to standard output: No space left on device\n", done.stderr
 
 
-def test_admin_commands_refuse_in_one_line(api: dict[str, str]) -> None:
+def test_admin_commands_refuse_in_one_line(api: dict[str, str], database_url: str) -> None:
     bogus = kernelfarm(api, "db", "upgrade", "bogusrev")
     assert bogus.returncode == 1 and bogus.stderr.startswith(
         "error: cannot upgrade to 'bogusrev': Can't locate revision identified by 'bogusrev'"
     ), bogus.stderr  # alembic's CommandError
-    revoked = kernelfarm(api, "token", "revoke", "[/x]")
-    assert revoked.returncode == 0 and revoked.stdout == "revoked 0 token(s) named '[/x]'\n"
+    revoked = kernelfarm(api, "token", "revoke", "[/x]")  # a misspelt name must not read as done
+    assert revoked.returncode == 1 and revoked.stderr == (
+        "error: no token is named '[/x]' (`kernelfarm token list` shows them)\n"
+    ), revoked.stderr
+    make_token(database_url, "read", name="[/revoked twice]")
+    revoked = kernelfarm(api, "token", "revoke", "[/revoked twice]")
+    assert revoked.returncode == 0 and revoked.stdout == "revoked 1 token(s) named '[/revoked twice]'\n"
+    revoked = kernelfarm(api, "token", "revoke", "[/revoked twice]")
+    assert revoked.returncode == 0, revoked.stderr
+    assert (
+        revoked.stdout == "revoked 0 token(s) named '[/revoked twice]' (every token of that name was revoked before)\n"
+    )
     revoked = kernelfarm(api, "token", "revoke", b"\xff")
     assert revoked.returncode == 2 and "is not valid UTF-8 text" in revoked.stderr  # SQLAlchemy's UnicodeEncodeError
