@@ -24,11 +24,11 @@ from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import idempotency
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store.kernels import ensure_kernel
-from kernelfarm.core.store.workers import all_workers
+from kernelfarm.core.store.workers import all_workers, model_memory_bytes
 from kernelfarm.core.strategy_names import DEFAULT_STRATEGY
 from kernelfarm.core.strategy_options import check_strategy_options
 from kernelfarm.kernels.registry import get_kernel
-from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.spec import KernelSpec, format_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ def create_job(
             f"kernel {spec.name!r} is replay-only and recorded for {sorted(recordings.gpu_models)}, not {gpu_model!r}"
         )
     _check_some_backend_runs_it(session, spec, gpu_model)
+    _check_problem_fits(session, spec, problem, gpu_model, settings)
     strategy = request.strategy or DEFAULT_STRATEGY
     check_strategy_options(strategy, request.strategy_options)  # an unknown strategy too
     if request.budget_trials is not None and request.budget_trials > settings.max_budget_trials:
@@ -157,6 +158,32 @@ def _empty_space_reason(space: SearchSpace, problem: dict[str, Any]) -> str:
         + ", ".join(named[:5])
         + (f" (and {len(named) - 5} more)" if len(named) > 5 else "")
     )
+
+
+def memory_limit(session: Session, gpu_model: str, settings: Settings) -> tuple[int, str]:
+    """The device memory a job's problem on ``gpu_model`` may need, and whose limit it is: the least
+    total memory any worker of the model registered with (a trial may land on any of them), else,
+    where none reported one (replay and fake workers, or no worker yet), ``max_problem_bytes``."""
+    memory = model_memory_bytes(session, gpu_model)
+    if memory is not None:
+        return memory, f"the {format_bytes(memory)} of GPU model {gpu_model!r} (the least its workers reported)"
+    ceiling = settings.max_problem_bytes
+    return ceiling, (
+        f"the farm's limit of {format_bytes(ceiling)} for a GPU model whose memory no worker reported "
+        "(KERNELFARM_MAX_PROBLEM_BYTES)"
+    )
+
+
+def _check_problem_fits(
+    session: Session, spec: KernelSpec, problem: dict[str, Any], gpu_model: str, settings: Settings
+) -> None:
+    """Refuse a problem that cannot fit in the memory of the job's GPU model: every trial of it would
+    fail on the worker. A kernel that declares no footprint (KernelSpec.device_bytes: recordings, a
+    plugin that does not say) is accepted whatever its problem's size."""
+    limit, whose = memory_limit(session, gpu_model, settings)
+    refusal = spec.memory_refusal(problem, limit, whose)
+    if refusal is not None:
+        raise InvalidInput(refusal)
 
 
 def create_job_once(

@@ -65,6 +65,9 @@ class GpuWorker(Base):
     # What the worker can run beyond the catalogue: "plugin:<dist>==<version>" per kernel plugin it
     # has installed, "uploaded-python" when started with the opt-in (core/capabilities.py).
     capabilities: Mapped[list[Any]] = mapped_column(JSONB, default=list)
+    # Total memory of the worker's GPU, as its backend reported it (NVML); NULL where it reported none
+    # (replay workers). The API refuses a job whose problem needs more (api/jobs_service.py).
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class KernelVersion(Base):

@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     worker_sleep_ms: float = 0.0  # replay: fixed time each trial takes
     worker_time_scale: float = 0.0  # replay: plus this factor times the recorded kernel time
     worker_gpu: int = 0  # cuda: device index (after CUDA_VISIBLE_DEVICES)
+    # fake: pretend a GPU of this much memory, named for it as real models are ("Fake GPU 1.0 GiB"):
+    # the worker registers it and refuses problems that need more, as a GPU worker does. None: unknown.
+    worker_fake_memory_bytes: int | None = Field(default=None, gt=0)
     # cuda: keep the next ncu process started and waiting (GPU memory for one more, idle CUDA
     # context); a profile batch then took 1.7-3.4 s instead of 3.2-5.1 s (H200, 1-5 kernels).
     worker_profile_standby: bool = True
@@ -171,6 +174,11 @@ class Settings(BaseSettings):
     max_budget_trials: int = 100_000
     max_parallelism: int = 256
     max_space_size: int = 2_000_000
+    # Device memory a job's problem may need (KernelSpec.device_bytes) on a GPU model whose memory no
+    # worker reported (replay and fake workers, or none registered yet): 512 GiB, more than any one GPU
+    # has, so only problems that fit on none are refused. Where workers of the model reported their
+    # GPU's memory, the least of them is the limit instead (api/jobs_service.py).
+    max_problem_bytes: int = 512 << 30
     max_request_bytes: int = 256 * 1024
     # Unfinished (queued or running) jobs one owner may have at once; admin tokens are exempt. With
     # the fair share of a GPU model's workers (tuner/coordinator.py) it keeps one owner's flood of jobs

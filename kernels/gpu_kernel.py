@@ -4,7 +4,7 @@ the reference and tolerance it is checked against, and its roofline figures. The
 verification and the worker's roofline read only this part.
 
 Methods that touch arrays run inside the measuring child process (CuPy on the current device);
-``flops``, ``bytes_moved`` and ``peak_kind`` are pure and run anywhere.
+``flops``, ``bytes_moved``, ``peak_kind`` and ``input_set_bytes`` are pure and run anywhere.
 """
 
 from __future__ import annotations
@@ -48,3 +48,16 @@ class GpuKernel(ABC):
     def peak_kind(self, problem: Mapping[str, Any]) -> str:
         """Which compute ceiling applies: ``"fp32"`` (FFMA) or ``"tensor"`` (bf16/fp16 MMA)."""
         return "fp32"
+
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int | None:
+        """Device bytes of one input set of ``problem``, as the measuring child keeps it: every buffer
+        :meth:`make_inputs` returns plus every array :meth:`reference` returns, from their shapes and
+        dtypes (transients of making them, and the verifier's scratch, are not counted). The farm
+        refuses a problem whose footprint (:meth:`KernelSpec.device_bytes`, two input sets) cannot
+        fit in the GPU's memory.
+
+        None (the default): not declared; the problem is then accepted whatever its size, and a
+        worker that runs out of device memory records the trial as failed, saying so. Every kernel
+        of the catalogue declares it (the kernel contract suite checks).
+        """
+        return None

@@ -49,6 +49,21 @@ PROBLEM_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
 PROBLEM_TEXT_RULE = "1-64 letters, digits and _ . + - (starting with a letter or digit)"
 
 
+# The measuring child keeps two input sets of a problem at once: the job's seed's, and the second
+# seed's that a config is verified on again when it is the fastest so far (worker/measuring/session.py).
+INPUT_SETS = 2
+
+
+def format_bytes(count: int) -> str:
+    """``4398046511104`` -> ``"4.0 TiB"``: a byte count as an error message shows it."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class ProblemParam:
     """One dimension of a kernel's problem (``M``, ``dtype``, ...)."""
@@ -191,6 +206,34 @@ class KernelSpec:
         if recorded_only and self.replay_only and recordings is not None and not recordings.covers(out):
             raise InvalidInput(f"kernel {self.name!r} is replay-only; recorded problems: {list(recordings.problems)}")
         return out
+
+    def device_bytes(self, problem: Mapping[str, Any]) -> int | None:
+        """Device memory the farm needs to measure ``problem`` (normalized): :data:`INPUT_SETS` input
+        sets (inputs, outputs and the reference outputs: ``GpuKernel.input_set_bytes``) of whichever
+        implementation declares the most. None when no implementation declares one: a replay-only
+        kernel (recordings replay what was measured), an implementation that does not say (a plugin's,
+        written before the method existed). Not counted: the CUDA context, libraries' workspaces, the
+        L2 flush buffer, and transients while inputs, references and errors are computed."""
+        declared = []
+        for impl in self.impls.values():
+            method = getattr(impl, "input_set_bytes", None)
+            value = method(problem) if callable(method) else None
+            if value is not None:
+                declared.append(int(value))
+        return INPUT_SETS * max(declared) if declared else None
+
+    def memory_refusal(self, problem: Mapping[str, Any], limit_bytes: int, limit: str) -> str | None:
+        """Why ``problem`` cannot be measured within ``limit_bytes`` of device memory (``limit`` says
+        whose limit it is, e.g. "the 80.0 GiB of GPU model 'x'"), or None when it fits or declares
+        no footprint."""
+        needed = self.device_bytes(problem)
+        if needed is None or needed <= limit_bytes:
+            return None
+        return (
+            f"problem {self.problem_key(problem)} of kernel {self.name!r} needs {format_bytes(needed)} "
+            f"({needed} bytes) of device memory ({INPUT_SETS} input sets: inputs, outputs and reference), "
+            f"more than {limit} ({limit_bytes} bytes)"
+        )
 
     def stored_problem(self, problem: Mapping[str, Any]) -> dict[str, Any]:
         """A problem as stored, with each parameter added after it was stored (one with a

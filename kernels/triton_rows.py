@@ -83,3 +83,6 @@ class TritonRowKernel(TritonKernel):
 
     def bytes_moved(self, problem: Mapping[str, Any]) -> float:
         return self.cuda.bytes_moved(problem)
+
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int | None:
+        return self.cuda.input_set_bytes(problem)  # the same inputs and reference

@@ -30,9 +30,13 @@ def make_backend(settings: Settings) -> Backend:
     if settings.worker_backend in ("cuda", "triton"):
         return _gpu_backend(settings)
     if settings.worker_backend == "fake":
-        from kernelfarm.worker.backends.fake import FakeBackend
+        from kernelfarm.kernels.spec import format_bytes
+        from kernelfarm.worker.backends.fake import FAKE_GPU_NAME, FakeBackend
 
-        return FakeBackend()
+        memory = settings.worker_fake_memory_bytes
+        if memory is None:
+            return FakeBackend()
+        return FakeBackend(gpu_name=f"{FAKE_GPU_NAME} {format_bytes(memory)}", memory_bytes=memory)
     raise ValueError(f"unknown worker backend {settings.worker_backend!r} (expected one of {', '.join(BACKEND_NAMES)})")
 
 

@@ -116,6 +116,7 @@ def _register(sender: Any = None, **_: Any) -> None:
                 driver_version=identity.driver_version,
                 cuda_version=identity.cuda_version,
                 capabilities=tuple(capabilities),
+                memory_bytes=identity.memory_bytes,
             ),
         )
     # Before the first task: from now on, housekeeping frees this worker's trials a few heartbeats

@@ -36,6 +36,15 @@ class WorkerIdentity:
     cuda_version: str | None = None
     # kernel plugins and opt-ins the worker has (core/capabilities.py)
     capabilities: tuple[str, ...] = ()
+    memory_bytes: int | None = None  # the GPU's total memory, where the backend knows it
+
+
+def model_memory_bytes(session: Session, gpu_model: str) -> int | None:
+    """The least total GPU memory any worker of ``gpu_model`` ever registered with (a trial may land
+    on any of them), or None when none reported one."""
+    return session.execute(
+        select(func.min(GpuWorker.memory_bytes)).where(GpuWorker.gpu_model == gpu_model)
+    ).scalar_one_or_none()
 
 
 def register_worker(session: Session, identity: WorkerIdentity) -> None:

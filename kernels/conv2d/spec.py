@@ -108,6 +108,10 @@ class Conv2d(CudaKernel):
         n, h, w, c, k, r = (int(problem[x]) for x in ("N", "H", "W", "C", "K", "R"))
         return 2.0 * (n * h * w * c + k * r * r * c + n * h * w * k)
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        n, h, w, c, k, r = (int(problem[x]) for x in ("N", "H", "W", "C", "K", "R"))
+        return 2 * (n * h * w * c + k * r * r * c + 2 * n * h * w * k)  # bf16 X, Wt, Y and the reference Y
+
     def peak_kind(self, problem: Mapping[str, Any]) -> str:
         return "tensor"
 

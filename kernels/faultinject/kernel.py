@@ -57,6 +57,9 @@ class FaultKernel(CudaKernel):
     def bytes_moved(self, problem: Mapping[str, Any]) -> float:
         return 8.0 * int(problem["n"])
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        return 12 * int(problem["n"]) + 4  # fp32 x, y, the reference y; int32 never
+
 
 SPEC = KernelSpec(
     name="faultinject",

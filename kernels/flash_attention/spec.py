@@ -110,6 +110,10 @@ class FlashAttention(CudaKernel):
         b, h, s, d = (int(problem[k]) for k in ("B", "H", "S", "D"))
         return 2.0 * 4 * b * h * s * d
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        b, h, s, d = (int(problem[k]) for k in ("B", "H", "S", "D"))
+        return 2 * 5 * b * h * s * d  # bf16 Q, K, V, O and the reference O
+
     def peak_kind(self, problem: Mapping[str, Any]) -> str:
         return "tensor"
 

@@ -92,6 +92,10 @@ class ImageConvolution(CudaKernel):
         h, w, f = int(problem["H"]), int(problem["W"]), int(problem["F"])
         return 4.0 * ((h + f - 1) * (w + f - 1) + h * w + f * f)
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        h, w, f = int(problem["H"]), int(problem["W"]), int(problem["F"])
+        return 4 * ((h + f - 1) * (w + f - 1) + f * f + 2 * h * w)  # fp32 image, filter, out, reference out
+
 
 SPEC = KernelSpec(
     name="image_convolution",

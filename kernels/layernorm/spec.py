@@ -58,6 +58,10 @@ class LayerNorm(RowKernel):
         m, n = int(problem["M"]), int(problem["N"])
         return float((2 * m * n + 2 * n) * self.element_bytes(problem))
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        m, n = int(problem["M"]), int(problem["N"])
+        return (3 * m * n + 2 * n) * self.element_bytes(problem)  # x, gamma, beta, y and the reference y
+
 
 SPEC = KernelSpec(
     name="layernorm",

@@ -39,6 +39,9 @@ def needs_name_lookup(main: str, linkage: str) -> bool:
     return linkage == "c++" or (linkage == "auto" and 'extern "C"' not in main and "template" in main)
 
 
+# Bytes per element of each dtype a manifest buffer may have (kernels/manifest/model.py: DType).
+DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4,
+               "uint32": 4, "int64": 8, "uint64": 8}  # fmt: skip
 # An element off by a quarter of its own size plus the output's rms: a wrong value, not a rounding.
 GROSS_ELEMENT_ERROR = 0.25
 
@@ -230,6 +233,20 @@ class ManifestCudaKernel(CudaKernel):
 
     def peak_kind(self, problem: Mapping[str, Any]) -> str:
         return self.manifest.peak
+
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        """From the manifest's buffers (each declares its shape and dtype): every buffer, and once more
+        each output, for its reference (a builtin, Python or naive-kernel reference returns arrays of
+        the outputs' shapes and dtypes)."""
+        total = 0
+        for arg in self.manifest.arguments:
+            if arg.kind != "buffer" or arg.shape is None:
+                continue
+            shape = (Expr.parse(f"arguments.{arg.name}.shape", t, frozenset(problem)).integer(problem)
+                     for t in arg.shape)  # fmt: skip
+            size = math.prod(shape) * DTYPE_BYTES[arg.dtype]
+            total += 2 * size if arg.name in self.manifest.outputs else size
+        return total
 
 
 def _copy_to_constant(module: Any, symbol: str, array: Any) -> None:

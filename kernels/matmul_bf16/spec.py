@@ -87,6 +87,10 @@ class MatmulBf16(CudaKernel):
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
         return 2.0 * (m * k + k * n + m * n)
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        return 2 * (m * k + n * k + 2 * m * n)  # bf16 A, B, C and the reference C
+
     def peak_kind(self, problem: Mapping[str, Any]) -> str:
         return "tensor"
 

@@ -54,6 +54,9 @@ class TritonMatmulBiasGelu(TritonMatmul):
     def bytes_moved(self, problem: Mapping[str, Any]) -> float:
         return super().bytes_moved(problem) + ELEMENT_BYTES[str(problem["dtype"])] * int(problem["N"])
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        return super().input_set_bytes(problem) + ELEMENT_BYTES[str(problem["dtype"])] * int(problem["N"])  # bias
+
 
 def gelu(z: Any, form: str, xp: Any, erf: Any) -> Any:
     """GELU of ``z`` in the given form, in ``z``'s own precision (float64 for the reference); ``xp`` is

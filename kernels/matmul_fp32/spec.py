@@ -83,6 +83,10 @@ class MatmulFp32(CudaKernel):
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
         return 4.0 * (m * k + k * n + m * n)
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        return 4 * (m * k + k * n + 2 * m * n)  # fp32 A, B, C and the reference C
+
 
 SPEC = KernelSpec(
     name="matmul_fp32",

@@ -192,6 +192,10 @@ class TritonMatmul(TritonKernel):
         m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
         return float(ELEMENT_BYTES[str(problem["dtype"])] * (m * k + k * n + m * n))
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        m, n, k = int(problem["M"]), int(problem["N"]), int(problem["K"])
+        return ELEMENT_BYTES[str(problem["dtype"])] * (m * k + k * n + 2 * m * n)  # A, B, C, the reference C
+
     def peak_kind(self, problem: Mapping[str, Any]) -> str:
         return "tensor"
 

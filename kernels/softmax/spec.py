@@ -44,6 +44,9 @@ class Softmax(RowKernel):
     def bytes_moved(self, problem: Mapping[str, Any]) -> float:
         return float(2 * int(problem["M"]) * int(problem["N"]) * self.element_bytes(problem))
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        return 3 * int(problem["M"]) * int(problem["N"]) * self.element_bytes(problem)  # x, y, the reference y
+
 
 SPEC = KernelSpec(
     name="softmax",

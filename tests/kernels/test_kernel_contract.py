@@ -30,11 +30,12 @@ import pytest
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.cuda_source import INCLUDE_DIR, CudaSource
+from kernelfarm.kernels.gpu_kernel import GpuKernel
 from kernelfarm.kernels.manifest.build import build_spec
 from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 from kernelfarm.kernels.recordings import Recordings
 from kernelfarm.kernels.registry import all_kernels
-from kernelfarm.kernels.spec import KernelSpec, MissingImplementation, ProblemParam
+from kernelfarm.kernels.spec import INPUT_SETS, KernelSpec, MissingImplementation, ProblemParam
 from kernelfarm.kernels.tolerance import Tolerance
 from kernelfarm.kernels.triton_kernel import BufferArg, TensorDescriptorArg, TritonKernel
 from kernelfarm.worker.cuda.compiler import CompileJob
@@ -51,6 +52,7 @@ CUDA_KERNELS = [name for name in KERNELS if "cuda" in SPECS[name].backends]
 REPLAY_KERNELS = [name for name in KERNELS if "replay" in SPECS[name].backends]
 FILE_KERNELS = [name for name in CUDA_KERNELS if not isinstance(SPECS[name].impls["cuda"], ManifestCudaKernel)]
 TRITON_KERNELS = [name for name in KERNELS if "triton" in SPECS[name].backends]
+GPU_KERNELS = sorted(set(CUDA_KERNELS) | set(TRITON_KERNELS))
 TRITON_OPTIONS = {
     "num_warps": (1, 2, 4, 8, 16, 32),
     "num_stages": range(1, 8),
@@ -331,6 +333,64 @@ def test_triton_roofline_figures_and_tolerance_are_positive(name: str) -> None:
         assert kernel.peak_kind(problem) in {"fp32", "tensor"}
 
 
+def grown(param: ProblemParam, value: Any) -> Any:
+    """A larger value than ``value`` that ``param`` accepts (the next choice, or twice as large, kept a
+    multiple of its ``multiple_of``), or ``value`` itself when there is none."""
+    if param.kind != "int":
+        return value
+    if param.choices is not None:
+        return min((c for c in param.choices if c > value), default=value)
+    larger = max(2 * value, value + param.multiple_of)
+    return larger if larger <= param.maximum else value
+
+
+@pytest.mark.parametrize("name", CUDA_KERNELS)
+def test_device_footprint_is_positive_and_grows_with_the_problem(name: str) -> None:
+    """What the API refuses a job's problem by (api/jobs_service.py) and a worker checks before
+    allocating: every GPU kernel declares it, it is positive, it never shrinks when one dimension
+    grows, and it grows when all of them do."""
+    check_device_footprint(spec_of(name))
+
+
+@pytest.mark.parametrize("name", TRITON_KERNELS)
+def test_triton_device_footprint_is_positive_and_grows_with_the_problem(name: str) -> None:
+    check_device_footprint(spec_of(name))
+
+
+def check_device_footprint(spec: KernelSpec) -> None:
+    for problem in declared_problems(spec):
+        footprint = spec.device_bytes(problem)
+        assert isinstance(footprint, int) and footprint > 0, (problem, footprint)
+        for impl in (spec.impls[b] for b in ("cuda", "triton") if b in spec.impls):
+            assert isinstance(impl, GpuKernel)
+            assert footprint == INPUT_SETS * (impl.input_set_bytes(problem) or 0), problem
+        everything = dict(problem)
+        for param in spec.problem_params:
+            one = spec.normalize_problem({**problem, param.name: grown(param, problem[param.name])})
+            assert spec.device_bytes(one) >= footprint, (param.name, one)  # type: ignore[operator]
+            everything[param.name] = grown(param, problem[param.name])
+        larger = spec.normalize_problem(everything)
+        assert larger != problem
+        assert spec.device_bytes(larger) > footprint, (problem, larger)  # type: ignore[operator]
+
+
+def test_a_kernel_that_declares_no_footprint_has_none() -> None:
+    """Recordings replay what was measured, so a replay-only kernel declares no footprint (the API
+    then accepts its recorded problems whatever their size)."""
+    replay_only = [spec_of(name) for name in REPLAY_KERNELS if spec_of(name).replay_only]
+    assert replay_only
+    for spec in replay_only:
+        assert spec.device_bytes(declared_problems(spec)[0]) is None
+
+
+def test_grown_respects_choices_multiples_and_maxima() -> None:
+    assert grown(ProblemParam("R", choices=(1, 3, 5)), 3) == 5
+    assert grown(ProblemParam("R", choices=(1, 3, 5)), 5) == 5
+    assert grown(ProblemParam("M", multiple_of=32, maximum=1024), 96) == 192
+    assert grown(ProblemParam("M", maximum=100), 60) == 60
+    assert grown(ProblemParam("causal", minimum=0, maximum=1), 0) == 1
+
+
 @pytest.mark.parametrize("name", TRITON_KERNELS)
 def test_triton_source_hash_and_compile_key_follow_the_jit_module(name: str, tmp_path: Path) -> None:
     spec, kernel = spec_of(name), triton_of(name)
@@ -466,6 +526,30 @@ def test_sampled_configs_verify_against_the_reference_on_the_gpu(name: str, cuda
     ]
     assert not failures, failures
     assert all(m.timing is not None and m.provenance.get("source_hash") == spec.source_hash for m in measurements)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU_KERNELS)
+def test_declared_input_set_is_what_make_inputs_and_reference_allocate(name: str) -> None:
+    """The footprint the API and the workers refuse problems by is the real one: the bytes of every
+    buffer make_inputs returns and every array reference returns, on the GPU."""
+    reason = gpu_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    spec = spec_of(name)
+    for backend in ("cuda", "triton"):
+        impl = spec.impls.get(backend)
+        if not isinstance(impl, GpuKernel):
+            continue
+        for problem in gpu_problems(spec):
+            buffers = impl.make_inputs(problem, 7)
+            reference = impl.reference(buffers, problem)
+            cupy.cuda.Stream.null.synchronize()
+            allocated = sum(int(a.nbytes) for a in (*buffers.values(), *reference.values()))
+            assert impl.input_set_bytes(problem) == allocated, (backend, problem)
+            del buffers, reference
+            cupy.get_default_memory_pool().free_all_blocks()
 
 
 def test_gpu_problems_default_to_the_default_problem() -> None:

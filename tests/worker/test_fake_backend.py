@@ -54,3 +54,23 @@ def test_the_factory_builds_it() -> None:
     assert isinstance(backend, FakeBackend) and backend.identity().gpu_model == "fake-gpu"
     with pytest.raises(ValueError, match="unknown worker backend"):
         make_backend(Settings(worker_backend="quantum"))
+
+
+def test_with_a_pretended_memory_a_problem_that_cannot_fit_fails_saying_so() -> None:
+    # softmax's default problem (8192 x 4096 fp32): two input sets of x, y and the reference, 768 MiB
+    backend = FakeBackend(memory_bytes=512 << 20)
+    failed = backend.measure(request(0))
+    assert failed.failure == FailureKind.CONSTRAINT and not failed.verified
+    assert "768.0 MiB" in (failed.failure_message or "") and "the 512.0 MiB of this worker's GPU" in (
+        failed.failure_message or ""
+    )
+    assert backend.ready(request(0))  # nothing to wait for: it fails at once
+    assert FakeBackend(memory_bytes=1 << 30).measure(request(0)).verified  # it fits in 1 GiB
+    assert FakeBackend().measure(request(0)).verified  # no memory pretended: nothing refused
+
+
+def test_the_factory_names_a_pretended_memory_in_the_gpu_model() -> None:
+    backend = make_backend(Settings(worker_backend="fake", worker_fake_memory_bytes=1 << 30))
+    identity = backend.identity()
+    assert identity.memory_bytes == 1 << 30 and identity.gpu_model == "fake-gpu-1-0-gib"
+    assert make_backend(Settings(worker_backend="fake")).identity().memory_bytes is None

@@ -65,3 +65,19 @@ def test_each_backend_keeps_its_cache_and_pool_start_deadline(backend: GpuBacken
     assert backend.cache_dir == tmp_path
     assert type(backend).default_cache_dir().name == f"kernelfarm-{backend.name}"
     assert backend.pool_start_timeout_s == (60.0 if backend.name == "cuda" else 120.0)
+
+
+def test_a_problem_larger_than_the_gpus_memory_is_a_constraint_failure_before_any_compile(backend: GpuBackend) -> None:
+    kernel = "matmul_fp32" if backend.name == "cuda" else "matmul_triton"
+    spec = backend.spec(kernel)
+    big = spec.normalize_problem({"M": 131072, "N": 131072, "K": 131072})  # 64 GiB a matrix in fp32
+    config = spec.space.valid_configs(big)[0]
+    request = MeasureRequest(kernel, big, config, profile=False, seed=1)
+    assert backend.ready(request)  # nothing to compile: it fails at once
+    staged = backend.stage(request)
+    assert isinstance(staged, Measurement) and staged.failure == FailureKind.CONSTRAINT
+    assert "of device memory" in (staged.failure_message or "")
+    assert "the 80.0 GiB of this worker's GPU" in (staged.failure_message or "")
+    assert backend.identity().memory_bytes == H100.memory_bytes  # what the worker registers
+    small = spec.normalize_problem({"M": 1024, "N": 1024, "K": 1024})
+    assert backend._staging.invalid(MeasureRequest(kernel, small, spec.space.valid_configs(small)[0], False, 1)) is None

@@ -123,3 +123,47 @@ def test_only_a_new_fastest_config_is_checked_again(session_module: Any, monkeyp
     # 2.0 ms: first, checked again; 3.0 ms: slower, not; 1.0 ms: a new fastest, checked again.
     assert ["second_seed" in r for r in replies] == [True, False, True]
     assert loader.launches == 5
+
+
+class OutOfMemoryError(MemoryError):
+    """What CuPy's pool raises when the device has no memory left (cupy.cuda.memory.OutOfMemoryError)."""
+
+
+class TooLarge(Copy):
+    """A problem with n above ``limit`` does not fit: making its inputs raises as CuPy's pool does."""
+
+    limit = 10_000
+
+    def make_inputs(self, problem: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        if int(problem["n"]) > self.limit:
+            raise OutOfMemoryError(
+                f"Out of memory allocating {4 * int(problem['n']):,} bytes (allocated so far: 0 bytes)."
+            )
+        return super().make_inputs(problem, seed)
+
+
+def test_a_problem_that_does_not_fit_in_device_memory_is_a_constraint_failure_and_the_child_goes_on(
+    session_module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cupy  # the fixture's stand-in
+
+    freed: list[bool] = []
+    monkeypatch.setattr(cupy, "get_default_memory_pool", lambda: types.SimpleNamespace(
+        free_all_blocks=lambda: freed.append(True)))  # fmt: skip
+    monkeypatch.setattr(cupy.cuda, "runtime", types.SimpleNamespace(memGetInfo=lambda: (3 << 30, 80 << 30)),
+                        raising=False)  # fmt: skip
+    loader = Loader(wrong_when_first_above_one=False)
+    monkeypatch.setattr(loader, "implementation", lambda spec: TooLarge())
+    s = session_module.Session(loader)
+    s.catalogue = Catalogue()
+
+    def measure_n(n: int) -> dict[str, Any]:
+        return s.measure({"kernel": "copy", "problem": {"n": n}, "config": {}, "seed": 3, "artifact": "",
+                          "policy": {}})  # fmt: skip
+
+    reply = measure_n(1 << 40)
+    assert reply["status"] == "failure" and reply["kind"] == "constraint"
+    assert "out of device memory" in reply["message"] and "3.0 GiB free of 80.0 GiB" in reply["message"]
+    assert "OutOfMemoryError" in reply["message"] and reply["device_total_bytes"] == 80 << 30
+    assert freed  # what it held went back to the driver
+    assert measure_n(1000)["status"] == "ok"  # the same child measures the next problem

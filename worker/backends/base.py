@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelfarm.core.measurement import Measurement
+from kernelfarm.kernels.spec import KernelSpec, format_bytes
 
 # Called during a long measurement; False when the trial's lease was lost (stop early).
 KeepAlive = Callable[[], bool] | None
@@ -38,6 +39,9 @@ class DeviceIdentity:
     driver_version: str | None
     cuda_version: str | None
     extra: Mapping[str, Any] | None = None
+    # Total device memory (NVML's): the worker registers it, and the API refuses jobs whose problem
+    # needs more (KernelSpec.device_bytes). None: not known (a replay backend).
+    memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,13 @@ class ProfileOutcome:
 
     metrics: Mapping[str, Any] | None
     error: str | None = None
+
+
+def device_memory_refusal(spec: KernelSpec, problem: Mapping[str, Any], memory_bytes: int) -> str | None:
+    """Why a worker whose GPU has ``memory_bytes`` does not measure ``problem`` of ``spec`` (it cannot
+    fit), or None. Every backend that knows its GPU's memory refuses with these words: the GPU backends'
+    staging (worker/measuring/staging.py), the fake backend given ``memory_bytes``."""
+    return spec.memory_refusal(problem, memory_bytes, f"the {format_bytes(memory_bytes)} of this worker's GPU")
 
 
 class Backend(ABC):

@@ -8,7 +8,9 @@ problem its space accepts, so code that drives a backend (the contract suite, a 
 so: ``provenance["backend"] == "fake"``.
 
 Failures on demand: ``failures`` maps a config's canonical key (``spec.space.key(config)``, Kernel
-Tuner's format) to the failure kind its measurement reports, one per :class:`FailureKind`.
+Tuner's format) to the failure kind its measurement reports, one per :class:`FailureKind`. With
+``memory_bytes`` it pretends a GPU of that much memory, as a GPU backend reports it, and refuses a
+problem that needs more (``KernelSpec.device_bytes``) as the GPU backends do.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.spec import KernelSpec
-from kernelfarm.worker.backends.base import Backend, DeviceIdentity, MeasureRequest, ProfileOutcome
+from kernelfarm.worker.backends.base import (
+    Backend,
+    DeviceIdentity,
+    MeasureRequest,
+    ProfileOutcome,
+    device_memory_refusal,
+)
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
 
 FAKE_GPU_NAME = "Fake GPU"
@@ -40,6 +48,7 @@ class FakeBackend(Backend):
         failures: Mapping[str, FailureKind] | None = None,
         gpu_name: str = FAKE_GPU_NAME,
         compile_s: float = 0.0,
+        memory_bytes: int | None = None,
     ) -> None:
         """
         Args:
@@ -48,11 +57,13 @@ class FakeBackend(Backend):
             gpu_name: the pretended device (its slug is the worker's GPU model).
             compile_s: a prepared request becomes ready this long after :meth:`prepare` (0: at once),
                 to exercise callers that measure ready requests while others compile.
+            memory_bytes: the pretended device's total memory (None: unknown, no problem refused).
         """
         self._catalogue = KernelCatalogue(specs)
         self.failures = dict(failures or {})
         self.gpu_name = gpu_name
         self.compile_s = compile_s
+        self.memory_bytes = memory_bytes
         self._prepared: dict[str, float] = {}  # request key -> when prepare() was called
         self.closed = False
 
@@ -65,6 +76,7 @@ class FakeBackend(Backend):
             driver_version=None,
             cuda_version=None,
             extra={"fake": True},
+            memory_bytes=self.memory_bytes,
         )
 
     def measure(self, request: MeasureRequest, keep_alive: Callable[[], bool] | None = None) -> Measurement:
@@ -121,6 +133,8 @@ class FakeBackend(Backend):
             return spec, (
                 f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
             )
+        if self.memory_bytes is not None:
+            return spec, device_memory_refusal(spec, request.problem, self.memory_bytes)
         return spec, None
 
     def _provenance(self, request: MeasureRequest) -> dict[str, Any]:

@@ -50,6 +50,7 @@ class CudaProvenance:
                 "max_sm_clock_mhz": d.max_sm_clock_mhz,
                 "max_mem_clock_mhz": d.max_mem_clock_mhz,
             },
+            memory_bytes=d.memory_bytes,
         )
 
     def for_request(self, request: MeasureRequest, policy: TimingPolicy) -> dict[str, Any]:

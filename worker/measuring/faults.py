@@ -38,6 +38,21 @@ _LAUNCH = (
 )
 
 
+# Allocation failures: CuPy's pool, the runtime, the driver, cuBLAS. The context survives them.
+_OUT_OF_MEMORY = (
+    "OutOfMemoryError",
+    "cudaErrorMemoryAllocation",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Did ``exc`` come from a device allocation that found no memory (not from a faulting kernel)?"""
+    text = f"{type(exc).__name__}: {exc}"
+    return any(token in text for token in _OUT_OF_MEMORY)
+
+
 def classify_error(message: str) -> tuple[FailureKind, bool]:
     """The failure kind of a CUDA error message, and whether it poisoned the context.
 

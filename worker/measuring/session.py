@@ -6,6 +6,7 @@ Runs only inside the measuring child (CuPy on the current device).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -14,10 +15,11 @@ from typing import Any
 
 from kernelfarm.core.objectives import ENERGY_MISSING
 from kernelfarm.core.states import FailureKind
-from kernelfarm.kernels.spec import KernelSpec
+from kernelfarm.kernels.spec import KernelSpec, format_bytes
 from kernelfarm.worker.cuda.device import visible_nvml_index
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
 from kernelfarm.worker.measuring.energy import EnergyUnavailable, open_meter
+from kernelfarm.worker.measuring.faults import is_out_of_memory
 from kernelfarm.worker.measuring.loader import KernelLoader, LaunchRefused, MeasurableKernel
 from kernelfarm.worker.measuring.timing import L2Flusher, TimingPolicy, time_kernel
 from kernelfarm.worker.measuring.verifier import Verdict, poison, relative_error, verify
@@ -85,6 +87,39 @@ class Session:
         return self._buffers, self._reference
 
     def measure(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`measure_loaded`, except that a problem that does not fit in the device's memory
+        (inputs, reference or the verifier's scratch) is a CONSTRAINT failure saying so, with the
+        problem's declared footprint and the device's free and total memory, rather than a crash
+        with a traceback; the input sets are dropped, so the next request starts from an empty pool.
+
+        The worker refuses a problem whose declared footprint exceeds the GPU's total memory before
+        it gets here (worker/measuring/staging.py); this catches what that estimate does not count
+        (transients, other processes on the GPU, a kernel that declares none)."""
+        try:
+            return self.measure_loaded(message)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            return self._out_of_memory(message, exc)
+
+    def _out_of_memory(self, message: Mapping[str, Any], exc: BaseException) -> dict[str, Any]:
+        self._buffers, self._reference, self._data_key, self._second = {}, {}, None, None
+        self.cp.get_default_memory_pool().free_all_blocks()
+        free, total = self.cp.cuda.runtime.memGetInfo()
+        needed = None
+        with contextlib.suppress(Exception):
+            spec = self.catalogue.spec(message["kernel"], message.get("kernel_version"), message.get("bundle"))
+            needed = spec.device_bytes(message["problem"])
+        declared = "it declares no footprint" if needed is None else f"its declared footprint is {format_bytes(needed)}"
+        return failure_reply(
+            FailureKind.CONSTRAINT,
+            f"out of device memory for problem {dict(message['problem'])} ({declared}); the GPU has "
+            f"{format_bytes(free)} free of {format_bytes(total)}: {type(exc).__name__}: {exc}",
+            device_free_bytes=int(free),
+            device_total_bytes=int(total),
+        )
+
+    def measure_loaded(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """Verify, then time, one compiled config; re-verify it on a second input set when it is
         the fastest this child has timed for its kernel, problem and seed.
 

@@ -21,7 +21,7 @@ from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.gpu_kernel import GpuKernel
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.kernels.uploaded import bundle_directory
-from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.backends.base import MeasureRequest, device_memory_refusal
 from kernelfarm.worker.cuda.profile import ProfileTarget
 from kernelfarm.worker.cuda.provenance import CudaProvenance
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
@@ -105,7 +105,8 @@ class CompileAheadStaging(ABC, Generic[JobT, ResultT]):
 
     def invalid(self, request: MeasureRequest) -> str | None:
         """Why ``request`` cannot be measured here (unknown kernel, no implementation for this
-        backend, a config outside the valid space), or None."""
+        backend, a config outside the valid space, a problem that cannot fit in the GPU's memory),
+        or None."""
         try:
             spec = self.spec(request)
         except Exception as exc:
@@ -114,7 +115,9 @@ class CompileAheadStaging(ABC, Generic[JobT, ResultT]):
             return f"{spec.name} has no {self.implementation} implementation"
         if not spec.space.contains(request.config, request.problem):
             return f"config {dict(request.config)} is not in the valid space of {spec.name} for {dict(request.problem)}"
-        return None
+        # Before anything is compiled or allocated: the job was accepted for a GPU model whose memory
+        # the API did not know, or knew as larger (a smaller worker of the model registered since).
+        return device_memory_refusal(spec, request.problem, self.provenance.device.memory_bytes)
 
     def compile_job(self, request: MeasureRequest) -> JobT:
         """The job that compiles ``request``'s config (call only for a valid request)."""

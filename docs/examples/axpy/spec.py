@@ -62,6 +62,9 @@ class Axpy(CudaKernel):
     def bytes_moved(self, problem: Mapping[str, Any]) -> float:
         return 12.0 * int(problem["n"])  # read x and y, write out
 
+    def input_set_bytes(self, problem: Mapping[str, Any]) -> int:
+        return 16 * int(problem["n"])  # fp32 x, y, out and the reference out: what the farm's memory check counts
+
 
 SPEC = KernelSpec(
     name="axpy",
