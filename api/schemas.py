@@ -286,6 +286,9 @@ class WorkerPublic(BaseModel):
     cuda_version: str | None
     queue: str
     capabilities: list[str] = Field(default_factory=list, description="kernel plugins and opt-ins it has")
+    memory_bytes: int | None = Field(
+        None, description="its GPU's total memory (NVML); jobs whose problem needs more are refused"
+    )
     started_at: datetime
     last_heartbeat: datetime
     live: bool = True

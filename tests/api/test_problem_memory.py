@@ -45,9 +45,14 @@ def submit(farm: Farm, token: str, kernel: str, problem: dict[str, Any], gpu_mod
         return response
 
 
-def test_the_worker_registered_its_gpus_memory(fake_worker: str, database_url: str) -> None:
+def test_the_worker_registered_its_gpus_memory(
+    api_only: Farm, submit_token: str, fake_worker: str, database_url: str
+) -> None:
     with session_scope(database_url) as session:
         assert model_memory_bytes(session, fake_worker) == FAKE_MEMORY
+    with client_for(api_only, submit_token) as client:  # and GET /v1/workers shows it
+        workers = [w for w in client.get("/v1/workers").json() if w["gpu_model"] == fake_worker]
+    assert workers and all(w["memory_bytes"] == FAKE_MEMORY for w in workers), workers
 
 
 def test_a_problem_larger_than_the_gpu_models_memory_is_422_naming_footprint_and_limit(
