@@ -31,6 +31,9 @@ TARGET_PREFIX = "KERNELFARM_TARGET_"
 # as a 3-digit octal escape (a hex escape would swallow the hex digits after it: "\x41B" is one byte).
 NAMED_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 C_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+# The integers a bare decimal constant spells in C and C++: beyond, it is "too large for its type" (an
+# error) or "so large that it is unsigned" (2**63, and -2**63, which is "-" applied to 2**63).
+C_INTEGER_MAX = 2**63 - 1
 
 
 def macro_name(*parts: str) -> str:
@@ -72,14 +75,23 @@ def write(export: BestExport) -> str:
     """The header text.
 
     Raises:
-        InvalidInput: the kernel's name gives no C name, or two parameters, problems or GPU models
-            would get the same macro (``bs`` and ``BS``; ``dt=bf16`` and ``dt=BF16``).
+        InvalidInput: the kernel's name gives no C name, two parameters, problems or GPU models
+            would get the same macro (``bs`` and ``BS``; ``dt=bf16`` and ``dt=BF16``), or an integer
+            value has no C constant (beyond 64 bits).
     """
     kernel = macro_name(export.kernel)
     if not C_IDENTIFIER.fullmatch(kernel):
         raise InvalidInput(
             f"cannot export {export.kernel!r} as a C header: its macros need a name that starts with a letter"
         )
+    for entry in export.entries:
+        for name, value in entry.config.items():
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > C_INTEGER_MAX:
+                raise InvalidInput(
+                    f"cannot export {export.kernel!r} as a C header: parameter {name!r} is {value} on "
+                    f"{entry.gpu_model} for {entry.problem_key!r}, and a C integer constant holds at most "
+                    f"{C_INTEGER_MAX} either way (64 bits); the json export keeps it"
+                )
     guard = include_guard(export.kernel)
     problems = list(dict.fromkeys(e.problem_key for e in export.entries))
     by_model: dict[str, dict[str, BestEntry]] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kernelfarm.core.errors import NotFound
 from kernelfarm.core.exports.model import TrialRow, TrialsExport
 
 # Our failure kinds → the marker Kernel Tuner writes for them in a cache.
@@ -24,11 +25,23 @@ def integer_problem_size(export: TrialsExport) -> list[int]:
 
 
 def write(export: TrialsExport) -> str:
+    """The cache file's text.
+
+    Raises:
+        NotFound: no trial of the job has finished (queued or running, or cancelled before any did).
+            Kernel Tuner cannot continue from a cache without an entry: it reopens a cache for
+            appending by dropping its closing ``}\n}`` and adding a comma, which gives ``"cache": {,``.
+    """
     cache: dict[str, dict[str, Any]] = {}
     for trial in export.trials:
         if trial.state not in ("complete", "failed"):
             continue
         cache[trial.config_key] = _entry(export, trial)
+    if not cache:
+        raise NotFound(
+            f"job {export.job_id}: none of its {len(export.trials)} trials has finished (complete or failed), "
+            "and a Kernel Tuner cache needs one (the csv export lists every trial)"
+        )
     document = {
         "device_name": export.gpu_name or export.gpu_model,
         "kernel_name": export.kernel,

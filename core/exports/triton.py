@@ -14,6 +14,7 @@ in one file under one shape key, and a device name that is no plain file name (`
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from kernelfarm.core.errors import InvalidInput
@@ -22,6 +23,9 @@ from kernelfarm.core.exports.model import BestExport
 
 # Launch options of triton.Config rather than meta-parameters of the kernel: kept in lower case.
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+# A shape key's integer: ASCII digits. str.isdigit() also takes "²" (int() raises) and "٣" (int() reads
+# 3: another shape), and stripping every "-" took "--5" (int() raises).
+ASCII_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def device_file_name(kernel: str, device_name: str) -> str:
@@ -82,7 +86,8 @@ def parse_shape_key(key: str) -> dict[str, Any]:
         name, sep, value = item.partition("=")
         if not sep:
             name, value = "", name
-        shape[name.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+        value = value.strip()
+        shape[name.strip()] = int(value) if ASCII_INTEGER.fullmatch(value) else value
     return shape
 
 

@@ -216,7 +216,9 @@ def problem_distance(
     export's ``problem_key_defaults``, which the kernel's spec decides: a dimension added later)."""
     defaults = key_defaults or {}
     total = 0.0
-    for name in set(a) | set(b):
+    # In the problems' order, not a set's: a set's order changes from one process to the next, and a
+    # float sum in another order can make two problems that tie here differ in the last bit there.
+    for name in dict.fromkeys([*a, *b]):
         x, y = a.get(name, defaults.get(name)), b.get(name, defaults.get(name))
         if isinstance(x, int) and isinstance(y, int) and x > 0 and y > 0:
             total += abs(math.log2(x / y))
@@ -248,9 +250,12 @@ def find_in_export(
 def _nearest(
     entries: list[BestEntry], problem: Mapping[str, Any], key_defaults: Mapping[str, Any]
 ) -> tuple[BestEntry, float] | None:
-    scored = [(problem_distance(problem, e.problem, key_defaults), e.time_ms, e) for e in entries]
+    scored = [(problem_distance(problem, e.problem, key_defaults), e) for e in entries]
     finite = [s for s in scored if math.isfinite(s[0])]
     if not finite:
         return None
-    distance, _, entry = min(finite, key=lambda s: (s[0], s[1]))
+    # Equally near entries (M=1024 between M=512 and M=2048; two GPU models of one architecture) go as
+    # /v1/best breaks the tie (core/store/best.py, _pick): the first problem key, then GPU model, in
+    # order. Taking the fastest instead answered another config offline than the farm did.
+    distance, entry = min(finite, key=lambda s: (s[0], s[1].problem_key, s[1].gpu_model))
     return entry, distance

@@ -56,16 +56,19 @@ def add_best(database_url: str, gpu_model: str, problem: dict[str, Any], config:
 @pytest.fixture(scope="module")
 def gpus(database_url: str) -> Iterator[dict[str, str]]:
     """GPU models of this test's own: one measured on problems whose dtypes differ only in case (one
-    C problem tag), one with a config whose parameters differ only in case (one Triton key)."""
+    C problem tag), one with a config whose parameters differ only in case (one Triton key), one with an
+    integer no C constant holds."""
     suffix = secrets.token_hex(4)
     header_gpu, triton_gpu = f"test-refusal-header-{suffix}", f"test-refusal-triton-{suffix}"
+    huge_gpu = f"test-refusal-huge-{suffix}"
     jobs = [
         add_best(database_url, header_gpu, PROBLEM, {"BLOCK_M": 64}),
         add_best(database_url, header_gpu, {**PROBLEM, "dtype": "BFLOAT16"}, {"BLOCK_M": 128}),
         add_best(database_url, triton_gpu, PROBLEM, {"BLOCK_M": 64, "block_m": 32}),
+        add_best(database_url, huge_gpu, PROBLEM, {"BLOCK_M": 2**70}),  # a manifest's integers are unbounded
     ]
     try:
-        yield {"header": header_gpu, "triton": triton_gpu}
+        yield {"header": header_gpu, "triton": triton_gpu, "huge": huge_gpu}
     finally:
         with session_scope(database_url) as session:  # trials go with their job
             session.execute(delete(Job).where(Job.id.in_(jobs)))
@@ -98,3 +101,18 @@ def test_parameters_with_one_triton_key_are_a_422_naming_both(
     status, body = export(api_only, database_url, gpus["triton"], "triton")
     assert status == 422, body
     assert "parameters 'BLOCK_M' and 'block_m' are both 'BLOCK_M'" in body["detail"], body
+
+
+def test_an_integer_beyond_64_bits_is_a_422_for_the_header_naming_it(
+    api_only: Farm, database_url: str, gpus: dict[str, str], tmp_path: Path
+) -> None:
+    status, body = export(api_only, database_url, gpus["huge"], "header")
+    assert status == 422, body
+    assert f"parameter 'BLOCK_M' is {2**70} on {gpus['huge']}" in body["detail"], body
+    status, body = export(api_only, database_url, gpus["huge"], "json")
+    assert (status, body["entries"][0]["config"]) == (200, {"BLOCK_M": 2**70})  # the json export keeps it
+    env = {"KERNELFARM_API_URL": api_only.api_url, "KERNELFARM_API_TOKEN": make_token(database_url, "read")}
+    done = kernelfarm(tmp_path, "export", KERNEL, "-f", "header", "--gpu", gpus["huge"], env=env)
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr.startswith("error: cannot export 'matmul_bias_gelu_triton' as a C header: parameter 'BLOCK_M'")
+    assert done.stderr.count("\n") == 1, done.stderr

@@ -3,7 +3,8 @@ parameter names as a user or a worker can choose them.
 
 - header: a value is a C string literal of exactly its bytes (compiled with gcc and g++ in four
   language modes, run, and each value's bytes compared), nothing ends a comment or a line, the header
-  preprocesses to no code and defines exactly its own macros; names C cannot keep apart are refused;
+  preprocesses to no code and defines exactly its own macros; the widest 64-bit integers compile and
+  read back, wider ones and names C cannot keep apart are refused;
 - triton: parameters that upper-case alike, two GPU models in one file, a device name that is no file
   name are refused;
 - csv: OWASP's formula guard and RFC 4180 quoting, in the Python writer (read back with the csv
@@ -220,6 +221,33 @@ def test_kernels_and_problems_with_alike_names_keep_apart_in_one_program(tmp_pat
     program = hex_program(["dash.h", "underscore.h"], macros)
     out = compile_and_run("gcc", ".c", "-std=c99", tmp_path, program, "KERNELFARM_TARGET_GPU_A")
     assert out.splitlines() == ["v" + value.encode().hex() for value in ("a-b", "a_b", "underscore")]
+
+
+@pytest.mark.parametrize(("compiler", "suffix", "std"), COMPILERS, ids=[c[0] + c[2] for c in COMPILERS])
+def test_the_widest_integers_compile_and_read_back(compiler: str, suffix: str, std: str, tmp_path: Path) -> None:
+    need(compiler)
+    config = {"top": 2**63 - 1, "bottom": -(2**63 - 1), "zero": 0, "negative": -3}
+    export = best_export("wide", list(config), [entry("gpu-a", {"M": 1}, config, 1.0)])
+    (tmp_path / "wide.h").write_text(header.write(export))
+    macros = [header.macro_name("wide", p) for p in config]
+    prints = [f'    printf("%lld\\n", (long long)({m}));' for m in macros]
+    program = "\n".join(
+        ["#include <stdio.h>", '#include "wide.h"', "int main(void) {", *prints, "    return 0;", "}", ""]
+    )
+    out = compile_and_run(compiler, suffix, std, tmp_path, program)
+    assert out.splitlines() == [str(v) for v in config.values()]
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63), 2**70, -(10**30)])
+def test_an_integer_no_c_constant_holds_is_refused_naming_it(value: int) -> None:
+    """gcc and g++ fail these with -Werror: "integer constant is so large that it is unsigned" (2**63,
+    and -2**63, which is "-" applied to 2**63) or "too large for its type"."""
+    entries = [
+        entry("gpu-a", {"M": 1}, {"bs": 1, "huge": 1}, 1.0),
+        entry("gpu-b", {"M": 1}, {"bs": 1, "huge": value}, 2.0),
+    ]
+    with pytest.raises(InvalidInput, match=rf"parameter 'huge' is {value} on gpu-b for 'M=1'.*at most {2**63 - 1}"):
+        header.write(best_export("probe", ["bs", "huge"], entries))
 
 
 # ---------------------------------------------------------------------------------------------- triton

@@ -4,6 +4,7 @@ kernel runs in tests/gpu/test_triton_dropin_gpu.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -96,3 +97,18 @@ def test_the_farm_lookup_answers_when_no_export_does(tmp_path: Path) -> None:
     kernel["g"]("a", "c", 4096, 4096, 4096)
     assert jit.launches[0][2] == {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "num_warps": 4, "num_stages": 3}
     assert kernel.choices[(4096, 4096, 4096)].source == "lookup:export" and not tuner.built
+
+
+def test_shape_keys_whose_values_are_no_ascii_integer_are_text(tmp_path: Path) -> None:
+    """A pinned file may come from elsewhere (vLLM's, a hand-edited one): ``"²"`` and ``"--5"`` once
+    raised ValueError from int() when the decorator loaded the file, and ``"٣"`` (an Arabic-Indic 3)
+    was read as the shape M=3."""
+    shapes = {"M=²": {"BLOCK_SIZE_M": 1}, "M=--5": {"BLOCK_SIZE_M": 2}, "M=٣": {"BLOCK_SIZE_M": 3},
+              "M=8": {"BLOCK_SIZE_M": 8}}  # fmt: skip
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(shapes))
+    assert [triton.parse_shape_key(key) for key in shapes] == [{"M": "²"}, {"M": "--5"}, {"M": "٣"}, {"M": 8}]
+    jit, tuner = JitStandIn(), AutotuneStandIn()
+    kernel = autotune(configs=[], key=["M"], kernel="probe", export=path, autotune_factory=tuner)(jit)
+    kernel["g"]("a", "c", 3, 1, 1)  # M=3 is not "٣": the nearest integer shape is M=8
+    assert (kernel.choices[(3,)].shape_key, jit.launches[0][2]) == ("M=8", {"BLOCK_SIZE_M": 8})
