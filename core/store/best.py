@@ -169,7 +169,10 @@ def _pick(
             return None
         nearest = min(s[0] for s in finite)
         chosen, level = [c for d, c in finite if d == nearest], 1
-    key, model = chosen[0][0], chosen[0][1]
+    # The first by problem key, then GPU model, in code-point order: the rows come in the order
+    # DISTINCT ON sorted them, which is the database's collation (en_US and C order "M=512,..." and
+    # "M=5120,..." differently), and the SDK's offline lookup breaks the tie in Python's order.
+    key, model = min((c[0], c[1]) for c in chosen)
     job = session.execute(
         select(Job).where(Job.kernel_name == spec.name, Job.problem_key == key, Job.gpu_model == model).limit(1)
     ).scalar_one()

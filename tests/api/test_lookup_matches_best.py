@@ -17,6 +17,8 @@ from sqlalchemy import delete, update
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.models import GpuWorker, Job, Trial
+from kernelfarm.core.store import best as best_store
+from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.sdk.lookup import BestConfigLookup
 from tests.api.conftest import client_for
 from tests.api.test_export_refusals import KERNEL, PROBLEM, add_best
@@ -101,3 +103,19 @@ def test_equally_near_gpu_models_give_the_farms_answer(api_only: Farm, database_
     farm, offline = farm_and_offline(api_only, database_url, stored, stored.asking_gpu, PROBLEM)
     assert farm[:3] == ({"BLOCK_M": 128}, "same_architecture", stored.sibling_gpus[0]), farm  # the slower
     assert offline == farm
+
+
+def test_the_farm_breaks_a_tie_in_code_point_order_whatever_order_the_rows_come_in(
+    database_url: str, stored: Stored
+) -> None:
+    """The candidates come in the order DISTINCT ON sorted them, the database's collation (en_US and C
+    order "M=512,..." and "M=5120,..." differently; this machine's is C): the tie must not follow it."""
+    spec = get_kernel(KERNEL)
+    problem = {**PROBLEM, "M": 1024}
+    with session_scope(database_url) as session:
+        candidates = [c for c in best_store._measured_problems(session, spec) if c[1] == stored.nearest_gpu]
+        assert len(candidates) == 2
+        for order in (candidates, candidates[::-1]):
+            found = best_store._pick(session, spec, problem, spec.problem_key(problem), order)
+            assert found is not None and found[1] == 1
+            assert found[0].problem["M"] == 2048  # "M=2048,..." before "M=512,..." by code point
