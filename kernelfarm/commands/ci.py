@@ -18,8 +18,9 @@ from rich.console import Console
 
 from kernelfarm.client import ApiError
 from kernelfarm.commands.jobs import fail, finite_seconds
-from kernelfarm.context import cli_context
+from kernelfarm.context import CliError, cli_context
 from kernelfarm.gate.config import ConfigError, GateConfig, load_config
+from kernelfarm.gate.measure import run_id_problem
 from kernelfarm.gate.report import junit, markdown
 from kernelfarm.gate.verdicts import Verdict, run_gate, run_recheck
 from kernelfarm.printable import one_line
@@ -41,6 +42,7 @@ def gate(
 ) -> None:
     """Fail (exit 1) when a candidate is slower than the pinned baseline re-measured in this run."""
     _check_poll(poll)
+    _check_run_id(run_id)
     _run("kernelfarm ci gate", config, run_id, summary, junit_xml, lambda c, cfg, rid: run_gate(c, cfg, rid, poll))
 
 
@@ -51,6 +53,7 @@ def recheck(
 ) -> None:  # fmt: skip
     """Re-measure pinned configs; where the toolchain changed, re-tune and fail (exit 1) when a best changed."""
     _check_poll(poll)
+    _check_run_id(run_id)
     _run("kernelfarm ci recheck", config, run_id, summary, junit_xml,
          lambda c, cfg, rid: run_recheck(c, cfg, rid, force=force, poll=poll))  # fmt: skip
 
@@ -64,6 +67,15 @@ def _check_poll(poll: float) -> None:
     finite_seconds(poll, "--poll")
     if poll == 0:
         raise typer.BadParameter("0 would read the jobs' status without a pause: give more than 0", param_hint="--poll")
+
+
+def _check_run_id(run_id: str | None) -> None:
+    """A usage error for a run id no Idempotency-Key can carry: each entry was an error row after the
+    client's retries, worded as "cannot reach the farm" (a line break) or "not valid Unicode" (non-ASCII),
+    or the farm refused every job (a space, too long)."""
+    problem = run_id_problem(run_id) if run_id else None
+    if problem:
+        raise typer.BadParameter(problem, param_hint="--run-id / GITHUB_RUN_ID")
 
 
 def _format(path: Path) -> str:
@@ -86,7 +98,11 @@ def _run(
         fail(f"{config_path} is not valid {_format(config_path)}: {exc}", 2)
     run_id = run_id or uuid.uuid4().hex
     try:
-        verdicts = check(cli_context().sdk_client(), config, run_id)
+        client = cli_context().sdk_client()
+    except (CliError, ValueError) as exc:  # no farm named; a URL or token the client refuses (was a traceback)
+        fail(one_line(f"cannot use the farm: {exc}"), 2)  # 2, not the CLI's usual 1: 1 means "regression"
+    try:
+        verdicts = check(client, config, run_id)
     except ConfigError as exc:
         fail(str(exc), 2)
     except UnicodeDecodeError:  # an export the config names

@@ -25,7 +25,34 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import SCHEMA_NAME, BestExport
+from kernelfarm.core.gpu import model_slug
 from kernelfarm.printable import one_line, quoted, validation_reasons
+
+# The farm's space restriction is {"parameters": {name: [values]}, "constraints": [text]}: three levels.
+# Deeper is a mistake, and a space about as deep as json.loads allows made serializing the entry for its
+# idempotency key raise (a traceback, and exit 1: "regression").
+SPACE_NESTING = 8
+
+
+def _not_a_boolean(value: object) -> object:
+    """pydantic takes ``true`` for 1 and ``false`` for 0 where a number is expected: ``threshold = true``
+    was a threshold of 100 %, passing any candidate up to twice as slow."""
+    if isinstance(value, bool):
+        raise ValueError(f"a boolean ({str(value).lower()}) is not a number")
+    return value
+
+
+def _nesting(value: object) -> int:
+    """How many levels of tables and lists ``value`` has (iterative: a deep one must not recurse)."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            pending += [(part, depth + 1) for part in item.values()]
+        elif isinstance(item, list):
+            pending += [(part, depth + 1) for part in item]
+    return deepest
 
 
 class GateEntry(BaseModel):
@@ -57,6 +84,25 @@ class GateEntry(BaseModel):
                 raise ValueError(f"dimension {name!r} is {quoted(value)}: a dimension is an integer or text")
         return problem
 
+    _numbers_are_not_booleans = field_validator(
+        "budget_trials", "budget_seconds", "parallelism", "seed", "threshold", mode="before"
+    )(_not_a_boolean)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_names_a_model(cls, gpu: str) -> str:
+        """A name without a letter or digit has no GPU model slug: model_slug raised a traceback (exit 1,
+        "regression") when the entry was checked. Its ValueError says why."""
+        model_slug(gpu)
+        return gpu
+
+    @field_validator("space", mode="before")
+    @classmethod
+    def _space_is_shallow(cls, space: object) -> object:
+        if _nesting(space) > SPACE_NESTING:
+            raise ValueError(f"nested deeper than {SPACE_NESTING} levels (a space is parameters and constraints)")
+        return space
+
     @model_validator(mode="after")
     def _tune_needs_a_budget(self) -> GateEntry:
         if self.mode == "tune" and self.budget_trials is None and self.budget_seconds is None:
@@ -79,6 +125,8 @@ class GateConfig(BaseModel):
     threshold: float = Field(default=0.05, ge=0, allow_inf_nan=False)
     timeout: float = Field(default=1800, gt=0, allow_inf_nan=False)
     entry: list[GateEntry] = Field(min_length=1)
+
+    _numbers_are_not_booleans = field_validator("threshold", "timeout", mode="before")(_not_a_boolean)
 
 
 class ConfigError(ValueError):

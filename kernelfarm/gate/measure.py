@@ -11,12 +11,27 @@ from kernelfarm.client import ApiError
 from kernelfarm.core.exports.model import BestEntry, BestExport
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.gate.config import GateEntry
+from kernelfarm.printable import quoted
 from kernelfarm.sdk.client import Client
 from kernelfarm.sdk.results import Job
 
 
 class EntryError(Exception):
     """This entry cannot be checked (no baseline, the farm refused a job, ...); the message says why."""
+
+
+# The farm takes an Idempotency-Key of at most 255 printable ASCII characters without a space
+# (kernelfarm/api/routes/jobs.py); the gate's key adds 46 to the run id (for its longest role).
+MAX_RUN_ID_CHARS = 200
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why ``run_id`` cannot be part of an idempotency key, or None."""
+    if not all("!" <= char <= "~" for char in run_id):
+        return f"{quoted(run_id)}: a run id is printable ASCII without spaces"
+    if len(run_id) > MAX_RUN_ID_CHARS:
+        return f"a run id of {len(run_id)} characters: at most {MAX_RUN_ID_CHARS}"
+    return None
 
 
 def idempotency_key(run_id: str, entry: GateEntry, role: str) -> str:

@@ -16,6 +16,10 @@ from kernelfarm.printable import one_line, xml_text
 FAILING = {"regression": "failure", "best_changed": "failure", "error": "error"}
 ICONS = {"pass": "✅ pass", "regression": "❌ regression", "best_changed": "⚠️ best changed", "error": "💥 error"}
 _BACKTICK_RUN = re.compile("`+")
+# Where a cell's text would start markup rather than show itself: raw HTML and autolinks (``<``: a kernel
+# name's ``<img src=...>`` was an image in the summary), entity references (``&``: ``&lt;`` showed as
+# ``<``, ``&#x202e;`` reversed the text after it), and a link's or image's target (``](`` of ``[t](url)``).
+_MARKUP_START = re.compile(r"[<&]|(?<=\])\(")
 
 
 def _ms(value: float | None) -> str:
@@ -24,8 +28,9 @@ def _ms(value: float | None) -> str:
 
 def _cell(text: str) -> str:
     """``text`` as one table cell's text: a backslash escaped first, so that it cannot escape what follows,
-    then ``|`` (GFM tables split at an unescaped one)."""
-    return one_line(text).replace("\\", "\\\\").replace("|", "\\|")
+    then ``|`` (GFM tables split at an unescaped one), then what would start markup (:data:`_MARKUP_START`)."""
+    escaped = one_line(text).replace("\\", "\\\\").replace("|", "\\|")
+    return _MARKUP_START.sub(lambda match: "\\" + match.group(), escaped)
 
 
 def _code(text: str | None) -> str:

@@ -236,6 +236,19 @@ def test_recheck_times_and_the_threshold_boundary(
         ("[[entry]]\nkernel = 'k'\ngpu = 'g'\nbudget_trials = \"1\\u0001\"",
          "entry[0].budget_trials: input should be a valid integer, unable to parse string as an integer, "
          "got '1\\x01'"),
+        # pydantic took true for 1 and false for 0: a threshold of 100 % passed a candidate twice as slow
+        ("threshold = true\ntimeout = false", "threshold: a boolean (true) is not a number; "
+         "timeout: a boolean (false) is not a number"),
+        ("[[entry]]\nkernel = 'k'\ngpu = 'g'\nbudget_trials = true\nseed = false\nthreshold = true",
+         "entry[0].budget_trials: a boolean (true) is not a number; entry[0].seed: a boolean (false) is not a "
+         "number; entry[0].threshold: a boolean (true) is not a number"),
+        # An entry the baseline has (so that it is checked): a traceback and exit 1, which means "regression",
+        # from model_slug for a GPU name without a letter or digit, and from serializing a space this deep.
+        (f"[[entry]]\nkernel = '{KERNEL}'\ngpu = '---'\nproblem = {{ M = 4096 }}\nbudget_trials = 1",
+         "entry[0].gpu: cannot derive a GPU model from device name '---'"),
+        (f"[[entry]]\nkernel = '{KERNEL}'\ngpu = '{GPU}'\nproblem = {{ M = 4096 }}\nbudget_trials = 1\n"
+         f"space = {{ parameters = {{ BM = {'[' * 300}{']' * 300} }} }}",
+         "entry[0].space: nested deeper than 8 levels (a space is parameters and constraints)"),
     ],
 )  # fmt: skip
 def test_a_bad_config_value_is_one_line_naming_the_field(tmp_path: Path, settings: str, says: str) -> None:
