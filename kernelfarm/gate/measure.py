@@ -10,6 +10,7 @@ from typing import Any
 from kernelfarm.client import ApiError
 from kernelfarm.core.exports.model import BestEntry, BestExport
 from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.states import JobState
 from kernelfarm.gate.config import GateEntry
 from kernelfarm.printable import quoted
 from kernelfarm.sdk.client import Client
@@ -23,6 +24,11 @@ class EntryError(Exception):
 # The farm takes an Idempotency-Key of at most 255 printable ASCII characters without a space
 # (kernelfarm/api/routes/jobs.py); the gate's key adds 46 to the run id (for its longest role).
 MAX_RUN_ID_CHARS = 200
+# The states after which a run's job is replaced when the run is submitted again (not "complete": a
+# job that ran its budget answers for this run, with or without a verified config).
+ENDED_WITHOUT_RESULT = frozenset({JobState.FAILED.value, JobState.CANCELLED.value})
+# How many ended jobs of one entry and role a re-run replaces in a row before it reports the entry.
+MAX_REPLACED_JOBS = 20
 
 
 def run_id_problem(run_id: str) -> str | None:
@@ -73,14 +79,35 @@ def submit_tuning(client: Client, entry: GateEntry, problem: Mapping[str, Any], 
 
 
 def _submit(client: Client, kernel: str, gpu_model: str, problem: Mapping[str, Any], key: str, **options: Any) -> Job:
+    """The run's job under ``key``; where that job ended failed or cancelled (a re-run of the workflow
+    keeps its run id, and a timed-out gate cancels what it waited for), a new one in its place, under a
+    key derived from the ended job's: the re-run measures again instead of reporting the same failure
+    forever, while a retried step still gets the jobs that are running or complete."""
     try:
-        return client.submit(kernel, gpu_model, problem, profile="none", idempotency_key=key, **options)
+        for _ in range(MAX_REPLACED_JOBS + 1):
+            job = client.submit(kernel, gpu_model, problem, profile="none", idempotency_key=key, **options)
+            if not (job.finished and job.state in ENDED_WITHOUT_RESULT):
+                return job
+            key = replacement_key(key, job.id)
     except ApiError as exc:
         raise EntryError(f"the farm refused the job: {exc.detail if exc.status else exc}") from None
+    raise EntryError(
+        f"the farm's last {MAX_REPLACED_JOBS + 1} jobs for this entry all ended {job.state}: see job {job.id}"
+    )
 
 
-def wait_all(client: Client, job_ids: list[str], deadline: float, poll: float = 1.0) -> dict[str, Job]:
-    """Every job as last seen: finished ones, and the rest as they were when the deadline passed."""
+def replacement_key(key: str, ended_job_id: str) -> str:
+    """``key`` with its entry digest replaced by a digest of it and the ended job's id: as long as
+    ``key`` (the farm takes at most 255 characters), the same for every re-run after that job."""
+    head, _, role = key.rpartition(":")
+    prefix, _, digest = head.rpartition(":")
+    return f"{prefix}:{hashlib.sha256(f'{digest}:{ended_job_id}'.encode()).hexdigest()[:16]}:{role}"
+
+
+def wait_all(client: Client, job_ids: list[str], deadline: float, poll: float = 1.0) -> tuple[dict[str, Job], set[str]]:
+    """Every job as last seen (finished ones, and the rest as they were when the deadline passed), and
+    the ids of those the deadline cancelled: nobody waits for them any more, and left running they
+    would hold the farm's workers for a run that has given up on them."""
     seen: dict[str, Job] = {}
     pending = list(dict.fromkeys(job_ids))
     while pending:
@@ -91,4 +118,11 @@ def wait_all(client: Client, job_ids: list[str], deadline: float, poll: float = 
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(poll)
-    return seen
+    cancelled = set()
+    for job_id in pending:
+        try:
+            client.cancel(job_id)
+        except ApiError:
+            continue  # the verdict still says it was unfinished; the farm's own timeouts end it
+        cancelled.add(job_id)
+    return seen, cancelled

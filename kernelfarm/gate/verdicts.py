@@ -98,15 +98,15 @@ def run_gate(client: Client, config: GateConfig, run_id: str, poll: float = 1.0)
             continue
         verdict.jobs = {"baseline": base_job.id, "candidate": cand_job.id}
         plans.append((entry, verdict, base_job, cand_job))
-    jobs = wait_all(client, [j.id for _, _, b, c in plans for j in (b, c)], deadline, poll)
+    jobs, cancelled = wait_all(client, [j.id for _, _, b, c in plans for j in (b, c)], deadline, poll)
     for entry, verdict, base_job, cand_job in plans:
         threshold = entry.threshold if entry.threshold is not None else config.threshold
-        _judge(verdict, jobs[base_job.id], jobs[cand_job.id], threshold)
+        _judge(verdict, jobs[base_job.id], jobs[cand_job.id], threshold, cancelled)
     return verdicts
 
 
-def _judge(verdict: Verdict, base: Job, cand: Job, threshold: float) -> None:
-    problem = _unfinished_or_failed(base, "baseline") or _unfinished_or_failed(cand, "candidate")
+def _judge(verdict: Verdict, base: Job, cand: Job, threshold: float, cancelled: set[str]) -> None:
+    problem = _unfinished_or_failed(base, "baseline", cancelled) or _unfinished_or_failed(cand, "candidate", cancelled)
     if problem:
         verdict.status, verdict.message = "error", problem
         return
@@ -126,9 +126,10 @@ def _judge(verdict: Verdict, base: Job, cand: Job, threshold: float) -> None:
         verdict.message = f"candidate {change:+.1%} vs the baseline measured now (threshold {threshold:.1%})"
 
 
-def _unfinished_or_failed(job: Job, role: str) -> str | None:
+def _unfinished_or_failed(job: Job, role: str, cancelled: set[str]) -> str | None:
     if not job.finished:
-        return f"the {role} job {job.id} was still {job.state} at the timeout"
+        ended = "; the gate cancelled it (a re-run with this run id submits it again)" if job.id in cancelled else ""
+        return f"the {role} job {job.id} was still {job.state} at the timeout{ended}"
     if job.state != "complete" or job.best is None:
         return f"the {role} job {job.id} ended {job.state} without a verified result: {job.status_message}"
     return None
@@ -165,11 +166,11 @@ def run_recheck(
             continue
         verdict.jobs["pinned"] = job.id
         plans.append((entry, verdict, pinned, job))
-    remeasured = wait_all(client, [job.id for *_, job in plans], deadline, poll)
+    remeasured, cancelled = wait_all(client, [job.id for *_, job in plans], deadline, poll)
     tunes: list[tuple[GateEntry, Verdict, Job]] = []
     for entry, verdict, pinned, job in plans:
         finished = remeasured[job.id]
-        problem = _unfinished_or_failed(finished, "re-measure")
+        problem = _unfinished_or_failed(finished, "re-measure", cancelled)
         if problem:
             verdict.status, verdict.message = "error", problem
             continue
@@ -193,10 +194,10 @@ def run_recheck(
             continue
         verdict.jobs["tune"] = tune.id
         tunes.append((entry, verdict, tune))
-    tuned = wait_all(client, [t.id for *_, t in tunes], deadline, poll)
+    tuned, cancelled = wait_all(client, [t.id for *_, t in tunes], deadline, poll)
     for entry, verdict, tune in tunes:
         finished = tuned[tune.id]
-        problem = _unfinished_or_failed(finished, "re-tune")
+        problem = _unfinished_or_failed(finished, "re-tune", cancelled)
         if problem:
             verdict.status, verdict.message = "error", problem
             continue

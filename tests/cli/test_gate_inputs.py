@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+from kernelfarm.gate.measure import replacement_key
 from kernelfarm.services import free_port
 from tests.cli.test_bad_arguments import kernelfarm, words
 from tests.cli.test_ci_command_args import NeverFinishing
@@ -113,3 +114,14 @@ def test_markup_in_a_value_shows_as_text_in_the_summary(tmp_path: Path) -> None:
     assert len(row) == 9 and row[0] == name
     [case] = junit_cases(tmp_path / "junit.xml")
     assert case.get("name") == name  # XML escapes it itself
+
+
+def test_a_replaced_jobs_key_keeps_the_run_id_and_role_and_its_length() -> None:
+    """A re-run's job in place of an ended one has a key of its own, the same for every re-run after
+    that job, and no longer than the first (the farm takes at most 255 characters)."""
+    key = "kernelfarm-ci:" + "r:" * 100 + ":0123456789abcdef:candidate"  # a run id with colons in it
+    replaced = replacement_key(key, "5a1f0c5e-0000-4000-8000-000000000001")
+    assert len(replaced) == len(key) and replaced != key
+    assert replaced.startswith("kernelfarm-ci:" + "r:" * 100) and replaced.endswith(":candidate")
+    assert replacement_key(key, "5a1f0c5e-0000-4000-8000-000000000001") == replaced
+    assert replacement_key(key, "5a1f0c5e-0000-4000-8000-000000000002") != replaced

@@ -419,6 +419,33 @@ def test_ci_gate_passes_fails_on_a_regression_and_reuses_its_jobs(
     assert "regression" in summary and slowest.config_key in summary
 
 
+def test_ci_gate_cancels_its_jobs_at_the_timeout_and_a_rerun_measures_again(
+    farm: Farm, admin_token: str, client: Client, conv_job: Job, tmp_path: Path
+) -> None:
+    """A re-run of a workflow keeps its run id: the jobs its first attempt left cancelled (or failed)
+    are submitted again rather than handed back, so the re-run can pass; a retried step still gets
+    the jobs that ran."""
+    write_baseline(client, conv_job, tmp_path / "baseline.json")
+    config = gate_config(tmp_path / "gate.json")
+    config.write_text(json.dumps({**json.loads(config.read_text()), "timeout": 0.05}))  # nothing finishes in it
+    args = ["ci", "gate", "gate.json", "--run-id", "rerun-1", "--junit", "junit.xml", "--poll", "0.2"]
+    timed_out = cli(farm, admin_token, tmp_path, *args)
+    assert timed_out.returncode == 2, timed_out.stdout + timed_out.stderr
+    assert "the gate cancelled it" in timed_out.stdout, timed_out.stdout
+    first = [line.split("=", 1)[1] for line in job_lines(tmp_path / "junit.xml")]
+    assert len(first) == 2 and all(client.job(job_id).state == "cancelled" for job_id in first)
+
+    config.write_text(json.dumps({**json.loads(config.read_text()), "timeout": 240}))  # the entry is unchanged
+    rerun = cli(farm, admin_token, tmp_path, *args)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    second = [line.split("=", 1)[1] for line in job_lines(tmp_path / "junit.xml")]
+    assert len(second) == 2 and not set(second) & set(first)  # new jobs in place of the cancelled ones
+    before = job_count(client)
+    retried = cli(farm, admin_token, tmp_path, *args)
+    assert retried.returncode == 0 and job_count(client) == before  # the jobs that ran are reused
+    assert [line.split("=", 1)[1] for line in job_lines(tmp_path / "junit.xml")] == second
+
+
 def test_ci_gate_errors_are_reported_not_tracebacks(farm: Farm, admin_token: str, tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("baseline = 'missing.json'\n[[entry]]\nkernel = 'x'\ngpu = 'y'\n")
     bad = cli(farm, admin_token, tmp_path, "ci", "gate", "bad.toml")
