@@ -29,6 +29,7 @@ from kernelfarm.core.capabilities import capability_queues
 from kernelfarm.core.celery_app import EVALUATE_TASK, PROFILE_TASK, make_celery
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.printable import quoted
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.standby import wait_at_gate
 from kernelfarm.core.store import workers as worker_store
@@ -168,18 +169,13 @@ def _an_id(value: Any) -> bool:
     return type(value) is int and 0 < value <= MAX_ID  # not a bool, a float, or a digit string
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any], names: tuple[str, ...]) -> list[Any] | str:
     """The task's arguments in order, or why the message does not carry exactly ``names``."""
     unexpected = sorted(set(kwargs) - set(names[len(args) :]))
     if len(args) > len(names):
         return f"takes {len(names)} argument(s) ({', '.join(names)}), got {len(args)}"
     if unexpected:
-        return f"unexpected or repeated argument(s) {', '.join(map(_shown, unexpected))}"
+        return f"unexpected or repeated argument(s) {', '.join(map(quoted, unexpected))}"
     absent = [name for name in names[len(args) :] if name not in kwargs]
     if absent:
         return f"missing argument(s) {', '.join(absent)}"
@@ -199,7 +195,7 @@ def evaluate_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | st
     if isinstance(values, str):
         return values
     if not _an_id(values[0]):
-        return f"trial_id must be a positive integer, got {_shown(values[0])}"
+        return f"trial_id must be a positive integer, got {quoted(values[0])}"
     return int(values[0])
 
 
@@ -214,9 +210,9 @@ def profile_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[uu
     except ValueError:
         parsed = None
     if parsed is None:
-        return f"job_id must be a job's UUID, got {_shown(job_id)}"
+        return f"job_id must be a job's UUID, got {quoted(job_id)}"
     if not isinstance(trial_ids, list) or not all(map(_an_id, trial_ids)):
-        return f"trial_ids must be a list of positive integers, got {_shown(trial_ids)}"
+        return f"trial_ids must be a list of positive integers, got {quoted(trial_ids)}"
     return parsed, list(trial_ids)
 
 

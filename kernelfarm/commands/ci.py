@@ -19,11 +19,11 @@ from rich.console import Console
 from kernelfarm.client import ApiError
 from kernelfarm.commands.jobs import fail, finite_seconds
 from kernelfarm.context import CliError, cli_context
+from kernelfarm.core.printable import one_line
 from kernelfarm.gate.config import ConfigError, GateConfig, load_config
 from kernelfarm.gate.measure import run_id_problem
 from kernelfarm.gate.report import junit, markdown
 from kernelfarm.gate.verdicts import Verdict, run_gate, run_recheck
-from kernelfarm.printable import one_line
 from kernelfarm.sdk.client import Client
 
 console = Console(emoji=False)

@@ -26,7 +26,7 @@ from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import SCHEMA_NAME, BestExport
 from kernelfarm.core.gpu import model_slug
-from kernelfarm.printable import one_line, quoted, validation_reasons
+from kernelfarm.core.printable import one_line, quoted, validation_reasons
 
 # The farm's space restriction is {"parameters": {name: [values]}, "constraints": [text]}: three levels.
 # Deeper is a mistake, and a space about as deep as json.loads allows made serializing the entry for its

@@ -10,9 +10,9 @@ from typing import Any
 from kernelfarm.client import ApiError
 from kernelfarm.core.exports.model import BestEntry, BestExport
 from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.printable import quoted
 from kernelfarm.core.states import JobState
 from kernelfarm.gate.config import GateEntry
-from kernelfarm.printable import quoted
 from kernelfarm.sdk.client import Client
 from kernelfarm.sdk.results import Job
 

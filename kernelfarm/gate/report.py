@@ -3,15 +3,15 @@ test view), one test case per entry.
 
 Every cell and XML value comes from a config file, an export or the farm, and may hold anything: a
 ``|`` or a line break would split a table row, a control character would make the XML unparseable
-(kernelfarm/printable.py)."""
+(core/printable.py)."""
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
 
+from kernelfarm.core.printable import one_line, xml_text
 from kernelfarm.gate.verdicts import Verdict
-from kernelfarm.printable import one_line, xml_text
 
 FAILING = {"regression": "failure", "best_changed": "failure", "error": "error"}
 ICONS = {"pass": "✅ pass", "regression": "❌ regression", "best_changed": "⚠️ best changed", "error": "💥 error"}

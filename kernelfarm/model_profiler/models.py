@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelfarm.printable import one_line
+from kernelfarm.core.printable import one_line
 
 
 class ModelError(ValueError):

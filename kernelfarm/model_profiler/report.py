@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kernelfarm.core.printable import one_line
 from kernelfarm.model_profiler.analysis import OperatorReport, ProfileReport
 from kernelfarm.model_profiler.output import write_text
-from kernelfarm.printable import one_line
 
 TOP = 15
 

@@ -28,7 +28,7 @@ from kernelfarm.client import ApiError, quoted_segment
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import is_plain_file_name, json_format
 from kernelfarm.core.exports.model import BestExport
-from kernelfarm.printable import listed, one_line, quoted, validation_reasons
+from kernelfarm.core.printable import listed, one_line, quoted, validation_reasons
 from kernelfarm.sdk.results import BestConfig, Job, Kernel, Trial
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})

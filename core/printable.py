@@ -3,8 +3,9 @@ pydantic's refusals on one line. Any of that text may hold a line break, a contr
 invisible character or a lone surrogate (JSON's ``"\\ud800"``): each would split an error over lines,
 break a markdown table row, make JUnit XML unparseable, or make a report unwritable as UTF-8. Such
 characters are shown as Python escapes (``\\n``, ``\\x01``, ``\\u200b``, ``\\ud800``) rather than
-dropped, so the reader still sees what the value held. The CI gate (kernelfarm/gate/) and the SDK's
-client (kernelfarm/sdk/client.py) both word their errors with it."""
+dropped, so the reader still sees what the value held. The CI gate (kernelfarm/gate/), the SDK's
+client (kernelfarm/sdk/client.py), the model profiler and the worker's refusals of malformed task
+messages (worker/tasks.py) word their errors with it: in core, so every layer may."""
 
 from __future__ import annotations
 
