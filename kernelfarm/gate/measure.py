@@ -40,11 +40,15 @@ def run_id_problem(run_id: str) -> str | None:
     return None
 
 
-def idempotency_key(run_id: str, entry: GateEntry, role: str) -> str:
+def idempotency_key(run_id: str, entry: GateEntry, role: str, pinned: BestEntry | None = None) -> str:
     """The same run, entry and role give the same key: a retried or restarted CI step gets the jobs
-    it already submitted instead of new ones. The entry's content is part of it, so an edited entry
-    gets a fresh job rather than a conflict."""
-    digest = hashlib.sha256(entry.model_dump_json().encode()).hexdigest()[:16]
+    it already submitted instead of new ones. The entry's content is part of it, and so is the pinned
+    config a re-measurement measures: an edited entry, or a baseline or candidate export pinning another
+    config, gets a fresh job rather than the farm's 409 for a key sent again with another body."""
+    content = entry.model_dump_json()
+    if pinned is not None:
+        content += f"|{pinned.gpu_model}|{pinned.problem_key}|{pinned.config_key}"
+    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
     return f"kernelfarm-ci:{run_id}:{digest}:{role}"
 
 

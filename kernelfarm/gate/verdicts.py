@@ -86,11 +86,11 @@ def run_gate(client: Client, config: GateConfig, run_id: str, poll: float = 1.0)
         try:
             pinned = pinned_entry(baseline, entry, "baseline")
             verdict.baseline_config, verdict.baseline_pinned_ms = pinned.config_key, pinned.time_ms
-            base_job = submit_remeasure(client, pinned, entry, idempotency_key(run_id, entry, "baseline"))
+            base_job = submit_remeasure(client, pinned, entry, idempotency_key(run_id, entry, "baseline", pinned))
             if entry.mode == "pinned":
                 assert candidate_export is not None  # load_config checked
                 chosen = pinned_entry(candidate_export, entry, "candidate")
-                cand_job = submit_remeasure(client, chosen, entry, idempotency_key(run_id, entry, "candidate"))
+                cand_job = submit_remeasure(client, chosen, entry, idempotency_key(run_id, entry, "candidate", chosen))
             else:
                 cand_job = submit_tuning(client, entry, pinned.problem, idempotency_key(run_id, entry, "candidate"))
         except EntryError as exc:
@@ -160,7 +160,7 @@ def run_recheck(
         try:
             pinned = pinned_entry(baseline, entry, "baseline")
             verdict.baseline_config, verdict.baseline_pinned_ms = pinned.config_key, pinned.time_ms
-            job = submit_remeasure(client, pinned, entry, idempotency_key(run_id, entry, "recheck-pinned"))
+            job = submit_remeasure(client, pinned, entry, idempotency_key(run_id, entry, "recheck-pinned", pinned))
         except EntryError as exc:
             verdict.status, verdict.message = "error", str(exc)
             continue

@@ -407,9 +407,18 @@ def test_ci_gate_passes_fails_on_a_regression_and_reuses_its_jobs(
     assert again.returncode == 0 and job_count(client) == before
     assert job_lines(tmp_path / "junit.xml") == first_jobs and len(first_jobs) == 2
 
+    # The same run with a baseline pinning another config: a new re-measurement (the same key for
+    # another body was the farm's 409, an error row); the candidate's tuning job is the same one.
+    slowest = max((t for t in client.trials(conv_job.id) if t.state == "complete"), key=lambda t: t.time_ms or 0)
+    write_baseline(client, conv_job, tmp_path / "baseline.json", config=slowest.config, config_key=slowest.config_key)
+    repinned = cli(farm, admin_token, tmp_path, *args)
+    assert repinned.returncode == 0, repinned.stdout + repinned.stderr
+    jobs = job_lines(tmp_path / "junit.xml")
+    assert jobs[0] != first_jobs[0] and jobs[1] == first_jobs[1], (jobs, first_jobs)
+    write_baseline(client, conv_job, tmp_path / "baseline.json", time_ms=conv_job.best.time_ms / 10)  # type: ignore[union-attr]
+
     # Simulated regression: the candidate's tuning space lost the fast configs (a change that only
     # compiles the slowest config the baseline's search measured).
-    slowest = max((t for t in client.trials(conv_job.id) if t.state == "complete"), key=lambda t: t.time_ms or 0)
     gate_config(config, space={"parameters": {k: [v] for k, v in slowest.config.items()}}, budget=1)
     failed = cli(farm, admin_token, tmp_path, "ci", "gate", "gate.json", "--run-id", "run-2",
                  "--summary", "summary.md", "--junit", "junit.xml", "--poll", "0.2")  # fmt: skip
@@ -432,14 +441,18 @@ def test_ci_gate_cancels_its_jobs_at_the_timeout_and_a_rerun_measures_again(
     timed_out = cli(farm, admin_token, tmp_path, *args)
     assert timed_out.returncode == 2, timed_out.stdout + timed_out.stderr
     assert "the gate cancelled it" in timed_out.stdout, timed_out.stdout
-    first = [line.split("=", 1)[1] for line in job_lines(tmp_path / "junit.xml")]
-    assert len(first) == 2 and all(client.job(job_id).state == "cancelled" for job_id in first)
+    first = [line.split("=", 1)[1] for line in job_lines(tmp_path / "junit.xml")]  # baseline, candidate
+    # The one-trial re-measurement may finish before the gate's first look; the 24-trial tuning cannot.
+    assert len(first) == 2 and client.job(first[1]).state == "cancelled"
+    baseline_ran = client.job(first[0]).state == "complete"
+    assert baseline_ran or client.job(first[0]).state == "cancelled"
 
     config.write_text(json.dumps({**json.loads(config.read_text()), "timeout": 240}))  # the entry is unchanged
     rerun = cli(farm, admin_token, tmp_path, *args)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     second = [line.split("=", 1)[1] for line in job_lines(tmp_path / "junit.xml")]
-    assert len(second) == 2 and not set(second) & set(first)  # new jobs in place of the cancelled ones
+    assert len(second) == 2 and second[1] != first[1]  # a new job in place of the cancelled one
+    assert (second[0] == first[0]) == baseline_ran  # and the baseline's that ran is reused
     before = job_count(client)
     retried = cli(farm, admin_token, tmp_path, *args)
     assert retried.returncode == 0 and job_count(client) == before  # the jobs that ran are reused
