@@ -78,6 +78,28 @@ def _check_run_id(run_id: str | None) -> None:
         raise typer.BadParameter(problem, param_hint="--run-id / GITHUB_RUN_ID")
 
 
+def _check_reports(config_path: Path, config: GateConfig, summary: Path | None, junit_xml: Path | None) -> None:
+    """Exit 2 where a report would overwrite the other report or an input: ``--junit gate.toml``
+    replaced the config with XML after the run, and one file for both reports kept only the XML."""
+    inputs = {"the config": config_path, "the baseline export": config.baseline}
+    if config.candidate is not None:
+        inputs["the candidate export"] = config.candidate
+    reports = [(option, path) for option, path in (("--summary", summary), ("--junit", junit_xml)) if path is not None]
+    if len(reports) == 2 and _same_file(reports[0][1], reports[1][1]):
+        fail(f"--summary and --junit name the same file {reports[0][1]}: give each report its own", 2)
+    for option, path in reports:
+        for what, source in inputs.items():
+            if _same_file(path, source):
+                fail(f"{option} {path} is {what}: the report would overwrite it", 2)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except (OSError, RuntimeError):  # an unreadable path, a symlink loop: the write will say why
+        return False
+
+
 def _format(path: Path) -> str:
     """How load_config reads ``path``: JSON for *.json, else TOML."""
     return "JSON" if path.suffix == ".json" else "TOML"
@@ -96,6 +118,7 @@ def _run(
         fail(f"{config_path} is not valid {_format(config_path)}: nested too deeply", 2)
     except ValueError as exc:  # an integer longer than Python converts
         fail(f"{config_path} is not valid {_format(config_path)}: {exc}", 2)
+    _check_reports(config_path, config, summary, junit_xml)
     run_id = run_id or uuid.uuid4().hex
     try:
         client = cli_context().sdk_client()

@@ -125,3 +125,29 @@ def test_a_replaced_jobs_key_keeps_the_run_id_and_role_and_its_length() -> None:
     assert replaced.startswith("kernelfarm-ci:" + "r:" * 100) and replaced.endswith(":candidate")
     assert replacement_key(key, "5a1f0c5e-0000-4000-8000-000000000001") == replaced
     assert replacement_key(key, "5a1f0c5e-0000-4000-8000-000000000002") != replaced
+
+
+@pytest.mark.parametrize(
+    ("summary", "junit", "says"),
+    [
+        ("gate.json", None, "--summary {d}/gate.json is the config: the report would overwrite it"),
+        (None, "baseline.json", "--junit {d}/baseline.json is the baseline export: the report would overwrite it"),
+        ("r.out", "./r.out", "--summary and --junit name the same file {d}/r.out: give each report its own"),
+    ],
+    ids=["summary-over-config", "junit-over-baseline", "both-one-file"],
+)
+def test_a_report_that_would_overwrite_an_input_or_the_other_report_is_refused(
+    tmp_path: Path, summary: str | None, junit: str | None, says: str
+) -> None:
+    write_baseline(tmp_path)
+    config = write_config(tmp_path)
+    before = {name: (tmp_path / name).read_bytes() for name in ("gate.json", "baseline.json")}
+    farm = NeverFinishing()
+    reports = [*(["--summary", str(tmp_path / summary)] if summary else []),
+               *(["--junit", str(tmp_path / junit)] if junit else [])]  # fmt: skip
+    with stand_in_server(farm) as url:
+        done = kernelfarm(tmp_path, "ci", "gate", str(config), *reports, env={"KERNELFARM_API_URL": url})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says.format(d=tmp_path) in words(done.stderr), done.stderr
+    assert farm.requests == []  # refused before anything was sent
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
