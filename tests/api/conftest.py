@@ -4,7 +4,9 @@ are cancelled at the end, so no later farm of the session picks them up."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,17 +23,27 @@ from tests.conftest import Farm, make_token, wait_for
 BODY_TIMEOUT = 2  # KERNELFARM_REQUEST_BODY_TIMEOUT_SECONDS of the API started here
 
 
-@pytest.fixture(scope="module")
-def api_only(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
-    farm = Farm(database_url, redis_url, tmp_path_factory.mktemp("api-only"))
+@contextlib.contextmanager
+def api_process(database_url: str, redis_url: str, directory: Path, **env: str) -> Iterator[Farm]:
+    """An API process on the test database with ``env`` (settings as KERNELFARM_* variables), stopped after."""
+    farm = Farm(database_url, redis_url, directory)
     try:
         port = free_port()
         farm.api_url = f"http://127.0.0.1:{port}"
-        farm.start("api", launcher.api_argv(port), KERNELFARM_REQUEST_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT))
+        farm.start("api", launcher.api_argv(port), **env)
         wait_for(lambda: farm.check_running() and api_ready(farm.api_url), 30, "API")
         yield farm
     finally:
         farm.stop_all()
+
+
+@pytest.fixture(scope="module")
+def api_only(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    try:
+        with api_process(database_url, redis_url, tmp_path_factory.mktemp("api-only"),
+                         KERNELFARM_REQUEST_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT)) as farm:  # fmt: skip
+            yield farm
+    finally:
         with session_scope(database_url) as session:
             unfinished = session.execute(select(Job.id).where(Job.state.in_(["queued", "running"]))).scalars().all()
             for job_id in unfinished:

@@ -14,15 +14,12 @@ import pytest
 from sqlalchemy import delete
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.models import Job
-from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.kernels.registry import get_kernel
 from tests.api.conftest import client_for
 from tests.cli.test_bad_arguments import kernelfarm
-from tests.conftest import Farm, make_token
+from tests.conftest import Farm, make_token, measure_trials, store_job
 
 KERNEL = "matmul_bias_gelu_triton"
 PROBLEM = {"M": 4096, "N": 3072, "K": 768, "dtype": "bfloat16", "b_layout": "kn", "gelu": "tanh"}
@@ -32,24 +29,12 @@ def add_best(database_url: str, gpu_model: str, problem: dict[str, Any], config:
     """A job of ``problem`` with one verified trial of ``config``."""
     spec = get_kernel(KERNEL)
     with session_scope(database_url) as session:
-        job = job_store.create_job(
-            session,
-            job_store.NewJob(
-                kernel_id=ensure_kernel(session, spec).id, kernel_name=spec.name, problem=dict(problem),
-                problem_key=spec.problem_key(problem), gpu_model=gpu_model, space={}, strategy="random",
-                strategy_options={}, seed=1, budget_trials=1, budget_seconds=None, parallelism=1, profile="none",
-                profile_top_k=5, warm_start=False, owner="test",
-            ),
-        )  # fmt: skip
+        job = store_job(session, KERNEL, gpu_model, problem=dict(problem), problem_key=spec.problem_key(problem),
+                        budget_trials=1, parallelism=1)  # fmt: skip
         job_id = job.id
         [trial] = trial_store.add_trials(session, job, [(",".join(map(str, config.values())), config)])
         trial_id = trial.id
-    with session_scope(database_url) as session:
-        claim = trial_store.claim(session, trial_id, "test-worker", None)
-        assert claim is not None
-    with session_scope(database_url) as session:
-        measurement = Measurement(timing=TimingStats.from_times([1.0]), verified=True)
-        assert trial_store.record_result(session, trial_id, claim.attempt, measurement)
+    measure_trials(database_url, [trial_id])
     return job_id
 
 

@@ -17,16 +17,14 @@ import pytest
 from sqlalchemy import delete
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.models import Job
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.kernels.registry import get_kernel
 from tests.api.conftest import client_for
 from tests.api.test_export_refusals import KERNEL, PROBLEM
 from tests.cli.test_bad_arguments import kernelfarm
-from tests.conftest import Farm, make_token
+from tests.conftest import Farm, make_token, measure_trials, store_job
 
 CONFIGS = [{"BLOCK_M": 64}, {"BLOCK_M": 128}]
 
@@ -35,15 +33,8 @@ def add_queued_job(database_url: str) -> tuple[uuid.UUID, list[int]]:
     """A job with two trials, neither claimed yet."""
     spec = get_kernel(KERNEL)
     with session_scope(database_url) as session:
-        job = job_store.create_job(
-            session,
-            job_store.NewJob(
-                kernel_id=ensure_kernel(session, spec).id, kernel_name=spec.name, problem=dict(PROBLEM),
-                problem_key=spec.problem_key(PROBLEM), gpu_model=f"test-unfinished-{secrets.token_hex(4)}",
-                space={}, strategy="random", strategy_options={}, seed=1, budget_trials=2, budget_seconds=None,
-                parallelism=1, profile="none", profile_top_k=5, warm_start=False, owner="test",
-            ),
-        )  # fmt: skip
+        job = store_job(session, KERNEL, f"test-unfinished-{secrets.token_hex(4)}", problem=dict(PROBLEM),
+                        problem_key=spec.problem_key(PROBLEM), budget_trials=2, parallelism=1)  # fmt: skip
         trials = trial_store.add_trials(session, job, [(str(c["BLOCK_M"]), c) for c in CONFIGS])
         return job.id, [t.id for t in trials]
 
@@ -90,12 +81,7 @@ def test_with_a_finished_trial_the_cache_is_in_the_form_kernel_tuner_reopens(
     api_only: Farm, database_url: str, queued: tuple[uuid.UUID, list[int]]
 ) -> None:
     job_id, [first, _] = queued
-    with session_scope(database_url) as session:
-        claim = trial_store.claim(session, first, "test-worker", None)
-        assert claim is not None
-    with session_scope(database_url) as session:
-        measurement = Measurement(timing=TimingStats.from_times([1.5]), verified=True)
-        assert trial_store.record_result(session, first, claim.attempt, measurement)
+    measure_trials(database_url, [first], time_ms=1.5)
     status, body = export(api_only, database_url, job_id, "kernel_tuner")
     assert status == 200, body
     assert list(json.loads(body)["cache"]) == ["64"]

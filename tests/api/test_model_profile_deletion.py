@@ -11,13 +11,10 @@ from typing import Any
 
 import pytest
 
-from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.store import model_profiles as store
-from kernelfarm.services import free_port
-from kernelfarm.stack import api_ready
-from tests.api.conftest import client_for
-from tests.conftest import Farm, make_token, wait_for
+from tests.api.conftest import api_process, client_for
+from tests.conftest import Farm, make_token
 
 LIMIT = 3
 PROFILE: dict[str, Any] = {"model": "deletion-model", "device_name": "NVIDIA H100 80GB HBM3", "dtype": "bfloat16",
@@ -26,15 +23,9 @@ PROFILE: dict[str, Any] = {"model": "deletion-model", "device_name": "NVIDIA H10
 
 @pytest.fixture(scope="module")
 def capped_api(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
-    farm = Farm(database_url, redis_url, tmp_path_factory.mktemp("capped-api"))
-    try:
-        port = free_port()
-        farm.api_url = f"http://127.0.0.1:{port}"
-        farm.start("api", launcher.api_argv(port), KERNELFARM_MAX_MODEL_PROFILES_PER_OWNER=str(LIMIT))
-        wait_for(lambda: farm.check_running() and api_ready(farm.api_url), 30, "API")
+    with api_process(database_url, redis_url, tmp_path_factory.mktemp("capped-api"),
+                     KERNELFARM_MAX_MODEL_PROFILES_PER_OWNER=str(LIMIT)) as farm:  # fmt: skip
         yield farm
-    finally:
-        farm.stop_all()
 
 
 def _owner_token(database_url: str) -> tuple[str, str]:
