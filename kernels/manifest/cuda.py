@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kernelfarm.kernels.cuda_kernel import CudaKernel, Launch
 from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.manifest.bundle import Bundle, _scope_names
@@ -39,9 +41,6 @@ def needs_name_lookup(main: str, linkage: str) -> bool:
     return linkage == "c++" or (linkage == "auto" and 'extern "C"' not in main and "template" in main)
 
 
-# Bytes per element of each dtype a manifest buffer may have (kernels/manifest/model.py: DType).
-DTYPE_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "int32": 4,
-               "uint32": 4, "int64": 8, "uint64": 8}  # fmt: skip
 # An element off by a quarter of its own size plus the output's rms: a wrong value, not a rounding.
 GROSS_ELEMENT_ERROR = 0.25
 
@@ -244,7 +243,7 @@ class ManifestCudaKernel(CudaKernel):
                 continue
             shape = (Expr.parse(f"arguments.{arg.name}.shape", t, frozenset(problem)).integer(problem)
                      for t in arg.shape)  # fmt: skip
-            size = math.prod(shape) * DTYPE_BYTES[arg.dtype]
+            size = math.prod(shape) * np.dtype(arg.dtype).itemsize  # every DType is a numpy dtype name
             total += 2 * size if arg.name in self.manifest.outputs else size
         return total
 
