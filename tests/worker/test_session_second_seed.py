@@ -164,6 +164,6 @@ def test_a_problem_that_does_not_fit_in_device_memory_is_a_constraint_failure_an
     reply = measure_n(1 << 40)
     assert reply["status"] == "failure" and reply["kind"] == "constraint"
     assert "out of device memory" in reply["message"] and "3.0 GiB free of 80.0 GiB" in reply["message"]
-    assert "OutOfMemoryError" in reply["message"] and reply["device_total_bytes"] == 80 << 30
+    assert "OutOfMemoryError" in reply["message"]
     assert freed  # what it held went back to the driver
     assert measure_n(1000)["status"] == "ok"  # the same child measures the next problem

@@ -115,8 +115,6 @@ class Session:
             FailureKind.CONSTRAINT,
             f"out of device memory for problem {dict(message['problem'])} ({declared}); the GPU has "
             f"{format_bytes(free)} free of {format_bytes(total)}: {type(exc).__name__}: {exc}",
-            device_free_bytes=int(free),
-            device_total_bytes=int(total),
         )
 
     def measure_loaded(self, message: Mapping[str, Any]) -> dict[str, Any]:
