@@ -20,7 +20,7 @@ from kernelfarm.core.models import KernelVersion
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import kernel_versions as version_store
 from kernelfarm.kernels.manifest.build import build_spec
-from kernelfarm.kernels.manifest.bundle import check_bundle, read_bundle
+from kernelfarm.kernels.manifest.bundle import InvalidManifest, check_bundle, read_bundle
 from kernelfarm.kernels.spec import KernelSpec
 
 _lock = threading.Lock()
@@ -70,12 +70,26 @@ def uploaded_kernel(name: str, version: int | None = None, session: Session | No
 
 
 def spec_from_directory(directory: Path, version: int) -> KernelSpec:
-    """A version from its materialized bundle, without the database (the measuring child)."""
+    """A version from its materialized bundle, without the database (the measuring child).
+
+    Raises:
+        InvalidManifest: the files are not the content the directory is named for. The cache is
+            shared by a host's processes (by default under the temp folder, open to every local
+            user): a bundle written over there, a header or a Python reference, was measured as the
+            version.
+    """
     key = (directory.name, version)
     with _lock:
         found = _by_version.get(key)
     if found is None:
-        found = build_spec(read_bundle(directory), version, directory)
+        bundle = read_bundle(directory)
+        if bundle.content_hash != directory.name:
+            raise InvalidManifest(
+                f"{directory}: its files are not the content it is named for (they hash to "
+                f"{bundle.content_hash[:16]}...): written over on this host; set KERNELFARM_KERNEL_CACHE to a "
+                "folder only the farm's user can write"
+            )
+        found = build_spec(bundle, version, directory)
         with _lock:
             _by_version[key] = found
     return found

@@ -93,6 +93,22 @@ def read_manifest(path: Path) -> tuple[bytes, dict[str, Any]]:
     return raw, data
 
 
+def _outside_the_folder(folder: Path, name: str) -> str | None:
+    """Why the file ``name`` is not one the manifest in ``folder`` may have uploaded (None: it is).
+
+    A manifest is data someone else may have written (a kernel's repository): before, a name such as
+    "/etc/passwd", "../../.ssh/id_rsa" or a link in the folder pointing out of it made ``kernel add``
+    read that file and send it to the farm, where a header is compiled and NVRTC's log, shown to
+    every reader, quotes what it includes. The server refuses such names, but only after they arrived."""
+    if name in ("", ".", "..") or Path(name).name != name:
+        return "which is not a file name (a folder or an absolute path is in it)"
+    try:
+        inside = (folder / name).resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL: reading it reports that
+        return None
+    return None if inside else "which is a link to a file outside the manifest's folder (copy the file there)"
+
+
 @kernel_app.command("add")
 def add(path: Path = typer.Argument(..., help="the manifest (.toml or .json); its files sit next to it")) -> None:
     """Upload a kernel manifest and its files; prints the version that holds them."""
@@ -102,6 +118,9 @@ def add(path: Path = typer.Argument(..., help="the manifest (.toml or .json); it
     files: list[tuple[str, bytes]] = []
     for name in named_files(data):
         candidate = path.parent / name
+        outside_reason = _outside_the_folder(path.parent, name)
+        if outside_reason is not None:
+            fail(f"the manifest names {name!r}, {outside_reason}; it reads only files next to it")
         try:
             files.append((name, candidate.read_bytes()))
         except OSError as exc:  # missing, a folder, unreadable, a name the file system refuses (NUL)

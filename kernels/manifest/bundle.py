@@ -31,7 +31,7 @@ from kernelfarm.core.landscape import is_a_time
 from kernelfarm.core.space import MAX_CARTESIAN, Parameter, SearchSpace
 from kernelfarm.core.store.text import invisible_character, unstorable
 from kernelfarm.kernels.manifest.expressions import Expr
-from kernelfarm.kernels.manifest.model import Manifest
+from kernelfarm.kernels.manifest.model import WHOLE_COMPILER_OPTION, Manifest
 
 MAX_MANIFEST_BYTES = 64 << 10
 MAX_SOURCE_BYTES = 512 << 10
@@ -187,7 +187,8 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
             first stored (what PostgreSQL can hold, shapes at the default problem) are for new
             uploads only: one old version they would refuse must not make every version of its
             kernel unreadable (the versions listing builds each). Tune values a config key cannot
-            tell apart are refused either way, by the search space itself: no job of them can run.
+            tell apart are refused either way, by the search space itself: no job of them can run;
+            so is an ``#include`` of a file outside the upload: no worker may compile it.
 
     Returns:
         The bundle, ready to store and to build a KernelSpec from.
@@ -198,8 +199,9 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
     if not stored:
         _check_storable(manifest_data)
     manifest = validated_model(manifest_data)
-    _check_sizes(uploads)
     recording_name = manifest.recording.file if manifest.recording else None
+    if not stored:
+        _check_sizes(uploads, recording_name)
     extra = [name for name in (manifest.reference.source, manifest.reference.python) if name is not None]
     named = [*manifest.source.files, *extra]
     for index, name in enumerate(manifest.source.files):
@@ -214,6 +216,8 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
     unexpected = sorted(set(uploads) - set(named) - {recording_name})
     if unexpected:
         raise InvalidManifest(f"files: {unexpected} are not named by the manifest (source.files, reference, recording)")
+    if not stored:
+        _check_file_names(named, recording_name)
     texts: dict[str, str] = {}
     for name in named:
         try:
@@ -227,16 +231,20 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
     if not stored:
         _check_shapes(manifest)
         _check_tune_values(manifest)
+        _check_compiler_options(manifest)
     bundle = Bundle(manifest, texts, uploads[recording_name] if recording_name else None)
     if bundle.recording is not None:
         check_recording(manifest, bundle.recording)
     return bundle
 
 
-def _check_sizes(uploads: Mapping[str, bytes]) -> None:
+def _check_sizes(uploads: Mapping[str, bytes], recording_name: str | None) -> None:
+    """Each file within its limit, and all of them together. Only the file the manifest names as its
+    recording has the recording's limit: by a name with ".json" in it, any source had it (8 MiB, not
+    512 KiB)."""
     total = 0
     for name, data in uploads.items():
-        limit = MAX_RECORDING_BYTES if ".json" in name else MAX_SOURCE_BYTES
+        limit = MAX_RECORDING_BYTES if name == recording_name else MAX_SOURCE_BYTES
         if len(data) > limit:
             raise InvalidManifest(f"files.{name}: {len(data)} bytes, more than the limit of {limit}")
         total += len(data)
@@ -244,7 +252,68 @@ def _check_sizes(uploads: Mapping[str, bytes]) -> None:
         raise InvalidManifest(f"files: {total} bytes in all, more than the limit")
 
 
-_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+def _check_file_names(named: list[str], recording_name: str | None) -> None:
+    """Names a bundle's directory can hold side by side (``Bundle.write``): none is ``manifest.json``,
+    which the bundle's own manifest overwrote (a header of that name was missing on every worker, and
+    a recording of that name was read as the manifest), the recording is no source, and no two names
+    differ only in case (one file on a case-insensitive file system)."""
+    if recording_name is not None and recording_name in named:
+        raise InvalidManifest(
+            f"manifest.recording.file: {recording_name!r} is also a source; a recording is a file of its own"
+        )
+    seen: dict[str, str] = {}
+    for name in [*named, *([recording_name] if recording_name is not None else [])]:
+        if name.lower() == MANIFEST_FILE:
+            raise InvalidManifest(f"files.{name}: the name {MANIFEST_FILE!r} is the bundle's own; rename the file")
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise InvalidManifest(f"files: {other!r} and {name!r} differ only in case (one file on some file systems)")
+
+
+# What NVRTC would read from the worker's host is confined here: an #include (or __has_include) names
+# an uploaded file ("name") or one of NVRTC's own headers (<name>), never a path that leaves the
+# upload. Before, only a line starting `#include "` was checked: `#include </etc/passwd>`, `%:include`,
+# `#/**/include`, a spliced `#inc\<newline>lude` and `#include MACRO` reached NVRTC, whose error log
+# (the trial's failure, stored and shown to every reader) quotes what it read, /proc/self/environ (the
+# compile process's environment, the worker's secrets) included. The scan splices backslash-newlines
+# as the preprocessor does (also with white space before the newline, as GCC accepts, and the trigraph
+# ??/), knows the digraph %: and trigraph ??= of #, and looks at every `#` in the text, not only at a
+# line's start: no comment or string literal it could misread hides a directive (a `#include` inside
+# a string is checked too, which costs nothing). A comment inside the directive, which would need a
+# real lexer to see past, is refused instead.
+_SPLICE = re.compile(r"(?:\\|\?\?/)[ \t]*\r?\n")
+_BLANK = r"[ \t\f\v]*"
+_HEADER_NAME = r'("[^"\n]*"|<[^>\n]*>)?'
+_INCLUDE_DIRECTIVE = re.compile(
+    rf"(?:#|%:|\?\?=){_BLANK}(?:(/\*)|(include_next|include|import|embed)\b{_BLANK}{_HEADER_NAME})"
+)
+_HAS_INCLUDE = re.compile(rf"(__has_include\w*){_BLANK}(?:(/\*)|\({_BLANK}{_HEADER_NAME})")
+
+
+def _include_refusal(directive: str, operand: str | None, uploaded: Mapping[str, str]) -> str | None:
+    """Why ``directive`` (``#include``, ``__has_include``, ...) of ``operand`` (``"name"``, ``<name>``;
+    None: anything else) is refused; None: it reads only uploaded files and NVRTC's own headers."""
+    if operand is None:
+        return f'{directive} not followed by a "name" or <name> (a macro, a comment) cannot be checked; write the name'
+    name = operand[1:-1].strip()
+    if not name or name.startswith("/") or "\\" in name or ".." in name.split("/"):
+        return f"{directive} {operand} reads outside the upload (an absolute path, '..' or a backslash)"
+    if directive.startswith("#") and operand.startswith('"') and operand[1:-1] not in uploaded:
+        return f"{directive} {operand} names no uploaded file"
+    return None
+
+
+def _check_includes(name: str, text: str, uploaded: Mapping[str, str]) -> None:
+    spliced = _SPLICE.sub("", text)
+    for match in _INCLUDE_DIRECTIVE.finditer(spliced):
+        if match[1] is not None:
+            raise InvalidManifest(f"files.{name}: a comment right after # hides which directive it is; remove it")
+        if (reason := _include_refusal(f"#{match[2]}", match[3], uploaded)) is not None:
+            raise InvalidManifest(f"files.{name}: {reason}")
+    for match in _HAS_INCLUDE.finditer(spliced):
+        operand = None if match[2] is not None else match[3]
+        if (reason := _include_refusal(match[1], operand, uploaded)) is not None:
+            raise InvalidManifest(f"files.{name}: {reason}")
 
 
 def _check_source(manifest: Manifest, texts: Mapping[str, str]) -> None:
@@ -264,11 +333,8 @@ def _check_source(manifest: Manifest, texts: Mapping[str, str]) -> None:
         except (ValueError, RecursionError, MemoryError):
             raise InvalidManifest(f"files.{python}: not valid Python") from None
     for name, text in texts.items():
-        if name == python:
-            continue
-        for include in _QUOTED_INCLUDE.findall(text):
-            if include not in texts:
-                raise InvalidManifest(f'files.{name}: #include "{include}" names no uploaded file')
+        if name != python:
+            _check_includes(name, text, texts)
 
 
 MAX_BUFFER_BYTES = 32 << 30  # all buffers together, at the default problem: within one GPU's memory
@@ -326,6 +392,16 @@ def _check_tune_values(manifest: Manifest) -> None:
                 )
             if isinstance(value, str) and (invisible := invisible_character(value)) is not None:
                 raise InvalidManifest(f"{where}: contains {invisible} (an invisible or control character)")
+
+
+def _check_compiler_options(manifest: Manifest) -> None:
+    for index, option in enumerate(manifest.source.compiler_options):
+        if not WHOLE_COMPILER_OPTION.fullmatch(option):
+            raise InvalidManifest(
+                f"manifest.source.compiler_options.{index}: {option!r} is not one option of the allowed ones "
+                "(-use_fast_math, -lineinfo, --extra-device-vectorization, -ftz/-prec-div/-prec-sqrt/-fmad=true|false, "
+                "--maxrregcount=N, -std=c++17|c++20, -restrict)"
+            )
 
 
 def _check_names(manifest: Manifest) -> None:

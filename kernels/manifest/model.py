@@ -29,6 +29,7 @@ shipped in the package; a test keeps the two equal.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -55,6 +56,12 @@ ALLOWED_COMPILER_OPTIONS = (
     "-prec-sqrt=", "-fmad=", "--maxrregcount=", "-maxrregcount=", "-std=c++17", "-std=c++20", "-restrict",
     "--restrict",
 )  # fmt: skip
+# The same options matched whole, value included (new uploads, kernels/manifest/bundle.py): as prefixes,
+# "-ftz=true --include-path=/" and "-std=c++17 -I/" passed, each one option to NVRTC.
+WHOLE_COMPILER_OPTION = re.compile(
+    r"--?use_fast_math|-lineinfo|--extra-device-vectorization|-(ftz|prec-div|prec-sqrt|fmad)=(true|false)"
+    r"|--?maxrregcount=[0-9]{1,3}|-std=c\+\+(17|20)|--?restrict"
+)
 
 
 class _Strict(BaseModel):

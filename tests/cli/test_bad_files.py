@@ -7,6 +7,7 @@ the file is refused before anything is sent, and a manifest that was sent says "
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -114,3 +115,31 @@ def test_a_gate_config_the_parsers_cannot_read_is_one_line(
     done = kernelfarm(tmp_path, "ci", "gate", str(config))
     assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr, done.stderr
     assert done.stderr == f"error: {config} {says}\n"
+
+
+def test_a_manifest_naming_a_file_outside_its_folder_is_refused_before_reading_it(
+    tmp_path: Path, kernel_folder: Path
+) -> None:
+    """A manifest is data someone else may have written: before, `kernel add` read and sent any file it
+    named ("/home/you/.ssh/id_rsa", "../x") or that a link in the folder pointed at (here it said
+    "cannot reach the API": it had read the file and sent it)."""
+    secret = tmp_path / "secret.h"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (kernel_folder / "linked.h").symlink_to(secret)
+    (kernel_folder / "inside.h").symlink_to(kernel_folder / "axpb_common.h")  # a link within the folder is fine
+    text = (kernel_folder / "axpb.toml").read_text()
+    not_a_name = "which is not a file name (a folder or an absolute path is in it)"
+    for index, (name, says) in enumerate([
+        (str(secret), not_a_name),
+        ("../secret.h", not_a_name),
+        ("..", not_a_name),
+        ("linked.h", "which is a link to a file outside the manifest's folder (copy the file there)"),
+    ]):  # fmt: skip
+        manifest = text.replace('"axpb.cu", "axpb_common.h"', f'"axpb.cu", {json.dumps(name)}')
+        code, stderr = _add(tmp_path, _manifest(kernel_folder, f"outside{index}.toml", manifest))
+        assert (
+            code == 1 and stderr == f"error: the manifest names {name!r}, {says}; it reads only files next to it\n"
+        ), stderr
+    manifest = text.replace('"axpb.cu", "axpb_common.h"', '"axpb.cu", "inside.h"')
+    code, stderr = _add(tmp_path, _manifest(kernel_folder, "inside.toml", manifest))
+    assert code == 1 and "cannot reach the API" in stderr, stderr

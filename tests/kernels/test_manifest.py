@@ -46,6 +46,32 @@ def _add_file(name: str, data: bytes) -> Mutation:
     return lambda manifest, uploads: uploads.__setitem__(name, data)
 
 
+def _include(line: str) -> Mutation:
+    """Add ``line`` to the uploaded header (axpb.cu includes it)."""
+    return lambda manifest, uploads: uploads.__setitem__("axpb_common.h", uploads["axpb_common.h"] + line.encode())
+
+
+def _rename_header(name: str) -> Mutation:
+    """Upload the header as ``name`` (the manifest and the source's #include follow)."""
+
+    def mutate(manifest: dict[str, Any], uploads: dict[str, bytes]) -> None:
+        manifest["source"]["files"][1] = name
+        uploads[name] = uploads.pop("axpb_common.h")
+        uploads["axpb.cu"] = uploads["axpb.cu"].replace(b'"axpb_common.h"', f'"{name}"'.encode())
+
+    return mutate
+
+
+def _record_as(name: str) -> Mutation:
+    """A valid recording, uploaded as ``name``."""
+
+    def mutate(manifest: dict[str, Any], uploads: dict[str, bytes]) -> None:
+        manifest["recording"] = {"file": name}
+        uploads[name] = recording_of(manifest, {})
+
+    return mutate
+
+
 def recording_of(manifest: dict[str, Any], cache: dict[str, Any]) -> bytes:
     """A Kernel Tuner cache file of the manifest's parameters holding ``cache``."""
     keys = list(manifest["tune_params"])
@@ -124,6 +150,44 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
      "deeper than"),
     ("include of a file not uploaded", _add_file("axpb_common.h", b'#include "secret.h"\n'), "files.axpb_common.h",
      "secret.h"),
+    # What NVRTC would read on a worker: every one of these reached it, and its log (the trial's stored,
+    # shown failure) quotes what it includes.
+    ("an angle include of a host file", _include("#include </proc/self/environ>\n"), "files.axpb_common.h",
+     "outside the upload"),
+    ("a quoted include leaving the upload", _include('#include "../../etc/passwd"\n'), "files.axpb_common.h",
+     "outside the upload"),
+    ("an angle include leaving the upload", _include("#include <../x/../../etc/passwd>\n"), "files.axpb_common.h",
+     "outside the upload"),
+    ("an include a macro computes", _include('#define HOST_FILE "/etc/passwd"\n#include HOST_FILE\n'),
+     "files.axpb_common.h", "macro"),
+    ("a comment hiding an include", _include('#/* x */include "/etc/passwd"\n'), "files.axpb_common.h", "comment"),
+    ("an include spliced over two lines", _include('#inc\\\nlude </etc/passwd>\n'), "files.axpb_common.h",
+     "outside the upload"),
+    ("an include after a comment", _include("/* a\n b */ #include </etc/passwd>\n"), "files.axpb_common.h",
+     "outside the upload"),
+    ("an include by the digraph of #", _include("%:include </etc/passwd>\n"), "files.axpb_common.h",
+     "outside the upload"),
+    ("an include by the trigraph of #", _include("??=include </etc/passwd>\n"), "files.axpb_common.h",
+     "outside the upload"),
+    ("include_next of a host file", _include("#include_next </etc/passwd>\n"), "files.axpb_common.h",
+     "outside the upload"),
+    ("a host file's existence asked", _include('#if __has_include("/etc/shadow")\n#endif\n'),
+     "files.axpb_common.h", "outside the upload"),
+    ("an include in the reference source",
+     lambda m, u: u.__setitem__("axpb_naive.cu", b"#include </etc/passwd>\n" + u["axpb_naive.cu"]),
+     "files.axpb_naive.cu", "outside the upload"),
+    # Names the bundle's directory cannot hold side by side (Bundle.write)
+    ("a header called manifest.json", _rename_header("manifest.json"), "files.manifest.json", "bundle's own"),
+    ("a recording called manifest.json", _record_as("Manifest.json"), "files.Manifest.json", "bundle's own"),
+    ("a recording that is a source", _record_as("axpb_naive.cu"), "manifest.recording.file", "also a source"),
+    ("names differing only in case", _rename_header("AXPB.cu"), "files", "differ only in case"),
+    ("a header over the source limit named like a recording",
+     lambda m, u: _rename_header("big.json")(m, u) or u.__setitem__("big.json", b"//" + b"x" * (600 << 10)),
+     "files.big.json", "limit of 524288"),
+    ("two compiler options in one", _set("source.compiler_options", ["-std=c++17 -I/etc"]),
+     "manifest.source.compiler_options.0", "not one option"),
+    ("an option after a compiler option's value", _set("source.compiler_options", ["-ftz=true --include-path=/"]),
+     "manifest.source.compiler_options.0", "not one option"),
     ("recording of other parameters",
      lambda m, u: (m.__setitem__("recording", {"file": "cache.json"}),
                    u.__setitem__("cache.json", json.dumps({"device_name": "X", "tune_params_keys": ["a"],
@@ -286,3 +350,31 @@ def test_a_string_problem_value_a_key_cannot_hold_is_refused_at_submission() -> 
     for value in ("x,B=y", "a=b", "a\nb", "", "*/", "f32 x", "x" * 65, "\u202ef32"):
         with pytest.raises(InvalidInput, match="a string problem value has 1-64 letters"):
             spec.normalize_problem({"dt": value})
+
+
+def test_includes_of_uploaded_files_and_nvrtc_headers_are_accepted() -> None:
+    """The include confinement refuses what reads outside the upload, not the ways sources include."""
+    manifest, uploads = user_manifest(), user_uploads()
+    uploads["axpb_common.h"] += (
+        b"#include <cuda_fp16.h>\n#  include <cuda/std/cstdint>\n"
+        b'#if defined(__has_include)\n#if __has_include(<cuda_bf16.h>) && __has_include( "axpb_common.h" )\n'
+        b"#endif /* has */\n#endif\n#define KF_STR(x) #x\n#pragma unroll\n"
+    )
+    uploads["axpb.cu"] = b'%:include "axpb_common.h" // the digraph of #\n' + uploads["axpb.cu"]
+    bundle = check_bundle(manifest, uploads)
+    assert "#include <cuda_fp16.h>" in bundle.files["axpb_common.h"]
+
+
+def test_a_bundle_written_over_on_the_host_is_refused_by_the_measuring_child(tmp_path: Any) -> None:
+    """The measuring child builds an uploaded kernel from its bundle in the host's shared cache (a folder
+    named by the content hash, by default under the temp folder): files changed there were measured as
+    the version the job pinned."""
+    from kernelfarm.kernels.uploaded import spec_from_directory
+
+    bundle = user_bundle()
+    directory = tmp_path / bundle.content_hash
+    build_spec(bundle, 1, directory)
+    assert spec_from_directory(directory, 1).source_hash == user_spec().source_hash
+    (directory / "axpb_common.h").write_text("#define AXPB_COMMON_H\n/* someone else's header */\n")
+    with pytest.raises(InvalidManifest, match="not the content it is named for"):
+        spec_from_directory(directory, 2)  # another version number: not the process's cached spec

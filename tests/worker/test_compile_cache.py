@@ -101,3 +101,25 @@ def test_pool_processes_run_with_the_compute_cache_off_unless_asked(
         assert pool._executor.submit(os.getenv, "CUDA_CACHE_DISABLE").result(60) == expected
     finally:
         pool.close()
+
+
+def test_pool_processes_compile_in_an_empty_folder_not_the_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVRTC searches the folder of the program it compiles (a name without one: the working directory)
+    for an include: a pool process in the worker's working directory let an uploaded kernel's
+    `#include <settings.env>` find the worker's files (and NVRTC's log, the trial's failure, quote
+    them). A relative cache folder still names the same cache."""
+    worker_home = tmp_path / "deployment"
+    worker_home.mkdir()
+    (worker_home / "settings.env").write_text("DATABASE_URL=postgresql://farm:secret@db/farm\n")
+    monkeypatch.chdir(worker_home)
+    pool = CompilePool(Path("cubins"), workers=1)
+    try:
+        assert pool.wait_started(60.0)
+        cwd = Path(pool._executor.submit(os.getcwd).result(60))
+        assert cwd != worker_home and cwd.parent == worker_home / "cubins"
+        assert pool._executor.submit(os.listdir, ".").result(60) == []
+        assert pool.cache_dir == worker_home / "cubins"
+    finally:
+        pool.close()

@@ -230,9 +230,16 @@ def _cached_resources(path: Path, log: str) -> dict[str, int]:
 
 
 _WARM_SOURCE = 'extern "C" __global__ void kf_warm(float* x) { x[threadIdx.x] *= 2.0f; }'
+# Where the pool's processes run, inside the cubin cache, and where nothing is ever written. NVRTC adds
+# the folder of the program it compiles to its include path (its --no-source-include turns that off),
+# and a program named "kf_<key>.cu" is in the process's working directory: that was the worker's (its
+# deployment folder, settings files and all), where an uploaded kernel's `#include <name>` could find
+# what it named, and NVRTC's error log, the trial's stored and shown failure, quote it. Sources and
+# headers reach NVRTC as text, so no compile needs a file there.
+NVRTC_WORKING_DIR = "nvrtc-cwd"
 
 
-def _start_compiler(warm_arch: str | None, driver_cache: bool = False) -> None:
+def _start_compiler(warm_arch: str | None, driver_cache: bool = False, working_dir: str | None = None) -> None:
     """Start-up of a pool process (after ``compile_pool._start`` has lowered its priority).
 
     Unless ``driver_cache``, the CUDA compute cache (``~/.nv/ComputeCache``, which NVRTC 13 also
@@ -245,7 +252,11 @@ def _start_compiler(warm_arch: str | None, driver_cache: bool = False) -> None:
     ptxas set-up): on an H200 host, 16 matmul_fp32 configs on fresh processes took 1.1-1.7 s each,
     on processes that had compiled a tiny kernel 0.02-0.03 s (benchmarks/gpu/compile_warm.py).
     A pool has one process per core, so without this each of a job's first ~30 kernels paid it.
+
+    With ``working_dir``, the process moves there first (see ``NVRTC_WORKING_DIR``).
     """
+    if working_dir is not None:
+        os.chdir(working_dir)
     if not driver_cache:
         os.environ["CUDA_CACHE_DISABLE"] = "1"  # read by the CUDA libraries as they load, below
     if warm_arch is not None:
@@ -276,4 +287,7 @@ class CompilePool(ProcessCompilePool[CompileJob, CompileResult]):
             driver_cache: let NVRTC use the CUDA compute cache (see :func:`_start_compiler`);
                 off by default.
         """
-        super().__init__(cache_dir, workers, compile_job, _start_compiler, (warm_arch, driver_cache))
+        cache_dir = Path(cache_dir).resolve()  # absolute: the processes leave the worker's working directory
+        working_dir = cache_dir / NVRTC_WORKING_DIR
+        working_dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(cache_dir, workers, compile_job, _start_compiler, (warm_arch, driver_cache, str(working_dir)))
