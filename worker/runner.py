@@ -35,7 +35,7 @@ from sqlalchemy import select
 
 from kernelfarm.core.capabilities import missing
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.errors import NotFound
+from kernelfarm.core.errors import InvalidInput, NotFound
 from kernelfarm.core.measurement import Measurement
 from kernelfarm.core.models import Job, Kernel, Trial
 from kernelfarm.core.objectives import measures_energy
@@ -80,7 +80,7 @@ class Serves:
             return f"{what} is for GPU model {gpu_model!r}; this worker measures {self.gpu_model!r}"
         try:
             requires = get_kernel(kernel_name, kernel_version).requires
-        except NotFound:
+        except (NotFound, InvalidInput):  # unknown, or a stored version that no longer builds
             return None  # the backend reports it as the trial's own failure
         lacking = missing(requires, self.capabilities)
         if lacking:

@@ -10,6 +10,7 @@ content again answers the version that holds it (200), new content becomes the n
 from __future__ import annotations
 
 import json
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
@@ -24,6 +25,8 @@ from kernelfarm.kernels.manifest.bundle import Bundle, canonical_json, check_bun
 from kernelfarm.kernels.registry import all_kernels, get_kernel
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.kernels.uploaded import spec_of_row
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/kernels", tags=["kernels"])
 KERNEL_UPLOAD_PATH = "/v1/kernels"
@@ -70,9 +73,16 @@ def version_public(row: KernelVersion, created: bool = False) -> KernelVersionPu
 
 @router.get("", response_model=list[KernelPublic])
 def list_kernels(_: ReadToken, session: SessionDep) -> list[KernelPublic]:
-    """The catalogue and plugin kernels, then the latest version of every uploaded kernel."""
+    """The catalogue and plugin kernels, then the latest version of every uploaded kernel that still
+    builds: a version stored before a check it now fails (an include the upload check refuses since)
+    is left out with a warning in the API's log, rather than making the whole listing a 4xx for every
+    reader (GET /v1/kernels/{name} still says why)."""
     out = [to_public(spec) for spec in all_kernels().values()]
-    out += [to_public(spec_of_row(row), "upload") for row in version_store.latest_versions(session)]
+    for row in version_store.latest_versions(session):
+        try:
+            out.append(to_public(spec_of_row(row), "upload"))
+        except InvalidInput as exc:
+            logger.warning("kernel %r version %d is left out of the listing: %s", row.name, row.version, exc)
     return out
 
 
