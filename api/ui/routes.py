@@ -51,7 +51,7 @@ CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'u
        "base-uri 'none'; object-src 'none'")  # fmt: skip
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
                 "Referrer-Policy": "same-origin"}  # fmt: skip
-SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9/_\-.?=&%]*$")
+SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9/_\-.?=&%+]*$")
 MODULE_IMPORT = re.compile(r'^import [^;]* from "\./([\w.-]+\.js)";', re.MULTILINE)
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -124,7 +124,9 @@ async def _page(
         if Scope.READ not in principal.scopes:
             raise Forbidden("no read scope")
     except KernelfarmError:
-        response = RedirectResponse(f"/ui/login?next={quote(request.url.path)}", status.HTTP_303_SEE_OTHER)
+        # Back to the page asked for, with its query (a shared link to a filtered list kept its filters).
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        response = RedirectResponse(f"/ui/login?next={quote(target, safe='/')}", status.HTTP_303_SEE_OTHER)
         if request.cookies.get(SESSION_COOKIE):
             clear_session_cookies(response)  # ended, expired or unknown session: drop it
         return response

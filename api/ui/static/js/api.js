@@ -44,7 +44,7 @@ export async function api(path, { method = "GET", body } = {}) {
     body: body === undefined || multipart ? body : JSON.stringify(body),
   });
   if (response.status === 401) {
-    location.assign(`/ui/login?next=${encodeURIComponent(location.pathname)}`);
+    location.assign(`/ui/login?next=${encodeURIComponent(location.pathname + location.search)}`);
     throw new ApiError(401, "session expired");
   }
   const text = await response.text();
@@ -120,7 +120,7 @@ export function plotlyText(value) {
 }
 
 export function fmtMs(value) {
-  if (value === null || value === undefined) return "";
+  if (typeof value !== "number") return ""; // null, or a value that is not a time
   return value >= 100 ? value.toFixed(1) : value >= 1 ? value.toFixed(3) : value.toPrecision(3);
 }
 
@@ -164,8 +164,22 @@ export function poll(task, ms, keepGoing = () => true) {
 
 const logout = document.getElementById("logout");
 if (logout) {
+  // Only an ended session goes to the login: a refused logout (a CSRF cookie that another page on this host
+  // replaced, say) went there all the same, and the session it had not ended stayed usable in this browser.
   logout.addEventListener("click", async () => {
-    await fetch("/ui/logout", { method: "POST", headers: { "X-CSRF-Token": cookie("kf_csrf") }, credentials: "same-origin" });
+    showActionError(null);
+    try {
+      const response = await fetch("/ui/logout", { method: "POST", headers: { "X-CSRF-Token": cookie("kf_csrf") },
+        credentials: "same-origin" });
+      const text = await response.text();
+      if (!response.ok) {
+        const data = text ? JSON.parse(text) : null;
+        throw new ApiError(response.status, data && data.detail !== undefined ? data.detail : text);
+      }
+    } catch (error) {
+      showActionError(new ApiError(error.status, `not logged out: ${describe(error)}`));
+      return;
+    }
     location.assign("/ui/login");
   });
 }

@@ -31,6 +31,32 @@ const table = { sortKey: "seq", sortDir: 1, page: 0, rows: [] };
 
 function layout(extra) { return { ...LAYOUT, ...extra }; }
 
+// A number the page can draw, or null. PostgreSQL writes a NaN or infinite float as the JSON string "NaN" or
+// "Infinity" (a broken measurement), and metrics are whatever a worker stored: as text, a trial's time
+// broke every plot after the first view (value.toPrecision is not a function). Such a value counts as none.
+const finite = (value) => (typeof value === "number" && Number.isFinite(value) ? value : null);
+
+// A /trial-columns answer with its numeric columns made of finite numbers and nulls (finite).
+function numericColumns(answer) {
+  for (const key of ["time_ms", "time_p20_ms", "time_p80_ms", "started_s", "finished_s"]) {
+    if (Array.isArray(answer[key])) answer[key] = answer[key].map(finite);
+  }
+  for (const group of [answer.metrics, answer.profile]) {
+    for (const [key, values] of Object.entries(group ?? {})) group[key] = Array.isArray(values) ? values.map(finite) : [];
+  }
+  const ceilings = answer.ceilings;
+  if (ceilings && !(finite(ceilings.peak_flops_per_s) > 0 && finite(ceilings.peak_bytes_per_s) > 0)) answer.ceilings = null;
+  return answer;
+}
+
+// The /convergence answer's points that have a finite best time (its best is null where none had one).
+function finiteCurve(curve) {
+  const keep = curve.best_ms.map((b, i) => (finite(b) !== null && finite(curve.wall_s[i]) !== null ? i : -1))
+    .filter((i) => i >= 0);
+  return { evals: keep.map((i) => curve.evaluations[i]), wall: keep.map((i) => curve.wall_s[i]),
+    best: keep.map((i) => curve.best_ms[i]) };
+}
+
 // ---------------------------------------------------------------- summary
 const PRIOR_STATES = {
   in_use: "used",
@@ -212,7 +238,12 @@ function heatmap() {
   const cells = new Map();
   for (let i = 0; i < cols.count; i++) {
     if (cols.state[i] !== "complete" || cols.time_ms[i] === null) continue;
-    const key = xi.get(String(cols.config[px][i])) + yi.get(String(cols.config[py][i])) * xv.length;
+    // A trial without a value for one of the two (a row older than its kernel's space) has no cell: its
+    // key was NaN, and z[NaN] undefined stopped every plot after this one.
+    const x = xi.get(String(cols.config[px][i]));
+    const y = yi.get(String(cols.config[py][i]));
+    if (x === undefined || y === undefined) continue;
+    const key = x + y * xv.length;
     let list = cells.get(key);
     if (!list) cells.set(key, (list = []));
     list.push(cols.time_ms[i]);
@@ -530,8 +561,9 @@ async function firstView() {
   [job, head, curve] = await Promise.all([api(`/v1/jobs/${jobId}`),
     api(`/v1/jobs/${jobId}/trial-columns?limit=${TABLE_PAGE}`), api(`/v1/jobs/${jobId}/convergence`)]);
   window.kfStages.fetch = performance.now() - asked;
+  numericColumns(head);
   lastProgress = JSON.stringify([job.state, job.progress]);
-  const series = { evals: curve.evaluations, wall: curve.wall_s, best: curve.best_ms };
+  const series = finiteCurve(curve);
   for (const [name, stage] of [["summary", summary], ["table", trialTable],
     ["conv-evals", () => convergenceEvals(series)]]) timed(name, stage);
   await nextFrame(); // drawn on screen, not only in the DOM
@@ -608,7 +640,7 @@ async function refresh() {
     const cartesianLoading = loadPlotly("/ui/vendor/plotly-cartesian.min.js");
     cartesianLoading.catch(() => {}); // awaited below; a failure surfaces there
     const asked = performance.now();
-    cols = await api(`/v1/jobs/${jobId}/trial-columns`);
+    cols = numericColumns(await api(`/v1/jobs/${jobId}/trial-columns`));
     window.kfStages.everyTrial = performance.now() - asked;
     everyTrialLoaded(cols);
     cartesian = await cartesianLoading;
@@ -619,7 +651,7 @@ async function refresh() {
   const progress = JSON.stringify([fresh.state, fresh.progress]);
   job = fresh;
   if (progress !== lastProgress || cols === null) {
-    cols = await api(`/v1/jobs/${jobId}/trial-columns`);
+    cols = numericColumns(await api(`/v1/jobs/${jobId}/trial-columns`));
     everyTrialLoaded(cols);
     lastProgress = progress;
     await renderAll();
