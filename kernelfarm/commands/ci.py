@@ -96,7 +96,7 @@ def _check_reports(config_path: Path, config: GateConfig, summary: Path | None, 
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except (OSError, RuntimeError):  # an unreadable path, a symlink loop: the write will say why
+    except (OSError, RuntimeError, ValueError):  # unreadable, a link loop, a NUL: reading or writing says why
         return False
 
 
