@@ -121,12 +121,17 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     valid_left = len(space.valid_indices(job.problem)) - len(trials)
     out_of_time = _out_of_time(session, job)
 
+    if out_of_time and counts.get(TrialState.COMPLETE.value, 0):
+        # Once the job has a result, a spent time budget leaves its not yet started trials unrun. Before
+        # its first result they stay: the job would fail.
+        in_flight -= _cancel_queued(session, job, counts)
     if trials_left <= 0 or valid_left <= 0 or out_of_time:
         reason = "time budget spent" if out_of_time else "space exhausted" if valid_left <= 0 else "trial budget spent"
         return _finish_or_drain(session, job, in_flight, counts, reason, settings), [], job.gpu_model
 
     no_energy = _no_energy_yet(session, job, counts)
-    if no_energy:
+    if no_energy:  # the job can only fail: its not yet started trials are not run either
+        in_flight -= _cancel_queued(session, job, counts)
         return _finish_or_drain(session, job, in_flight, counts, no_energy, settings), [], job.gpu_model
     try:  # before waiting for a worker: such a job would otherwise wait, then fail for want of one
         check_strategy_options(job.strategy, job.strategy_options)
@@ -182,6 +187,20 @@ def _decide(session: Session, job_id: uuid.UUID | str, settings: Settings) -> tu
     profiles = plan_profiles(session, job, settings.profile_batch_size, search_done=False)
     result = StepResult(ids, job.state, job.status_message, ask_seconds, _tuples(profiles.batches))
     return result, ids, route
+
+
+def _cancel_queued(session: Session, job: Job, counts: dict[str, int]) -> int:
+    """Cancel the job's trials that no worker has started, for a job that stops searching while it
+    still has some (running ones finish), updating ``counts``. A step queues parallelism x
+    (1 + dispatch_lookahead) trials: a 0.001 s job of parallelism 256 measured all 512 for 7 s after
+    its budget (hours, at seconds of compiling per trial), and an energy job on a backend without a
+    meter 514 trials before it failed. Returns how many were cancelled."""
+    if not counts.get(TrialState.QUEUED.value, 0):
+        return 0
+    cancelled = trial_store.cancel_queued(session, job.id)
+    counts[TrialState.QUEUED.value] -= cancelled
+    counts[TrialState.CANCELLED.value] = counts.get(TrialState.CANCELLED.value, 0) + cancelled
+    return cancelled
 
 
 def _unbuildable(exc: InvalidInput) -> str:

@@ -261,6 +261,17 @@ def expire_leases_of(session: Session, worker_names: Sequence[str]) -> int:
     return int(result.rowcount)  # type: ignore[attr-defined]
 
 
+def cancel_queued(session: Session, job_id: uuid.UUID) -> int:
+    """Cancel the job's trials that no worker has claimed (running ones finish). Conditional on the
+    state, so a claim racing it either wins (the trial runs) or finds it cancelled. Returns how many."""
+    result = session.execute(
+        update(Trial)
+        .where(Trial.job_id == job_id, Trial.state == TrialState.QUEUED.value)
+        .values(state=TrialState.CANCELLED.value, finished_at=func.now())
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
 def stale_queued(session: Session, older_than_seconds: float, gpu_models: Sequence[str]) -> list[tuple[int, str]]:
     """Queued trials dispatched long ago and never claimed: their message may be lost (broker
     restart). Re-sending is safe because a claim only succeeds once per attempt. Only for

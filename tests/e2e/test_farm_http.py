@@ -158,6 +158,32 @@ def test_cancel_is_idempotent_and_stops_dispatch(farm: Farm, admin_token: str) -
     assert after["progress"]["queued"] == after["progress"]["running"] == 0
 
 
+def test_a_spent_time_budget_cancels_the_trials_no_worker_started(farm: Farm, admin_token: str) -> None:
+    # The first step queues parallelism x (1 + dispatch_lookahead) = 512 trials; the budget is spent
+    # before the second. They were all measured ("draining"), for seconds past a 0.001 s budget. Now
+    # those not started when the first result is in are cancelled.
+    client = api(farm, admin_token)
+    job = run_job(client, {**JOB, "budget_trials": 5000, "budget_seconds": 0.001, "parallelism": 256})
+    assert job["state"] == "complete" and "time budget spent" in job["status_message"], job["status_message"]
+    progress = job["progress"]
+    measured = progress["complete"] + progress["failed"]
+    assert progress["total"] == 512 and progress["cancelled"] == 512 - measured
+    assert 0 < measured < 256  # far fewer than were queued (slack for a loaded machine)
+    trials = client.get(f"/v1/jobs/{job['id']}/trials", params={"state": "complete", "order": "time", "limit": 1})
+    assert job["best"]["trial_id"] == trials.json()["items"][0]["id"]
+
+
+def test_an_energy_job_without_a_meter_cancels_the_trials_no_worker_started(farm: Farm, admin_token: str) -> None:
+    # Replay workers have no energy meter: the job fails after its first complete trials. It measured all
+    # 512 trials its first step queued before it did ("no energy reading in 387 complete trials").
+    client = api(farm, admin_token)
+    job = run_job(client, {**JOB, "budget_trials": 5000, "parallelism": 256, "objective": "energy"})
+    assert job["state"] == "failed" and "no energy reading in" in job["status_message"], job["status_message"]
+    progress = job["progress"]
+    measured = progress["complete"] + progress["failed"]
+    assert progress["cancelled"] == progress["total"] - measured and 0 < measured < 256, progress
+
+
 def test_listing_kernels_workers_and_jobs(farm: Farm, admin_token: str) -> None:
     client = api(farm, admin_token)
     kernels = {k["name"]: k for k in client.get("/v1/kernels").json()}
