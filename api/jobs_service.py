@@ -10,7 +10,6 @@ import uuid
 from typing import Any
 
 from celery import Celery
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress, WarmStartPrior
@@ -24,6 +23,7 @@ from kernelfarm.core.states import JobState, TrialState
 from kernelfarm.core.store import idempotency
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store.kernels import ensure_kernel
+from kernelfarm.core.store.locks import hold_until_commit
 from kernelfarm.core.store.workers import all_workers, model_memory_bytes
 from kernelfarm.core.strategy_names import DEFAULT_STRATEGY
 from kernelfarm.core.strategy_options import check_strategy_options
@@ -85,7 +85,7 @@ def create_job(
         # One owner's submissions count and insert one at a time: each waits here, until the commit
         # of the one before, for the lock of its owner. Without it, 40 concurrent requests of an owner
         # at the limit of 20 all counted before any committed, and 28 were accepted.
-        session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"job_quota:{owner}"))))
+        hold_until_commit(session, f"job_quota:{owner}")
         active = job_store.count_unfinished(session, owner)
         if active >= settings.max_active_jobs_per_owner:
             raise Conflict(

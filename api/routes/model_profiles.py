@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 from fastapi import APIRouter, Query, status
-from sqlalchemy import func, select
 
 from kernelfarm.api.deps import ReadToken, SessionDep, SettingsDep, SubmitToken
 from kernelfarm.api.schemas import ModelProfileCreate, ModelProfilePublic, ModelProfileSummary
@@ -13,6 +12,7 @@ from kernelfarm.api.strict_json import StrictJSONRoute
 from kernelfarm.core.errors import Conflict, InvalidInput
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.store import model_profiles as store
+from kernelfarm.core.store.locks import hold_until_commit
 
 # Strict JSON like the other bodies (api/strict_json.py): NaN, Infinity and 1e400 are refused at parsing.
 router = APIRouter(prefix="/v1", tags=["model profiles"], route_class=StrictJSONRoute)
@@ -35,7 +35,7 @@ def create_profile(
     if not principal.is_admin:
         # One owner's uploads count and insert one at a time (as job submissions do): concurrent
         # requests would otherwise all count before any committed.
-        session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"profile_quota:{principal.name}"))))
+        hold_until_commit(session, f"profile_quota:{principal.name}")
         stored = store.count_profiles(session, principal.name)
         if stored >= settings.max_model_profiles_per_owner:
             raise Conflict(

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from kernelfarm.core.errors import Forbidden, NotFound
 from kernelfarm.core.models import KernelVersion
+from kernelfarm.core.store.locks import hold_until_commit
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def add_version(session: Session, new: NewVersion) -> tuple[KernelVersion, bool]
     if existing is not None:
         return existing, False
     # Serialize uploads of one name so two of them cannot take the same version number.
-    session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"kernel_versions:{new.name}"))))
+    hold_until_commit(session, f"kernel_versions:{new.name}")
     owner = name_owner(session, new.name)
     if owner is not None and owner != new.owner and not new.by_admin:
         raise Forbidden(
