@@ -90,7 +90,7 @@ def _submit(client: Client, kernel: str, gpu_model: str, problem: Mapping[str, A
     try:
         for _ in range(MAX_REPLACED_JOBS + 1):
             job = client.submit(kernel, gpu_model, problem, profile="none", idempotency_key=key, **options)
-            if not (job.finished and job.state in ENDED_WITHOUT_RESULT):
+            if job.state not in ENDED_WITHOUT_RESULT:  # queued, running or complete: this run's job
                 return job
             key = replacement_key(key, job.id)
     except ApiError as exc:
