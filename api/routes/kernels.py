@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
 
@@ -27,6 +28,7 @@ from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.kernels.uploaded import spec_of_row
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 router = APIRouter(prefix="/v1/kernels", tags=["kernels"])
 KERNEL_UPLOAD_PATH = "/v1/kernels"
@@ -74,15 +76,22 @@ def version_public(row: KernelVersion, created: bool = False) -> KernelVersionPu
 @router.get("", response_model=list[KernelPublic])
 def list_kernels(_: ReadToken, session: SessionDep) -> list[KernelPublic]:
     """The catalogue and plugin kernels, then the latest version of every uploaded kernel that still
-    builds: a version stored before a check it now fails (an include the upload check refuses since)
-    is left out with a warning in the API's log, rather than making the whole listing a 4xx for every
-    reader (GET /v1/kernels/{name} still says why)."""
-    out = [to_public(spec) for spec in all_kernels().values()]
-    for row in version_store.latest_versions(session):
+    builds (GET /v1/kernels/{name} says why one does not)."""
+    latest = version_store.latest_versions(session)
+    uploaded = _each_that_builds(latest, lambda row: to_public(spec_of_row(row), "upload"))
+    return [to_public(spec) for spec in all_kernels().values()] + uploaded
+
+
+def _each_that_builds(rows: Sequence[KernelVersion], public: Callable[[KernelVersion], T]) -> list[T]:
+    """``public`` of each stored version that still builds; one stored before a check it now fails (an
+    include the upload check refuses since) is left out with a warning in the API's log, rather than
+    making a whole listing a 4xx for every reader."""
+    out = []
+    for row in rows:
         try:
-            out.append(to_public(spec_of_row(row), "upload"))
+            out.append(public(row))
         except InvalidInput as exc:
-            logger.warning("kernel %r version %d is left out of the listing: %s", row.name, row.version, exc)
+            logger.warning("kernel %r version %d is left out of a listing: %s", row.name, row.version, exc)
     return out
 
 
@@ -158,4 +167,4 @@ def list_versions(name: str, _: ReadToken, session: SessionDep) -> list[KernelVe
         raise NotFound(
             f"no uploaded kernel {name!r}" + (" (it is a catalogue kernel)" if name in all_kernels() else "")
         )
-    return [version_public(row) for row in rows]
+    return _each_that_builds(rows, version_public)
