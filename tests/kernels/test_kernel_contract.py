@@ -450,8 +450,10 @@ def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
     from kernelfarm.worker.measuring.timing import TimingPolicy
 
-    # the manifest kernel is materialized where the measuring child (no database) reads it
-    manifest_kernel = build_spec(user_bundle(), 1, tmp_path_factory.mktemp("bundle"))
+    # the manifest kernel is materialized where the measuring child (no database) reads it, in a folder
+    # named for its content as the farm's kernel cache names it (the child checks the files against the name)
+    bundle = user_bundle()
+    manifest_kernel = build_spec(bundle, 1, tmp_path_factory.mktemp("kernel-cache") / bundle.content_hash)
     options = CudaBackendOptions(
         cache_dir=tmp_path_factory.mktemp("cuda-cache"),
         timeout_s=60.0,
