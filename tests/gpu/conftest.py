@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from kernelfarm.kernels.faultinject import flash_zero_rows
+    from kernelfarm.kernels.faultinject import flash_zero_rows, memory_hog
     from kernelfarm.kernels.faultinject.kernel import REF, SPEC
     from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
     from kernelfarm.worker.measuring.timing import TimingPolicy
@@ -39,8 +39,16 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     )
     b = CudaBackend(
         options,
-        specs={"faultinject": SPEC, flash_zero_rows.SPEC.name: flash_zero_rows.SPEC},
-        spec_refs={"faultinject": REF, flash_zero_rows.SPEC.name: flash_zero_rows.REF},
+        specs={
+            "faultinject": SPEC,
+            flash_zero_rows.SPEC.name: flash_zero_rows.SPEC,
+            memory_hog.SPEC.name: memory_hog.SPEC,
+        },
+        spec_refs={
+            "faultinject": REF,
+            flash_zero_rows.SPEC.name: flash_zero_rows.REF,
+            memory_hog.SPEC.name: memory_hog.REF,
+        },
     )
     yield b
     b.close()

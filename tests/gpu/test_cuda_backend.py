@@ -24,6 +24,48 @@ def test_identity(backend: Any) -> None:
     assert ident.gpu_model == ident.gpu_name.lower().replace(" ", "-") or ident.gpu_model
 
 
+def test_identity_carries_the_gpus_memory_as_nvml_reports_it(backend: Any) -> None:
+    """What the worker registers, and so what the API's problem-size limit for the model comes from."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        device = pynvml.nvmlDeviceGetHandleByUUID(backend.identity().gpu_uuid)
+        total = pynvml.nvmlDeviceGetMemoryInfo(device).total
+    finally:
+        pynvml.nvmlShutdown()
+    assert backend.identity().memory_bytes == total > 1 << 30
+
+
+def test_out_of_device_memory_is_a_constraint_and_the_next_trial_succeeds(backend: Any) -> None:
+    """A problem whose declared footprint fits passes the worker's check before compiling; its inputs then
+    do not fit (kernels/faultinject/memory_hog.py). The measuring child says so instead of crashing, and
+    the GPU is usable for the next trial."""
+    hog = MeasureRequest("memory_hog", {"n": 1 << 20}, {"MODE": MODES["ok"]}, profile=False, seed=1)
+    failed = backend.measure(hog)
+    assert failed.failure == FailureKind.CONSTRAINT, failed.failure_message
+    assert "out of device memory" in failed.failure_message
+    assert "its declared footprint is" in failed.failure_message and " free of " in failed.failure_message
+    assert "Traceback" not in failed.failure_message
+    ok = backend.measure(fault("ok", seed=3))
+    assert ok.failure is None, ok.failure_message
+    assert ok.verified
+
+
+def test_a_problem_larger_than_the_gpu_is_refused_before_compiling(backend: Any) -> None:
+    """The staging check: matmul_fp32 at M=N=K=2^17 declares 2 x 256 GiB, more than any GPU here; it is
+    refused with the worker's words, not compiled or allocated."""
+    from kernelfarm.kernels.registry import get_kernel
+
+    spec = get_kernel("matmul_fp32")
+    problem = {"M": 1 << 17, "N": 1 << 17, "K": 1 << 17}
+    assert spec.device_bytes(problem) > backend.identity().memory_bytes
+    config = spec.space.valid_configs(problem)[0]
+    m = backend.measure(MeasureRequest("matmul_fp32", problem, config, profile=False, seed=1))
+    assert m.failure == FailureKind.CONSTRAINT, m.failure_message
+    assert "of this worker's GPU" in m.failure_message
+
+
 @pytest.mark.parametrize(
     "mode,kind",
     [
