@@ -20,6 +20,10 @@ class GpuModelLoadPublic(BaseModel):
     queued_trials: int = Field(description="queue depth: trials dispatched and not yet claimed")
     running_trials: int
     waiting_jobs: int = Field(description="jobs accepted and waiting for their first dispatch")
+    problem_memory_limit_bytes: int = Field(
+        description="the most device memory a job's problem on this model may need (POST /v1/jobs refuses more): "
+        "the least total memory its workers registered, else the farm's KERNELFARM_MAX_PROBLEM_BYTES"
+    )
 
 
 class FleetWorkerPublic(WorkerPublic):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from kernelfarm.api.deps import ReadToken, SessionDep, SettingsDep
 from kernelfarm.api.insight_schemas import FailurePublic, FleetPublic, FleetWorkerPublic, GpuModelLoadPublic
+from kernelfarm.api.jobs_service import memory_limit
 from kernelfarm.core.store import fleet as fleet_store
 from kernelfarm.core.store import workers as worker_store
 
@@ -30,6 +31,7 @@ def fleet(
             gpu_model=model, live_workers=len(workers), busy_workers=busy_count,
             busy_fraction=busy_count / len(workers) if workers else 0.0, queued_trials=load.queued_trials,
             running_trials=load.running_trials, waiting_jobs=load.waiting_jobs,
+            problem_memory_limit_bytes=memory_limit(session, model, settings)[0],
         )  # fmt: skip
     return FleetPublic(
         gpu_models=list(models.values()),

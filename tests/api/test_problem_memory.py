@@ -53,6 +53,11 @@ def test_the_worker_registered_its_gpus_memory(
     with client_for(api_only, submit_token) as client:  # and GET /v1/workers shows it
         workers = [w for w in client.get("/v1/workers").json() if w["gpu_model"] == fake_worker]
     assert workers and all(w["memory_bytes"] == FAKE_MEMORY for w in workers), workers
+    with client_for(api_only, submit_token) as client:  # and GET /v1/fleet, per worker and as the model's limit
+        fleet = client.get("/v1/fleet").json()
+    assert [w["memory_bytes"] for w in fleet["workers"] if w["gpu_model"] == fake_worker] == [FAKE_MEMORY]
+    [model] = [m for m in fleet["gpu_models"] if m["gpu_model"] == fake_worker]
+    assert model["problem_memory_limit_bytes"] == FAKE_MEMORY
 
 
 def test_a_problem_larger_than_the_gpu_models_memory_is_422_naming_footprint_and_limit(
