@@ -230,11 +230,13 @@ def _cached_resources(path: Path, log: str) -> dict[str, int]:
 
 
 _WARM_SOURCE = 'extern "C" __global__ void kf_warm(float* x) { x[threadIdx.x] *= 2.0f; }'
-# Where the pool's processes run, inside the cubin cache, and where nothing is ever written. NVRTC adds
-# the folder of the program it compiles to its include path (its --no-source-include turns that off),
-# and a program named "kf_<key>.cu" is in the process's working directory: that was the worker's (its
-# deployment folder, settings files and all), where an uploaded kernel's `#include <name>` could find
-# what it named, and NVRTC's error log, the trial's stored and shown failure, quote it. Sources and
+# Where the pool's processes run, inside the cubin cache, and where nothing is ever written. NVRTC looks
+# for a quoted include in the folder of the program it compiles (its --no-source-include turns that off;
+# a <name> it does not look for there: tests/gpu/test_nvrtc_includes.py, NVRTC 13.0), and a program
+# named "kf_<key>.cu" is in the process's working directory: that was the worker's (its
+# deployment folder, settings files and all), where an uploaded kernel's `#include "name"` of a file it
+# did not upload (the upload check refuses that too; this is the second line) could find it, and NVRTC's
+# error log, the trial's stored and shown failure, quote it. Sources and
 # headers reach NVRTC as text, so no compile needs a file there.
 NVRTC_WORKING_DIR = "nvrtc-cwd"
 
