@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -37,6 +38,7 @@ from tests.reliability.conftest import (
 
 # Leases far longer than a housekeeping tick (1 s here): only the presence rule can free a trial fast.
 LONG_LEASE = "40"
+VERY_LONG_LEASE = "600"
 
 
 @pytest.fixture(scope="module")
@@ -290,6 +292,17 @@ def test_a_stopped_worker_keeps_its_trial_until_the_lease_runs_out(farm: ChaosFa
         farm.kill(idle)
 
 
+def lease_ended(database_url: str, trial_id: int) -> Any:
+    """The trial's row once its lease has been ended early (lease_ended_at set), else None."""
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        row = connection.execute(
+            text("SELECT state, attempt FROM trials WHERE id = :t AND lease_ended_at IS NOT NULL"), {"t": trial_id}
+        ).first()  # fmt: skip
+    engine.dispose()
+    return row
+
+
 def test_a_worker_restarted_under_its_name_ends_the_leases_its_dead_process_left(farm: ChaosFarm) -> None:
     # No coordinator while the worker dies and comes back: when housekeeping runs, the name's lock is
     # held again (by the new process), so only the new process's start-up can free the old trial.
@@ -297,17 +310,24 @@ def test_a_worker_restarted_under_its_name_ends_the_leases_its_dead_process_left
     job_id, (trial_id,) = make_job(farm.database_url, valid_configs(1, offset=8))
     send_evaluate(farm, trial_id)
     wait_for(lambda: trial_rows(farm.database_url, job_id)[0].state == "running", 60, "the trial to start")
+    killed = time.monotonic()
     farm.kill(first.name, signal.SIGKILL)
     again = ready_worker(farm, sleep_ms=100, name=first.name)
+    # The coordinator started below judges leases by its own setting: ten minutes, so that however long
+    # the two start-ups take on a loaded machine (15-21 s each seen), a lease run out cannot be what
+    # frees the trial. (Timing from the kill against 40 s counted both start-ups and failed at 20.03 s.)
+    farm.extra_env["KERNELFARM_LEASE_SECONDS"] = VERY_LONG_LEASE
     try:
-        started = time.monotonic()
+        ended = wait_for(lambda: lease_ended(farm.database_url, trial_id), 60, "the new process to end the lease")
+        assert ended.state == "running" and ended.attempt == 1  # ended by the worker, not yet requeued
         ready_coordinator(farm)  # its reaper requeues the trial whose lease the new process ended
         row = wait_for(lambda: (r := trial_rows(farm.database_url, job_id)[0]).state == "complete" and r, 60,
                        "the trial to finish on the restarted worker")  # fmt: skip
-        assert time.monotonic() - started < float(LONG_LEASE) / 2  # not the lease: it has 40 s
+        assert time.monotonic() - killed < float(VERY_LONG_LEASE)
         assert row.attempt == 2 and row.worker_name.startswith(f"{first.name}@")
         assert terminal_transitions(farm.database_url, trial_id) == 1
         assert "of an earlier" in farm.component_log(again.name)
     finally:
+        farm.extra_env["KERNELFARM_LEASE_SECONDS"] = LONG_LEASE
         farm.kill("coordinator")
         farm.kill(again.name)
