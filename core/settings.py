@@ -123,6 +123,10 @@ class Settings(BaseSettings):
     # cuda: where compiled cubins and the GPU's measured ceilings are kept, shared by a host's
     # workers (KERNELFARM_CUDA_CACHE; default: <temp dir>/kernelfarm-cuda).
     cuda_cache: Path | None = None
+    # cuda: the folders NVRTC searches for the CUDA Toolkit's headers (`#include <cuda_fp16.h>`), in
+    # order (KERNELFARM_CUDA_INCLUDE_DIRS, a JSON list); default: the runtime's, the compiler's and
+    # CCCL's as cuda.pathfinder finds them (worker/cuda/toolkit_headers.py)
+    cuda_include_dirs: list[Path] | None = None
     # Where uploaded kernels are materialized (manifest, sources, recording), by content hash; the
     # measuring child reads them from here (default: <temp dir>/kernelfarm-kernels).
     kernel_cache: Path | None = None

@@ -54,6 +54,7 @@ def _gpu_backend(settings: Settings) -> Backend:
 
         cache = settings.triton_cache
     options = GpuBackendOptions(
-        cache_dir=cache, profile_standby=settings.worker_profile_standby, child_log_level=settings.child_log
-    )
+        cache_dir=cache, profile_standby=settings.worker_profile_standby, child_log_level=settings.child_log,
+        cuda_include_dirs=tuple(settings.cuda_include_dirs) if settings.cuda_include_dirs else None,
+    )  # fmt: skip
     return backend(options, device_index=settings.worker_gpu)

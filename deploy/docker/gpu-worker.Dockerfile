@@ -27,7 +27,11 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         python3 python3-venv tini "cuda-nsight-compute-${CUDA_PKG_VERSION}" \
+        "cuda-cudart-dev-${CUDA_PKG_VERSION}" "cuda-crt-${CUDA_PKG_VERSION}" "cuda-cccl-${CUDA_PKG_VERSION}" \
     && rm -rf /var/lib/apt/lists/*
+# The headers above are what NVRTC includes for a kernel's `#include <cuda_fp16.h>` (runtime), `<mma.h>`'s
+# crt/ (compiler) and `<cuda/std/...>` (CCCL): a runtime image has none. cuda.pathfinder finds them here.
+ENV CUDA_HOME=/usr/local/cuda
 # The worker looks ncu up on PATH; fail the build here, not at the first profiled trial.
 RUN ncu="$(command -v ncu || true)"; \
     for candidate in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do \

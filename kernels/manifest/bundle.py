@@ -271,9 +271,9 @@ def _check_file_names(named: list[str], recording_name: str | None) -> None:
 
 
 # What NVRTC would read from the worker's host is confined here: an #include (or __has_include) names
-# an uploaded file ("name") or a relative <name> (which NVRTC, given no include directory, does not find:
-# measured on NVRTC 13.0, docs/SECURITY.md), never a path that leaves the upload. Before, only a line
-# starting `#include "` was checked: `#include </etc/passwd>`, `%:include`,
+# an uploaded file ("name") or a relative <name> (which NVRTC looks for only in the CUDA Toolkit's header
+# folders a worker gives it, worker/cuda/toolkit_headers.py: docs/SECURITY.md), never a path that leaves
+# them. Before, only a line starting `#include "` was checked: `#include </etc/passwd>`, `%:include`,
 # `#/**/include`, a spliced `#inc\<newline>lude` and `#include MACRO` reached NVRTC, whose error log
 # (the trial's failure, stored and shown to every reader) quotes what it read, /proc/self/environ (the
 # compile process's environment, the worker's secrets) included. The scan splices backslash-newlines

@@ -29,11 +29,22 @@ _ANGLE_INCLUDE = re.compile(r"^\s*#\s*include\s*<([^>]+)>", re.MULTILINE)
 _DEFAULT_BLOCK = (256, 1, 1)  # Kernel Tuner's block size for a dimension that is not tuned
 
 
+# A line that includes a system header: `#include <cuda_fp16.h>` and the like (worker/cuda/toolkit_headers.py).
+_SYSTEM_INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<[^>\n]*>[^\n]*\n?", re.MULTILINE)
+
+
 def compiled_text(main: str, linkage: str) -> str:
     """The text NVRTC compiles. ``auto`` follows Kernel Tuner: wrap the source in ``extern "C"``
-    unless it has templates or its own ``extern "C"`` (then C++ names are looked up)."""
+    unless it has templates or its own ``extern "C"`` (then C++ names are looked up).
+
+    The wrap starts after the last ``#include <...>`` line: the CUDA Toolkit's headers are C++ and do not
+    compile with C linkage (NVRTC 13.0 on an H200: ``<cuda_fp16.h>`` inside ``extern "C" {`` fails with
+    "more than one instance of overloaded function __shfl_sync has C linkage", cooperative groups with
+    "this declaration may not have extern C linkage"), so an entry defined after them is wrapped alone.
+    """
     if linkage == "auto" and 'extern "C"' not in main and "template" not in main:
-        return 'extern "C" {\n' + main + "\n}\n"
+        split = max((m.end() for m in _SYSTEM_INCLUDE_LINE.finditer(main)), default=0)
+        return main[:split] + 'extern "C" {\n' + main[split:] + "\n}\n"
     return main
 
 

@@ -17,6 +17,7 @@ FOREIGN_ENV = {
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
     "CUPY_CACHE_DIR",
+    "CUDA_HOME",  # read by cuda.pathfinder (worker/cuda/toolkit_headers.py)
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
     "HOME",

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kernelfarm.worker.cuda.compiler import CompileJob, CompilePool
+from kernelfarm.worker.cuda.toolkit_headers import ToolkitHeaders, find_toolkit_headers
 
 pytestmark = pytest.mark.gpu
 
@@ -90,3 +92,51 @@ def test_the_compile_pool_still_compiles_a_kernel_with_its_uploaded_headers(
         pool.close()
     assert result.ok, result.log
     assert Path(result.cubin_path or "").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- the CUDA Toolkit's headers
+
+# One kernel per header family a tuned kernel reaches for, each as NVRTC 13.0 compiled it on an H200 with the
+# runtime's, the compiler's and CCCL's folders (worker/cuda/toolkit_headers.py); with none, every one fails.
+TOOLKIT_SOURCES = {
+    "cuda_fp16.h": "__global__ void k(__half* x) { x[threadIdx.x] = __hfma(x[0], x[1], x[2]); }",
+    "cuda_bf16.h": "__global__ void k(__nv_bfloat16* x) { x[threadIdx.x] = __hadd(x[0], x[1]); }",
+    "cuda_fp8.h": "__global__ void k(__nv_fp8_e4m3* x) { x[threadIdx.x] = __nv_fp8_e4m3(1.0f); }",
+    "mma.h": "__global__ void k(float* x) { nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f;"
+    " nvcuda::wmma::fill_fragment(f, 0.0f); nvcuda::wmma::store_matrix_sync(x, f, 16, nvcuda::wmma::mem_row_major); }",
+    "cooperative_groups.h": "__global__ void k(float* x) { auto block = cooperative_groups::this_thread_block();"
+    " block.sync(); x[block.thread_rank()] = 1.0f; }",
+    "cuda_pipeline.h": "__global__ void k(float* x) { __pipeline_commit(); __pipeline_wait_prior(0); x[0] = 1.0f; }",
+    "cuda/std/cstdint": "__global__ void k(cuda::std::uint32_t* x) { x[0] = 1u; }",
+}
+
+
+@pytest.fixture(scope="module")
+def toolkit_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CompilePool]:
+    pool = CompilePool(tmp_path_factory.mktemp("cubins"), workers=2, warm_arch=ARCH)
+    yield pool
+    pool.close()
+
+
+@pytest.mark.parametrize("header", sorted(TOOLKIT_SOURCES))
+def test_the_compile_pool_compiles_kernels_that_include_the_toolkits_headers(
+    header: str, toolkit_pool: CompilePool
+) -> None:
+    toolkit = find_toolkit_headers()
+    assert toolkit is not None, "no CUDA headers found on the GPU machine"
+    source = f'#include <{header}>\nextern "C" {{\n{TOOLKIT_SOURCES[header]}\n}}\n'
+    result = toolkit_pool.result(CompileJob(source, (), ARCH, toolkit=toolkit))
+    assert result.ok, result.log
+    without = toolkit_pool.result(CompileJob(source, (), ARCH))
+    assert not without.ok and "open source file" in without.log  # "could not" or "cannot"
+
+
+def test_an_error_in_an_included_header_names_its_folder_by_role(tmp_path: Path, toolkit_pool: CompilePool) -> None:
+    """The log is the trial's failure, shown to every reader: it names no folder of the worker's host."""
+    folder = tmp_path / "toolkit-include"
+    folder.mkdir()
+    (folder / "kf_broken.h").write_text(f"#error {MARKER}\n")
+    toolkit = ToolkitHeaders.from_dirs([folder])
+    result = toolkit_pool.result(CompileJob(_source("#include <kf_broken.h>"), (), ARCH, toolkit=toolkit))
+    assert not result.ok and MARKER in result.log
+    assert "<cuda-include-0>/kf_broken.h" in result.log and str(tmp_path) not in result.log

@@ -14,6 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 USER_KERNEL = REPO / "tests" / "data" / "user_kernel"
 USER_MANIFEST = USER_KERNEL / "axpb.toml"
 USER_FILES = ("axpb.cu", "axpb_common.h", "axpb_naive.cu")
+# The same kernel in float16, including <cuda_fp16.h> from the CUDA Toolkit (worker/cuda/toolkit_headers.py)
+HALF_MANIFEST = USER_KERNEL / "haxpb.toml"
+HALF_FILES = ("haxpb.cu", "haxpb_naive.cu")
 KT_EXAMPLES = REPO / "docs" / "examples" / "kernel_tuner"
 
 
@@ -31,6 +34,11 @@ def user_bundle() -> Bundle:
 
 def user_spec(version: int = 1) -> KernelSpec:
     return build_spec(user_bundle(), version)
+
+
+def half_bundle() -> Bundle:
+    uploads = {name: (USER_KERNEL / name).read_bytes() for name in HALF_FILES}
+    return check_bundle(parse_manifest_text(HALF_MANIFEST.read_bytes(), HALF_MANIFEST.name), uploads)
 
 
 def example_bundle(name: str) -> tuple[Bundle, bool]:

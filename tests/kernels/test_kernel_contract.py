@@ -41,11 +41,12 @@ from kernelfarm.kernels.triton_kernel import BufferArg, TensorDescriptorArg, Tri
 from kernelfarm.worker.cuda.compiler import CompileJob
 from kernelfarm.worker.triton.compiler import TritonCompileJob
 from tests.gpu.availability import gpu_missing
-from tests.kernels.manifests import user_bundle, user_spec
+from tests.kernels.manifests import half_bundle, user_bundle
 
-# The catalogue, and a kernel that comes as a manifest (tests/data/user_kernel/): kernels as data pass
-# the same suite.
-MANIFEST_SPECS = {user_spec().name: user_spec()}
+# The catalogue, and kernels that come as a manifest (tests/data/user_kernel/; the float16 one includes a
+# CUDA Toolkit header): kernels as data pass the same suite.
+MANIFEST_BUNDLES = (user_bundle(), half_bundle())
+MANIFEST_SPECS = {spec.name: spec for spec in (build_spec(bundle, 1) for bundle in MANIFEST_BUNDLES)}
 SPECS = {**all_kernels(), **MANIFEST_SPECS}
 KERNELS = sorted(SPECS)
 CUDA_KERNELS = [name for name in KERNELS if "cuda" in SPECS[name].backends]
@@ -67,7 +68,7 @@ MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
 MAX_DYNAMIC_SHARED_BYTES = 227 * 1024
 # Valid configs per problem a CUDA kernel declares: enough to be worth tuning, few enough to
 # enumerate. Flash attention's space is bounded by registers and shared memory.
-MIN_SPACE = {"flash_attention": 100, "user-axpb": 200}
+MIN_SPACE = {"flash_attention": 100, "user-axpb": 200, "user-haxpb": 200}
 DEFAULT_MIN_SPACE = 300
 MAX_SPACE = 20_000
 CONFIGS_CHECKED_PER_PROBLEM = 50
@@ -450,10 +451,10 @@ def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
     from kernelfarm.worker.measuring.timing import TimingPolicy
 
-    # the manifest kernel is materialized where the measuring child (no database) reads it, in a folder
-    # named for its content as the farm's kernel cache names it (the child checks the files against the name)
-    bundle = user_bundle()
-    manifest_kernel = build_spec(bundle, 1, tmp_path_factory.mktemp("kernel-cache") / bundle.content_hash)
+    # the manifest kernels are materialized where the measuring child (no database) reads them, in folders
+    # named for their content as the farm's kernel cache names them (the child checks the files against the name)
+    cache = tmp_path_factory.mktemp("kernel-cache")
+    manifest_kernels = {b.manifest.name: build_spec(b, 1, cache / b.content_hash) for b in MANIFEST_BUNDLES}
     options = CudaBackendOptions(
         cache_dir=tmp_path_factory.mktemp("cuda-cache"),
         timeout_s=60.0,
@@ -461,7 +462,7 @@ def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         roofline=False,  # correctness only: no ceilings to measure
         profile_standby=False,
     )
-    backend = CudaBackend(options, specs={**all_kernels(), manifest_kernel.name: manifest_kernel})
+    backend = CudaBackend(options, specs={**all_kernels(), **manifest_kernels})
     yield backend
     backend.close()
 

@@ -5,11 +5,13 @@ Everything but the compiler and the loader is the GPU backends' shared compositi
 
 - ``worker/cuda/staging.py``: NVRTC compile jobs for the GPU's architecture, NVRTC's provenance;
 - ``worker/cuda/compiler.py``: the NVRTC pool and the cubin cache;
+- ``worker/cuda/toolkit_headers.py``: the CUDA headers NVRTC may include;
 - ``worker/cuda/loader.py``: what the child does with a cubin (load and launch).
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -26,9 +28,12 @@ from kernelfarm.worker.cuda.loader import CubinLoader
 from kernelfarm.worker.cuda.profile import LoaderRef
 from kernelfarm.worker.cuda.provenance import CudaProvenance
 from kernelfarm.worker.cuda.staging import CompileStaging
+from kernelfarm.worker.cuda.toolkit_headers import find_toolkit_headers
 from kernelfarm.worker.measuring.catalogue import KernelCatalogue
 from kernelfarm.worker.measuring.compile_pool import ProcessCompilePool
 from kernelfarm.worker.measuring.loader import KernelLoader
+
+logger = logging.getLogger(__name__)
 
 # The cuda backend's options are the GPU backends' (one set of knobs, one place).
 CudaBackendOptions = GpuBackendOptions
@@ -48,7 +53,11 @@ class CudaBackend(GpuBackend):
         provenance = CudaProvenance(self.name, self.device, self.nvrtc_version, catalogue)
         warm_arch = nvml.arch_for(self.device.compute_capability)
         pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers, warm_arch=warm_arch)
-        return CompileStaging(catalogue, pool, self.device.compute_capability, provenance)
+        self.toolkit = find_toolkit_headers(self.options.cuda_include_dirs)
+        if self.toolkit is not None:
+            logger.info("NVRTC includes CUDA headers from %s (%s)", ", ".join(self.toolkit.dirs),
+                        self.toolkit.fingerprint)  # fmt: skip
+        return CompileStaging(catalogue, pool, self.device.compute_capability, provenance, self.toolkit)
 
     def loader(self) -> KernelLoader:
         return CubinLoader()

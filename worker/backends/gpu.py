@@ -55,6 +55,9 @@ class GpuBackendOptions:
     device_ordinal: int = 0
     cache_dir: Path | None = None  # compiled kernels and measured ceilings; default: the backend's default_cache_dir()
     compile_workers: int | None = None  # default: CPU cores - 1
+    # cuda: the folders NVRTC searches for `<cuda_fp16.h>` and the like (worker/cuda/toolkit_headers.py);
+    # None: the ones cuda.pathfinder finds
+    cuda_include_dirs: tuple[Path, ...] | None = None
     policy: TimingPolicy = field(default_factory=TimingPolicy)
     timeout_s: float = 60.0  # per measurement (load, verify, timing), after which the kernel counts as hung
     profile_timeout_s: float = 600.0

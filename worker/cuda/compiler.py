@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernelfarm.worker.cuda.toolkit_headers import ToolkitHeaders
 from kernelfarm.worker.measuring.compile_pool import ProcessCompilePool
 
 if TYPE_CHECKING:  # the pool's processes need no kernel catalogue
@@ -36,9 +37,11 @@ _STACK = re.compile(r"(\d+) bytes stack frame")
 class CompileJob:
     """Everything the cubin depends on; its hash is the cache key.
 
-    The headers travel as text and reach NVRTC by include name (no include path): the cubin is
-    compiled from exactly the bytes the key hashes, the key and the recorded compile options name
-    no install location, and a source given as text compiles the same way as one read from files.
+    The kernel's own headers travel as text and reach NVRTC by include name: the cubin is compiled
+    from exactly the bytes the key hashes, and a source given as text compiles the same way as one read
+    from files. The CUDA Toolkit's headers (``<cuda_fp16.h>``, ...) are the host's, found through
+    ``toolkit``'s folders; the key takes their fingerprint instead, so it and the recorded options
+    (``recorded_options``) name no install location either.
     """
 
     source: str
@@ -49,11 +52,12 @@ class CompileJob:
     # C++ entries: NVRTC name expressions, lowered at compile time; their mangled names are written
     # next to the cubin (``lowered_names``)
     name_expressions: tuple[str, ...] = ()
+    toolkit: ToolkitHeaders | None = None  # None: no include folder (a `<name>` is then never found)
 
     @classmethod
     def for_config(
         cls, spec: KernelSpec, config: Mapping[str, Any], problem: Mapping[str, Any], arch: str,
-        extra_options: tuple[str, ...] = (),
+        extra_options: tuple[str, ...] = (), toolkit: ToolkitHeaders | None = None,
     ) -> CompileJob:  # fmt: skip
         """The job that compiles ``spec``'s CUDA source for one config and problem (its compile defines).
 
@@ -72,10 +76,21 @@ class CompileJob:
             extra_options,
             kernel.source.headers,
             (expression,) if expression is not None else (),
+            toolkit,
         )
 
     @property
     def options(self) -> tuple[str, ...]:
+        """What NVRTC is given."""
+        return (*self._own_options, *(self.toolkit.options if self.toolkit else ()))
+
+    @property
+    def recorded_options(self) -> tuple[str, ...]:
+        """The options as provenance records them: the include folders by role (``ToolkitHeaders``)."""
+        return (*self._own_options, *(self.toolkit.recorded_options if self.toolkit else ()))
+
+    @property
+    def _own_options(self) -> tuple[str, ...]:
         return (
             f"--gpu-architecture={self.arch}",
             "-std=c++17",
@@ -88,11 +103,13 @@ class CompileJob:
     @property
     def key(self) -> str:
         digest = hashlib.sha256(self.source.encode())
-        digest.update("\0".join(self.options).encode())
+        digest.update("\0".join(self._own_options).encode())
         for name, text in self.headers:  # a job without headers keeps the key it had before headers existed
             digest.update(f"\0{name}\0{text}".encode())
         for expression in self.name_expressions:
             digest.update(f"\0name-expression\0{expression}".encode())
+        if self.toolkit is not None:  # a job without them keeps the key it had before they were passed
+            digest.update(f"\0cuda-headers\0{self.toolkit.fingerprint}".encode())
         return digest.hexdigest()[:32]
 
 
@@ -190,9 +207,9 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
         try:
             nvrtc.compileProgram(program, list(job.options))
         except nvrtc.NVRTCError as exc:
-            log = nvrtc.getProgramLog(program)
+            log = _scrubbed(job, nvrtc.getProgramLog(program))
             return CompileResult(job.key, None, f"{exc}\n{log}", time.perf_counter() - start, False, version)
-        log = nvrtc.getProgramLog(program)
+        log = _scrubbed(job, nvrtc.getProgramLog(program))
         cubin = nvrtc.getCUBIN(program)
         lowered = {expression: nvrtc.getLoweredName(program, expression) for expression in job.name_expressions}
     finally:
@@ -209,6 +226,10 @@ def _compile_locked(job: CompileJob, path: Path, version: str) -> CompileResult:
         lowered_names_path(path).write_text(json.dumps(lowered))
     tmp.replace(path)
     return CompileResult(job.key, str(path), log, seconds, False, version, resources)
+
+
+def _scrubbed(job: CompileJob, log: str) -> str:
+    return job.toolkit.scrub(log) if job.toolkit is not None else log
 
 
 def _write_resources(path: Path, resources: dict[str, int], seconds: float) -> None:
@@ -232,7 +253,8 @@ def _cached_resources(path: Path, log: str) -> dict[str, int]:
 _WARM_SOURCE = 'extern "C" __global__ void kf_warm(float* x) { x[threadIdx.x] *= 2.0f; }'
 # Where the pool's processes run, inside the cubin cache, and where nothing is ever written. NVRTC looks
 # for a quoted include in the folder of the program it compiles (its --no-source-include turns that off;
-# a <name> it does not look for there: tests/gpu/test_nvrtc_includes.py, NVRTC 13.0), and a program
+# a <name> it looks for only in the include folders, the CUDA Toolkit's: tests/gpu/test_nvrtc_includes.py,
+# NVRTC 13.0), and a program
 # named "kf_<key>.cu" is in the process's working directory: that was the worker's (its
 # deployment folder, settings files and all), where an uploaded kernel's `#include "name"` of a file it
 # did not upload (the upload check refuses that too; this is the second line) could find it, and NVRTC's
