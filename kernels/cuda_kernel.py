@@ -39,6 +39,9 @@ class CudaKernel(GpuKernel):
     entry: str
     #: compile for the architecture-specific target (``sm_90a``: wgmma, setmaxnreg)
     arch_specific: bool = False
+    #: NVRTC options of the kernel's own, after the farm's (code generation only, each one whole option:
+    #: kernels/manifest/model.py WHOLE_COMPILER_OPTION); a ``-std=`` one replaces the farm's ``-std=c++17``
+    compile_options: tuple[str, ...] = ()
 
     def __init__(self, source: CudaSource) -> None:
         """

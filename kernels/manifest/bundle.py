@@ -188,7 +188,9 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
             uploads only: one old version they would refuse must not make every version of its
             kernel unreadable (the versions listing builds each). Tune values a config key cannot
             tell apart are refused either way, by the search space itself: no job of them can run;
-            so is an ``#include`` of a file outside the upload: no worker may compile it.
+            so are an ``#include`` of a file outside the upload and a compiler option that is not one
+            whole allowed option (versions stored under the older prefix check): both reach NVRTC,
+            and no worker may compile them.
 
     Returns:
         The bundle, ready to store and to build a KernelSpec from.
@@ -228,10 +230,10 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
             raise InvalidManifest(f"files.{name}: contains a NUL byte (sources are text)")
     _check_source(manifest, texts)
     _check_names(manifest)
+    _check_compiler_options(manifest)  # passed to NVRTC (CompileJob.for_config): stored versions too
     if not stored:
         _check_shapes(manifest)
         _check_tune_values(manifest)
-        _check_compiler_options(manifest)
     bundle = Bundle(manifest, texts, uploads[recording_name] if recording_name else None)
     if bundle.recording is not None:
         check_recording(manifest, bundle.recording)

@@ -80,6 +80,7 @@ class ManifestCudaKernel(CudaKernel):
         self.manifest = manifest
         self.entry = manifest.source.entry.name
         self.arch_specific = manifest.source.arch_specific
+        self.compile_options = tuple(manifest.source.compiler_options)
         self._lookup = manifest.source.entry.name_expression is not None or needs_name_lookup(
             main, manifest.source.entry.linkage
         )

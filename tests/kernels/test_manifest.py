@@ -378,3 +378,13 @@ def test_a_bundle_written_over_on_the_host_is_refused_by_the_measuring_child(tmp
     (directory / "axpb_common.h").write_text("#define AXPB_COMMON_H\n/* someone else's header */\n")
     with pytest.raises(InvalidManifest, match="not the content it is named for"):
         spec_from_directory(directory, 2)  # another version number: not the process's cached spec
+
+
+def test_a_stored_version_whose_compiler_option_is_not_one_whole_option_no_longer_builds() -> None:
+    """Compiler options reach NVRTC (CompileJob.for_config), so the whole-option check applies to stored
+    versions too: one stored under the older prefix check with `-ftz=true --include-path=/` (one argument
+    to NVRTC: it would read host files) is refused as it is read back, not compiled."""
+    manifest = user_manifest()
+    manifest = manifest | {"source": manifest["source"] | {"compiler_options": ["-ftz=true --include-path=/"]}}
+    with pytest.raises(InvalidManifest, match=r"compiler_options\.0.*not one option"):
+        check_bundle(manifest, user_uploads(), stored=True)

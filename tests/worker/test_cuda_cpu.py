@@ -229,3 +229,24 @@ def test_compile_pool_starts_every_process_before_any_job(tmp_path: Path) -> Non
         assert pool._warmed.value == 3
     finally:
         pool.close()
+
+
+def test_a_manifest_kernels_compiler_options_reach_nvrtc_after_the_farms() -> None:
+    from kernelfarm.kernels.manifest.build import build_spec
+    from kernelfarm.kernels.manifest.bundle import check_bundle
+    from tests.kernels.manifests import user_manifest, user_uploads
+
+    def job(options: list[str]) -> CompileJob:
+        manifest = user_manifest()
+        manifest = manifest | {"source": manifest["source"] | {"compiler_options": options}}
+        spec = build_spec(check_bundle(manifest, user_uploads()), 1)
+        config = spec.space.valid_configs(spec.default_problem)[0]
+        return CompileJob.for_config(spec, config, spec.default_problem, "sm_90")
+
+    plain, tuned = job([]), job(["--maxrregcount=32", "-use_fast_math", "-std=c++20"])
+    assert tuned.options[tuned.options.index("--ptxas-options=-v") + 1 :][:3] == (
+        "--maxrregcount=32", "-use_fast_math", "-std=c++20"
+    )  # fmt: skip
+    assert [o for o in tuned.options if o.startswith("-std=")] == ["-std=c++20"]  # one standard: the kernel's
+    assert [o for o in plain.options if o.startswith("-std=")] == ["-std=c++17"]
+    assert plain.key != tuned.key

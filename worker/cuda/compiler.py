@@ -73,7 +73,7 @@ class CompileJob:
             kernel.source.text,
             tuple((k, str(v)) for k, v in defines.items()),
             arch,
-            extra_options,
+            (*kernel.compile_options, *extra_options),
             kernel.source.headers,
             (expression,) if expression is not None else (),
             toolkit,
@@ -91,9 +91,11 @@ class CompileJob:
 
     @property
     def _own_options(self) -> tuple[str, ...]:
+        # A kernel's own -std= (c++20) stands instead of the default: NVRTC is given one standard.
+        standard = () if any(o.startswith("-std=") for o in self.extra_options) else ("-std=c++17",)
         return (
             f"--gpu-architecture={self.arch}",
-            "-std=c++17",
+            *standard,
             "-default-device",
             "--ptxas-options=-v",
             *self.extra_options,
