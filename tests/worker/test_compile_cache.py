@@ -123,3 +123,20 @@ def test_pool_processes_compile_in_an_empty_folder_not_the_workers(
         assert pool.cache_dir == worker_home / "cubins"
     finally:
         pool.close()
+
+
+def test_pool_processes_start_without_the_workers_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool process's /proc/self/environ (what an include of it would put in NVRTC's log) holds no
+    database URL or token; the worker keeps its own environment."""
+    monkeypatch.setenv("DATABASE_URL", "postgresql://farm:db-secret@db/farm")
+    monkeypatch.setenv("KERNELFARM_API_TOKEN", "kf-token-secret")
+    pool = CompilePool(tmp_path, workers=2)
+    try:
+        assert pool.wait_started(60.0)
+        environ = Path("/proc/self/environ").read_bytes  # run in a pool process
+        seen = [pool._executor.submit(environ).result(60) for _ in range(4)]
+    finally:
+        pool.close()
+    assert all(b"db-secret" not in env and b"kf-token-secret" not in env for env in seen)
+    assert all(b"PATH=" in env for env in seen)  # the environment the child needs is still there
+    assert os.environ["DATABASE_URL"].endswith("db-secret@db/farm")

@@ -19,6 +19,8 @@ from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from kernelfarm.worker.measuring.sandbox import start_confined
+
 
 class Keyed(Protocol):
     """A compile job: its key hashes everything the compiled kernel depends on."""
@@ -78,8 +80,13 @@ class ProcessCompilePool(Generic[JobT, ResultT]):
         # Start the processes now: spawning one, loading the compiler and its first compile take about
         # a second, which would otherwise delay the first job's first kernels. The executor starts a
         # process per submitted task while none is idle, so one task each starts them all.
-        for _ in range(self.workers):
-            self._executor.submit(_noop)
+        # Confined as the measuring child is started (sandbox.py): the processes compile uploaded
+        # source, and what NVRTC reads through an #include is quoted in its log, the trial's stored
+        # failure; an include of /proc/self/environ (refused at upload, the first line) would find
+        # no database URL or token there, nor could it read the worker's own /proc files.
+        with start_confined():
+            for _ in range(self.workers):
+                self._executor.submit(_noop)
 
     def wait_started(self, timeout: float) -> bool:
         """Wait until every process has started (and compiled its warm-up kernel); False if some
