@@ -19,6 +19,7 @@ from rich.console import Console
 from kernelfarm.client import ApiError
 from kernelfarm.commands.jobs import fail, finite_seconds
 from kernelfarm.context import CliError, cli_context
+from kernelfarm.core.files import write_text_atomically
 from kernelfarm.core.printable import one_line
 from kernelfarm.gate.config import ConfigError, GateConfig, load_config
 from kernelfarm.gate.measure import run_id_problem
@@ -149,9 +150,16 @@ def _run(
 
 def _write_report(path: Path, report: str) -> str | None:
     """Write ``report`` to ``path`` as UTF-8 (the JUnit XML says so; the locale's encoding may not be
-    UTF-8, nor hold the status icons); None, or why it could not be written, on one line."""
+    UTF-8, nor hold the status icons); None, or why it could not be written, on one line.
+
+    A file is replaced atomically (core/files.py): a full disk or a cancelled pipeline leaves the previous
+    report or none, never half a JUnit file the CI's parser then rejects. What is not a file (``/dev/stdout``,
+    a pipe) is written through, as before."""
     try:
-        path.write_text(report, encoding="utf-8")
+        if path.exists() and not path.is_file():
+            path.write_text(report, encoding="utf-8")
+        else:
+            write_text_atomically(path, report)
     except OSError as exc:  # a missing folder, a directory, no permission
         return one_line(f"cannot write the report {path}: {exc.strerror or exc}")
     except ValueError as exc:  # a name no OS call can take

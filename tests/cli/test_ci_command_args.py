@@ -11,7 +11,10 @@ real farm never gives, come from a hostile server (tests/stand_in_server.py, tes
 
 from __future__ import annotations
 
+import os
 import subprocess
+import threading
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,6 +127,44 @@ def test_a_report_that_cannot_be_written_is_one_line_after_the_verdicts(
     for name in (summary, junit):
         path = tmp_path / name
         assert path.is_dir() or not path.exists() or path.read_text(encoding="utf-8")
+
+
+def test_a_report_replaces_the_previous_one_whole_and_a_pipe_is_written_through(tmp_path: Path, farm: FakeFarm) -> None:
+    """A file is replaced atomically (no temporary file left beside it); a path that is not a file, such as
+    /dev/stdout or a pipe a CI step reads, is written through."""
+    summary, pipe = tmp_path / "summary.md", tmp_path / "junit.pipe"
+    summary.write_text("the previous run's report, longer than this run's will be\n" * 100, encoding="utf-8")
+    os.mkfifo(pipe)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(pipe.read_bytes()))
+    reader.start()
+    try:
+        done = ci(tmp_path, farm.url, "--summary", str(summary), "--junit", str(pipe))
+    finally:
+        if reader.is_alive():  # the command never opened the pipe: let the reader finish
+            with pipe.open("wb"):
+                pass
+        reader.join(10)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = summary.read_text(encoding="utf-8")
+    assert "previous run" not in text and "✅ pass" in text
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".summary", ".junit"))) == []
+    root = ET.fromstring(read[0])  # fails on XML that is not well-formed
+    [case] = root.findall("testsuite/testcase")
+    assert case.get("name", "").startswith("matmul_fp32")
+
+
+def test_a_report_that_fails_halfway_leaves_the_previous_one(tmp_path: Path) -> None:
+    """A text UTF-8 cannot encode (a lone surrogate, which a JSON config's "\\ud800" escape gives) failed after
+    the old file was truncated: the previous report was lost. Now the previous one stays, and no temporary."""
+    from kernelfarm.commands.ci import _write_report
+
+    summary = tmp_path / "summary.md"
+    summary.write_text("the previous report\n", encoding="utf-8")
+    says = _write_report(summary, "| name \ud800 | pass |\n")
+    assert says is not None and says.startswith(f"cannot write the report {summary}:")
+    assert summary.read_text(encoding="utf-8") == "the previous report\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.md"]
 
 
 def test_an_unwritable_report_after_a_regression_still_prints_the_regression(tmp_path: Path, farm: FakeFarm) -> None:
