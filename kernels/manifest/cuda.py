@@ -209,12 +209,8 @@ class ManifestCudaKernel(CudaKernel):
         reference = self.manifest.reference
         assert reference.source and reference.entry and reference.grid and reference.block
         names = frozenset(problem)
-        defines = {
-            n: Expr.parse(f"reference.defines.{n}", t, names).value(problem) for n, t in reference.defines.items()
-        }
-        options = ("-std=c++17", *(f"-D{k}={v}" for k, v in defines.items()))
         text = compiled_text(self.bundle.files[reference.source], "auto")
-        module = cp.RawModule(code=text, options=options)
+        module = cp.RawModule(code=text, options=self.reference_options(problem))
         copies = {name: cp.zeros_like(buffers[name]) for name in self.manifest.outputs}
         for symbol, name in self.manifest.constant_memory.items():
             _copy_to_constant(module, symbol, buffers[name])
@@ -228,6 +224,18 @@ class ManifestCudaKernel(CudaKernel):
         module.get_function(reference.entry)(grid, block, tuple(args))
         cp.cuda.Stream.null.synchronize()
         return copies
+
+    def reference_options(self, problem: Mapping[str, Any]) -> tuple[str, ...]:
+        """NVRTC's options for the naive reference (through CuPy, which adds the CUDA Toolkit's headers):
+        its defines, and the bundle's folder for an ``#include "name"`` of an uploaded header (the upload
+        check allows only those names; the folder is named for, and checked against, its content)."""
+        reference = self.manifest.reference
+        names = frozenset(problem)
+        defines = {
+            n: Expr.parse(f"reference.defines.{n}", t, names).value(problem) for n, t in reference.defines.items()
+        }
+        folder = (f"--include-path={self.directory}",) if self.directory is not None else ()
+        return ("-std=c++17", *folder, *(f"-D{k}={v}" for k, v in defines.items()))
 
     def tolerance(self, problem: Mapping[str, Any]) -> Tolerance:
         # The manifest's tolerance is the norm bound. The element bound cannot be derived as for the

@@ -9,6 +9,7 @@ import copy
 import gzip
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -388,3 +389,16 @@ def test_a_stored_version_whose_compiler_option_is_not_one_whole_option_no_longe
     manifest = manifest | {"source": manifest["source"] | {"compiler_options": ["-ftz=true --include-path=/"]}}
     with pytest.raises(InvalidManifest, match=r"compiler_options\.0.*not one option"):
         check_bundle(manifest, user_uploads(), stored=True)
+
+
+def test_a_cuda_reference_finds_the_uploads_headers_in_the_bundles_folder(tmp_path: Path) -> None:
+    """A naive reference may `#include "name"` an uploaded header (the upload check allows those names only): it
+    is compiled with the materialized bundle's folder on NVRTC's include path (tests/gpu/test_manifest_headers.py
+    runs one on the GPU); a kernel read without a folder has none to give."""
+    bundle = user_bundle()
+    folder = tmp_path / bundle.content_hash
+    with_folder = build_spec(bundle, 1, folder).impl("cuda", ManifestCudaKernel)
+    without = build_spec(bundle, 1).impl("cuda", ManifestCudaKernel)
+    problem = {"M": 64, "N": 64}
+    assert with_folder.reference_options(problem) == ("-std=c++17", f"--include-path={folder}")
+    assert without.reference_options(problem) == ("-std=c++17",)
