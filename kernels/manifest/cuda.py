@@ -29,10 +29,6 @@ _ANGLE_INCLUDE = re.compile(r"^\s*#\s*include\s*<([^>]+)>", re.MULTILINE)
 _DEFAULT_BLOCK = (256, 1, 1)  # Kernel Tuner's block size for a dimension that is not tuned
 
 
-# A line that includes a system header: `#include <cuda_fp16.h>` and the like (worker/cuda/toolkit_headers.py).
-_SYSTEM_INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<[^>\n]*>[^\n]*\n?", re.MULTILINE)
-
-
 def compiled_text(main: str, linkage: str) -> str:
     """The text NVRTC compiles. ``auto`` follows Kernel Tuner: wrap the source in ``extern "C"``
     unless it has templates or its own ``extern "C"`` (then C++ names are looked up).
@@ -43,7 +39,8 @@ def compiled_text(main: str, linkage: str) -> str:
     "this declaration may not have extern C linkage"), so an entry defined after them is wrapped alone.
     """
     if linkage == "auto" and 'extern "C"' not in main and "template" not in main:
-        split = max((m.end() for m in _SYSTEM_INCLUDE_LINE.finditer(main)), default=0)
+        ends = [m.end() for m in _ANGLE_INCLUDE.finditer(main)]
+        split = (main.find("\n", ends[-1]) + 1 or len(main)) if ends else 0  # after the last one's line
         return main[:split] + 'extern "C" {\n' + main[split:] + "\n}\n"
     return main
 

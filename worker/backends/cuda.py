@@ -53,11 +53,10 @@ class CudaBackend(GpuBackend):
         provenance = CudaProvenance(self.name, self.device, self.nvrtc_version, catalogue)
         warm_arch = nvml.arch_for(self.device.compute_capability)
         pool = CompilePool(self.cache_dir / "cubin", self.options.compile_workers, warm_arch=warm_arch)
-        self.toolkit = find_toolkit_headers(self.options.cuda_include_dirs)
-        if self.toolkit is not None:
-            logger.info("NVRTC includes CUDA headers from %s (%s)", ", ".join(self.toolkit.dirs),
-                        self.toolkit.fingerprint)  # fmt: skip
-        return CompileStaging(catalogue, pool, self.device.compute_capability, provenance, self.toolkit)
+        toolkit = find_toolkit_headers(self.options.cuda_include_dirs)
+        if toolkit is not None:
+            logger.info("NVRTC includes CUDA headers from %s (%s)", ", ".join(toolkit.dirs), toolkit.fingerprint)
+        return CompileStaging(catalogue, pool, self.device.compute_capability, provenance, toolkit)
 
     def loader(self) -> KernelLoader:
         return CubinLoader()
