@@ -20,6 +20,7 @@ from kernelfarm.kernels.cuda_source import CudaSource
 from kernelfarm.kernels.manifest.bundle import Bundle, _scope_names
 from kernelfarm.kernels.manifest.expressions import Expr
 from kernelfarm.kernels.manifest.references import BUILTINS
+from kernelfarm.kernels.reference_failure import ReferenceDoesNotCompile, scrubbed_compile_log
 from kernelfarm.kernels.tolerance import Tolerance
 
 # NVRTC ships no C library headers; sources written for nvcc (Kernel Tuner's examples) include some.
@@ -206,8 +207,7 @@ class ManifestCudaKernel(CudaKernel):
         reference = self.manifest.reference
         assert reference.source and reference.entry and reference.grid and reference.block
         names = frozenset(problem)
-        text = compiled_text(self.bundle.files[reference.source], "auto")
-        module = cp.RawModule(code=text, options=self.reference_options(problem))
+        module = self._compiled_reference(problem)
         copies = {name: cp.zeros_like(buffers[name]) for name in self.manifest.outputs}
         for symbol, name in self.manifest.constant_memory.items():
             _copy_to_constant(module, symbol, buffers[name])
@@ -221,6 +221,27 @@ class ManifestCudaKernel(CudaKernel):
         module.get_function(reference.entry)(grid, block, tuple(args))
         cp.cuda.Stream.null.synchronize()
         return copies
+
+    def _compiled_reference(self, problem: Mapping[str, Any]) -> Any:
+        """The naive reference's module, compiled now (CuPy would compile it at its first use, inside
+        the launch): a source that does not compile raises :class:`ReferenceDoesNotCompile` with the
+        compiler's log, its host paths scrubbed."""
+        import cupy as cp
+
+        reference = self.manifest.reference
+        assert reference.source
+        text = compiled_text(self.bundle.files[reference.source], "auto")
+        module = cp.RawModule(code=text, options=self.reference_options(problem))
+        try:
+            module.compile()
+        except cp.cuda.compiler.CompileException as exc:
+            log = scrubbed_compile_log(
+                str(exc), source_name=reference.source, compiled_as=getattr(exc, "name", None),
+                options=tuple(getattr(exc, "options", ()) or ()),
+                bundle_dir=str(self.directory) if self.directory is not None else None,
+            )  # fmt: skip
+            raise ReferenceDoesNotCompile(f"the naive reference {reference.source} does not compile:\n{log}") from None
+        return module
 
     def reference_options(self, problem: Mapping[str, Any]) -> tuple[str, ...]:
         """NVRTC's options for the naive reference (through CuPy, which adds the CUDA Toolkit's headers):

@@ -14,6 +14,7 @@ import pytest
 
 from kernelfarm.kernels.manifest.build import build_spec
 from kernelfarm.kernels.manifest.bundle import check_bundle
+from tests.gpu.backends import correctness_backend
 from tests.kernels.manifests import user_manifest, user_uploads
 
 pytestmark = pytest.mark.gpu
@@ -26,9 +27,6 @@ CONFIG = {"block_size_x": 32, "block_size_y": 4, "tile_size_x": 4, "tile_size_y"
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
-    from kernelfarm.worker.measuring.timing import TimingPolicy
-
     cache = tmp_path_factory.mktemp("kernel-cache")
     specs = {}
     for name, options in ((PLAIN, []), (LIMITED, [f"--maxrregcount={LIMIT}"])):
@@ -36,16 +34,7 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         manifest = {**manifest, "name": name, "source": {**manifest["source"], "compiler_options": options}}
         bundle = check_bundle(manifest, user_uploads())
         specs[name] = build_spec(bundle, 1, cache / bundle.content_hash)
-    options = CudaBackendOptions(
-        cache_dir=tmp_path_factory.mktemp("cuda-cache"),
-        timeout_s=60.0,
-        policy=TimingPolicy(max_time_s=0.2),
-        roofline=False,  # correctness and ptxas' report only
-        profile_standby=False,
-    )
-    made = CudaBackend(options, specs=specs)
-    yield made
-    made.close()
+    yield from correctness_backend(tmp_path_factory, specs)
 
 
 def test_a_manifests_maxrregcount_reaches_ptxas_and_its_configs_still_verify(backend: Any) -> None:

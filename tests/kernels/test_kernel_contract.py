@@ -41,6 +41,7 @@ from kernelfarm.kernels.triton_kernel import BufferArg, TensorDescriptorArg, Tri
 from kernelfarm.worker.cuda.compiler import CompileJob
 from kernelfarm.worker.triton.compiler import TritonCompileJob
 from tests.gpu.availability import gpu_missing
+from tests.gpu.backends import correctness_backend
 from tests.kernels.manifests import half_bundle, user_bundle
 
 # The catalogue, and kernels that come as a manifest (tests/data/user_kernel/; the float16 one includes a
@@ -448,23 +449,11 @@ def cuda_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     reason = gpu_missing()
     if reason is not None:
         pytest.skip(reason)
-    from kernelfarm.worker.backends.cuda import CudaBackend, CudaBackendOptions
-    from kernelfarm.worker.measuring.timing import TimingPolicy
-
     # the manifest kernels are materialized where the measuring child (no database) reads them, in folders
     # named for their content as the farm's kernel cache names them (the child checks the files against the name)
     cache = tmp_path_factory.mktemp("kernel-cache")
     manifest_kernels = {b.manifest.name: build_spec(b, 1, cache / b.content_hash) for b in MANIFEST_BUNDLES}
-    options = CudaBackendOptions(
-        cache_dir=tmp_path_factory.mktemp("cuda-cache"),
-        timeout_s=60.0,
-        policy=TimingPolicy(max_time_s=0.2),
-        roofline=False,  # correctness only: no ceilings to measure
-        profile_standby=False,
-    )
-    backend = CudaBackend(options, specs={**all_kernels(), **manifest_kernels})
-    yield backend
-    backend.close()
+    yield from correctness_backend(tmp_path_factory, {**all_kernels(), **manifest_kernels})
 
 
 @pytest.fixture(scope="module")

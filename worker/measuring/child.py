@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from kernelfarm.core.states import FailureKind
+from kernelfarm.kernels.reference_failure import ReferenceDoesNotCompile
 from kernelfarm.worker.measuring.faults import classify_error, is_cuda_error
 from kernelfarm.worker.measuring.loader import KernelLoader
 from kernelfarm.worker.measuring.sandbox import ChildLimits, enter, limit_cpu_for_request
@@ -84,6 +85,8 @@ def serve(conn: Connection, config: ChildConfig) -> None:
                 reply = {"status": "ok", "ceilings": asdict(measure_ceilings())}
             else:
                 reply = failure_reply(FailureKind.CRASH, f"unknown op {op!r}")
+        except ReferenceDoesNotCompile as exc:  # the owner's reference source: a compile failure, context intact
+            reply = failure_reply(FailureKind.COMPILE, str(exc))
         except Exception as exc:  # a kernel fault is data; decide whether the context survived
             text = f"{type(exc).__name__}: {exc}"
             kind, poisoned = classify_error(text)
