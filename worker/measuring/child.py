@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
 from kernelfarm.core.states import FailureKind
+from kernelfarm.core.tracebacks import portable_traceback
 from kernelfarm.kernels.reference_failure import ReferenceDoesNotCompile
 from kernelfarm.worker.measuring.faults import classify_error, is_cuda_error
 from kernelfarm.worker.measuring.loader import KernelLoader
@@ -92,7 +92,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
             kind, poisoned = classify_error(text)
             if not is_cuda_error(exc):
                 kind, poisoned = FailureKind.CRASH, False
-                text += "\n" + traceback.format_exc(limit=6)
+                text += "\n" + portable_traceback(exc, limit=6)
             reply = failure_reply(kind, text)
             reply["poisoned"] = poisoned
             reply["seq"] = message.get("seq")
