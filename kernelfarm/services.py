@@ -42,7 +42,7 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, interval: float = 0.1) -> T:
     """Poll ``predicate`` until it returns something truthy, and return that.
 
     Raises:
