@@ -388,7 +388,9 @@ function matches(i, terms, state) {
   const cols = rowsOf();
   if (state && cols.state[i] !== state) return false;
   for (const term of terms) {
-    const [name, value] = term.includes("=") ? term.split("=", 2) : [null, term];
+    // name=value splits at the first "=" only: "p=a=b" asks for p equal to "a=b", which no number is.
+    const at = term.indexOf("=");
+    const [name, value] = at >= 0 ? [term.slice(0, at), term.slice(at + 1)] : [null, term];
     if (name !== null) {
       if (!Object.hasOwn(cols.config, name) || String(cols.config[name][i]) !== value) return false;
     } else if (![cols.state[i], cols.failure_kind[i], cols.worker[i], String(cols.seq[i])]
