@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class Optimizer(ABC):
         seed: int,
         options: Mapping[str, Any] | None = None,
         prior: Sequence[Observation] = (),
-    ) -> Optimizer:
+    ) -> Self:
         return cls(space, context, history, seed, options, prior)
 
     @abstractmethod
