@@ -14,7 +14,7 @@ from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.encoding import alignment_columns
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters, loo_log_predictive
-from tests.tuner.conftest import CONTEXT, SPACE
+from tests.tuner.conftest import CONTEXT, SPACE, integer
 
 
 def test_alignment_columns_mark_powers_of_two_and_the_power_of_two_dividing_each_value() -> None:
@@ -103,7 +103,7 @@ def test_bayes_passes_the_alignment_length_prior_only_to_alignment_columns(monke
         return real(x, y, maxiter, length_prior, start)  # type: ignore[arg-type]
 
     monkeypatch.setattr(bayes, "fit_hyperparameters", spy)
-    history = [Observation(c, float(c["tile"]) + c["bx"]) for c in SPACE.valid_configs(CONTEXT)[:12]]
+    history = [Observation(c, float(c["tile"]) + float(c["bx"])) for c in SPACE.valid_configs(CONTEXT)[:12]]
     BayesianOptimizer.from_history(SPACE, CONTEXT, history, 0, {"alignment": True, "alignment_length": 2.0}).ask(1)
     table = candidate_table(SPACE, CONTEXT)
     prior = seen[-1]
@@ -153,9 +153,10 @@ def _aligned_space_history(power_of_two_matters: bool, n: int = 30) -> tuple[Sea
     history = []
     for row in rows.tolist():
         c = space.config_at(table.indices[row])
-        aligned = c["bx"] & (c["bx"] - 1) == 0
-        step = (0.0 if aligned else 2.0) if power_of_two_matters else 0.01 * c["bx"]
-        history.append(Observation(c, float(np.exp(step + 0.3 * abs(np.log2(c["by"]) - 2) + 0.2 * c["t"]))))
+        bx, by, t = (integer(c, k) for k in ("bx", "by", "t"))
+        aligned = bx & (bx - 1) == 0
+        step = (0.0 if aligned else 2.0) if power_of_two_matters else 0.01 * bx
+        history.append(Observation(c, float(np.exp(step + 0.3 * abs(np.log2(by) - 2) + 0.2 * t))))
     return space, history
 
 
@@ -180,7 +181,9 @@ def test_alignment_select_uses_the_columns_where_alignment_matters_and_not_where
 
 def test_alignment_select_changes_nothing_where_the_space_has_no_alignment_columns() -> None:
     space = SearchSpace(parameters=(Parameter("bx", (16, 32, 64, 128)), Parameter("by", (1, 2, 4, 8))))
-    history = [Observation(c, float(c["bx"] / c["by"] + c["by"])) for c in space.valid_configs()[::3]]
+    history = [
+        Observation(c, integer(c, "bx") / integer(c, "by") + integer(c, "by")) for c in space.valid_configs()[::3]
+    ]
     plain = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": False}).ask(2)
     selecting = BayesianOptimizer.from_history(space, {}, history, 0, {"alignment_select": True})
     assert selecting.ask(2) == plain and selecting.alignment_selected is False

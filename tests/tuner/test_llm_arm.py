@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from kernelfarm.core.space import Config
 from kernelfarm.core.states import FailureKind
 from kernelfarm.tuner.strategies.base import Observation
 from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
@@ -34,7 +35,7 @@ from kernelfarm.tuner.strategies.llm import (
 )
 from tests.tuner.conftest import CONTEXT, SPACE, drive, objective
 
-GOOD = {"bx": 8, "by": 2, "tile": 3, "layout": "tiled", "fixed": 7}
+GOOD: Config = {"bx": 8, "by": 2, "tile": 3, "layout": "tiled", "fixed": 7}
 ANSWER = [
     {"bx": 64, "by": 2, "tile": 3, "layout": "tiled", "fixed": 7},  # unlisted value
     {"bx": 32, "by": 8, "tile": 3, "layout": "row", "fixed": 7},  # violates bx * by <= 128

@@ -4,6 +4,7 @@ some proposals go to its untried one-parameter neighbours; the quota is rebuilt 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,8 +33,8 @@ def _stalled_history(stalled: int) -> list[Observation]:
     neighbour (the far corner of the grid, where the model has nothing to learn about BEST's)."""
     start = [Observation({"a": 0, "b": 0}, 9.0), Observation({"a": 11, "b": 11}, 8.0)]
     start.append(Observation({"a": 6, "b": 6}, 5.0))
-    far = [{"a": a, "b": b} for a in range(7, 12) for b in range(7, 12)][:stalled]
-    slower = [Observation(c, 6.0 + 0.01 * i) for i, c in enumerate(far)]
+    far: list[Config] = [{"a": a, "b": b} for a in range(7, 12) for b in range(7, 12)]
+    slower = [Observation(c, 6.0 + 0.01 * i) for i, c in enumerate(far[:stalled])]
     return [*start, Observation(BEST, 1.0), *slower]
 
 
@@ -123,7 +124,13 @@ def test_the_plain_model_is_the_full_fit_restricted_refined_or_fitted_apart(
     fits: list[tuple[int, int, Hyperparameters | None]] = []
     real = bayes.fit_hyperparameters
 
-    def counting(x: np.ndarray, y: np.ndarray, maxiter: int = 60, length_prior=None, start=None):  # type: ignore[no-untyped-def]
+    def counting(
+        x: np.ndarray,
+        y: np.ndarray,
+        maxiter: int = 60,
+        length_prior: np.ndarray | None = None,
+        start: Hyperparameters | None = None,
+    ) -> Hyperparameters:
         hp = real(x, y, maxiter, length_prior, start)
         fits.append((x.shape[1], maxiter, start))
         return hp
@@ -160,7 +167,7 @@ def test_pool_hops_puts_the_incumbents_two_parameter_moves_in_a_capped_pool(monk
     pools: list[np.ndarray] = []
     real = BayesianOptimizer._pool
 
-    def recording(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def recording(self: BayesianOptimizer, *args: Any, **kwargs: Any) -> np.ndarray:
         pools.append(real(self, *args, **kwargs))
         return pools[-1]
 

@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import Row
+from sqlalchemy.engine import result_tuple
 
 from kernelfarm.core.states import TrialState
 from kernelfarm.tuner.history import observations
 from kernelfarm.tuner.objective import scalarize
 
 
+# The columns of the coordinator's trial rows (core/store/trials.py history_rows), energy as JSON text.
+TrialRow = result_tuple(["config", "state", "time_ms", "verified", "failure_kind", "proposed_by", "energy_mj"])
+
+
 def row(
-    i: int, time_ms: float | None, energy: float | None, state: TrialState = TrialState.COMPLETE
-) -> SimpleNamespace:
-    return SimpleNamespace(
-        config={"x": i}, state=state.value, time_ms=time_ms, verified=time_ms is not None, failure_kind=None,
-        proposed_by=None, energy_mj=None if energy is None else str(energy),
-    )  # fmt: skip
+    i: int,
+    time_ms: float | None,
+    energy: float | None,
+    state: TrialState = TrialState.COMPLETE,
+    failure_kind: str | None = None,
+) -> Row[Any]:
+    return TrialRow(
+        (
+            {"x": i},
+            state.value,
+            time_ms,
+            time_ms is not None,
+            failure_kind,
+            None,
+            None if energy is None else str(energy),
+        )
+    )
 
 
 def test_energy_objective_uses_energy_and_cannot_rank_a_trial_without_it() -> None:
@@ -41,6 +59,5 @@ def test_both_never_ranks_a_dominated_trial_above_the_one_dominating_it() -> Non
 def test_a_stored_failure_kind_this_version_does_not_know_reads_as_a_crash() -> None:
     """A row written by hand (or by another version) raised ValueError in every step that read it,
     the steps of every later job of its kernel and problem that took it as a prior included."""
-    rows = [row(0, None, None, TrialState.FAILED), row(1, None, None, TrialState.FAILED)]
-    rows[0].failure_kind, rows[1].failure_kind = "__proto__", "timeout"
+    rows = [row(0, None, None, TrialState.FAILED, "__proto__"), row(1, None, None, TrialState.FAILED, "timeout")]
     assert [o.failure for o in observations(rows)] == ["crash", "timeout"]

@@ -156,7 +156,7 @@ def test_the_last_free_config_is_proposed(name: str, last: int) -> None:
 
 @pytest.mark.parametrize("name", ALL)
 def test_history_outside_the_space_is_ignored(name: str) -> None:
-    stranger = {"bx": 64, "by": 1, "tile": 1, "layout": "row", "fixed": 7}  # 64 is not a value of bx
+    stranger: Config = {"bx": 64, "by": 1, "tile": 1, "layout": "row", "fixed": 7}  # 64 is not a value of bx
     history = [Observation(stranger, 1.0), Observation({"bx": 1}, 2.0)]
     configs = get_strategy(name).from_history(SPACE, CONTEXT, history, 0, options(name)).ask(3)
     assert len(configs) == 3 and all(SPACE.contains(c, CONTEXT) for c in configs)
@@ -209,8 +209,15 @@ def test_bayes_learns_to_avoid_failing_configs() -> None:
 def test_bayes_rejects_unknown_or_malformed_options() -> None:
     from kernelfarm.core.errors import InvalidInput
 
-    bad_consensus = ({"prior_consensus": v} for v in (math.nan, -0.1, 1.5, "0.1", True))
-    for bad in ({"n_inti": 3}, {"n_init": "3"}, {"failures": "pray"}, {"xi": True}, {"pool": 0}, *bad_consensus):
+    malformed: list[dict[str, object]] = [
+        {"n_inti": 3},
+        {"n_init": "3"},
+        {"failures": "pray"},
+        {"xi": True},
+        {"pool": 0},
+    ]
+    malformed += [{"prior_consensus": v} for v in (math.nan, -0.1, 1.5, "0.1", True)]
+    for bad in malformed:
         with pytest.raises(InvalidInput):
             get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, bad)
     assert get_strategy("bayes").from_history(SPACE, CONTEXT, [], 0, {"xi": 0, "n_init": 3}).ask(1)
@@ -234,7 +241,7 @@ def test_large_spaces_stay_fast(name: str) -> None:
         }
     )
     valid = space.valid_configs()
-    history = [Observation(c, float(c["c"]) + c["e"]) for c in valid[:: len(valid) // 60]]
+    history = [Observation(c, float(c["c"]) + float(c["e"])) for c in valid[:: len(valid) // 60]]
     get_strategy(name).from_history(space, {}, history, 0, options(name)).ask(1)  # candidate table
     start = time.perf_counter()
     configs = get_strategy(name).from_history(space, {}, history, 1, options(name)).ask(8)

@@ -4,6 +4,9 @@ its status says about them."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
+
+from sqlalchemy.orm import Session
 
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.measurement import Measurement, TimingStats
@@ -18,7 +21,7 @@ SPEC = get_kernel("cn_pnpoly")
 CONFIG = {"between_method": 0, "block_size_x": 32, "tile_size": 1, "use_method": 0}
 
 
-def _job(session, gpu: str, problem: dict | None = None, time_ms: float | None = None) -> Job:  # type: ignore[no-untyped-def]
+def _job(session: Session, gpu: str, problem: dict[str, Any] | None = None, time_ms: float | None = None) -> Job:
     kernel = ensure_kernel(session, SPEC)
     problem = dict(problem or SPEC.default_problem)
     job = job_store.create_job(
