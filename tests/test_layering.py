@@ -20,6 +20,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 import pytest
 
@@ -181,12 +182,12 @@ def environment_violations(source: str, path: str = "<snippet>") -> list[Violati
     os_names, environ_names, getenv_names = _os_bindings(tree)
     parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
 
-    def is_environ(node: ast.AST) -> bool:
+    def is_environ(node: ast.AST) -> TypeGuard[ast.Attribute | ast.Name]:
         if isinstance(node, ast.Attribute):
             return node.attr in ENVIRON_NAMES and isinstance(node.value, ast.Name) and node.value.id in os_names
         return isinstance(node, ast.Name) and node.id in environ_names
 
-    def is_getenv(node: ast.AST) -> bool:
+    def is_getenv(node: ast.AST) -> TypeGuard[ast.Attribute | ast.Name]:
         if isinstance(node, ast.Attribute):
             return node.attr in GETENV_NAMES and isinstance(node.value, ast.Name) and node.value.id in os_names
         return isinstance(node, ast.Name) and node.id in getenv_names

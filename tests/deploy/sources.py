@@ -57,7 +57,7 @@ def k8s_objects() -> list[tuple[Path, dict[str, Any]]]:
 
 def pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     if obj["kind"] in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
-        return obj["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+        return obj["spec"]["template"]["spec"]
     return None
 
 
@@ -69,7 +69,7 @@ def containers(obj: dict[str, Any], include_init: bool = True) -> list[dict[str,
 
 
 def compose_services(path: Path) -> dict[str, dict[str, Any]]:
-    return load_yaml(path)["services"]  # type: ignore[no-any-return]
+    return load_yaml(path)["services"]
 
 
 def runs_our_image(service: dict[str, Any]) -> bool:

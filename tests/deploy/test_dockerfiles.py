@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.deploy.sources import DEPLOY, dockerfile_instructions
 
@@ -10,7 +11,7 @@ API = DEPLOY / "docker" / "api.Dockerfile"
 GPU = DEPLOY / "docker" / "gpu-worker.Dockerfile"
 
 
-def instructions(path, keyword):  # type: ignore[no-untyped-def]
+def instructions(path: Path, keyword: str) -> list[str]:
     return [rest for k, rest in dockerfile_instructions(path) if k == keyword]
 
 

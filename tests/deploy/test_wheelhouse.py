@@ -224,7 +224,7 @@ def test_resolution_for_another_target_passes_target_for_old_pips() -> None:
     the real pip 23.2 where one is installed."""
     pip = RecordingPip()
     target = wh.Target("3.12", wh.manylinux_platforms("2.28"))
-    assert wh.resolve(pip, target, ["celery"], wh.Exclusions.read([], [])) == []  # type: ignore[arg-type]
+    assert wh.resolve(pip, target, ["celery"], wh.Exclusions.read([], [])) == []
     (args,) = pip.calls
     assert "--platform" in args and "--dry-run" in args
     assert "--target" in args
