@@ -20,9 +20,10 @@ from kernelfarm.kernels.manifest.bundle import InvalidManifest, check_bundle, pa
 from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 from kernelfarm.kernels.manifest.model import manifest_json_schema, shipped_schema
 from kernelfarm.worker.cuda.compiler import CompileJob
+from tests.configs import integer
 from tests.kernels.manifests import REPO, example_bundle, user_bundle, user_manifest, user_spec, user_uploads
 
-Mutation = Callable[[dict[str, Any], dict[str, bytes]], None]
+Mutation = Callable[[dict[str, Any], dict[str, bytes]], object]  # what it returns is ignored
 
 
 def _set(path: str, value: Any) -> Mutation:
@@ -69,6 +70,26 @@ def _record_as(name: str) -> Mutation:
     def mutate(manifest: dict[str, Any], uploads: dict[str, bytes]) -> None:
         manifest["recording"] = {"file": name}
         uploads[name] = recording_of(manifest, {})
+
+    return mutate
+
+
+def _recorded_time(value: float) -> Mutation:
+    """A recording (cache.json) whose one config took ``value`` ms."""
+
+    def mutate(manifest: dict[str, Any], uploads: dict[str, bytes]) -> None:
+        manifest["recording"] = {"file": "cache.json"}
+        uploads["cache.json"] = recording_of(manifest, {"16,1,1,1": {"block_size_x": 16, "time": value}})
+
+    return mutate
+
+
+def _then(*steps: Mutation) -> Mutation:
+    """The mutations one after another."""
+
+    def mutate(manifest: dict[str, Any], uploads: dict[str, bytes]) -> None:
+        for step in steps:
+            step(manifest, uploads)
 
     return mutate
 
@@ -183,25 +204,22 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
     ("a recording that is a source", _record_as("axpb_naive.cu"), "manifest.recording.file", "also a source"),
     ("names differing only in case", _rename_header("AXPB.cu"), "files", "differ only in case"),
     ("a header over the source limit named like a recording",
-     lambda m, u: _rename_header("big.json")(m, u) or u.__setitem__("big.json", b"//" + b"x" * (600 << 10)),
+     _then(_rename_header("big.json"), _add_file("big.json", b"//" + b"x" * (600 << 10))),
      "files.big.json", "limit of 524288"),
     ("two compiler options in one", _set("source.compiler_options", ["-std=c++17 -I/etc"]),
      "manifest.source.compiler_options.0", "not one option"),
     ("an option after a compiler option's value", _set("source.compiler_options", ["-ftz=true --include-path=/"]),
      "manifest.source.compiler_options.0", "not one option"),
     ("recording of other parameters",
-     lambda m, u: (m.__setitem__("recording", {"file": "cache.json"}),
-                   u.__setitem__("cache.json", json.dumps({"device_name": "X", "tune_params_keys": ["a"],
-                                                           "cache": {}}).encode())),
+     _then(_set("recording", {"file": "cache.json"}),
+           _add_file("cache.json", json.dumps({"device_name": "X", "tune_params_keys": ["a"], "cache": {}}).encode())),
      "manifest.recording.file", "records parameters"),
     # A replay worker serves recorded times as measurements: -1 ms became the best config, NaN a trial
     # no row could store ("worker lost" three times).
-    *[(f"recorded time {value}",
-       lambda m, u, value=value: (m.__setitem__("recording", {"file": "cache.json"}), u.__setitem__(
-           "cache.json", recording_of(m, {"16,1,1,1": {"block_size_x": 16, "time": value}}))),
-       "manifest.recording.file", "a time is a positive number") for value in (-1.0, 0, float("nan"), float("inf"))],
+    *[(f"recorded time {value}", _recorded_time(value), "manifest.recording.file", "a time is a positive number")
+      for value in (-1.0, 0, float("nan"), float("inf"))],
     ("recording not a cache file",
-     lambda m, u: (m.__setitem__("recording", {"file": "cache.json"}), u.__setitem__("cache.json", b"[1, 2]")),
+     _then(_set("recording", {"file": "cache.json"}), _add_file("cache.json", b"[1, 2]")),
      "manifest.recording.file", "Kernel Tuner cache"),
 ]  # fmt: skip
 
@@ -324,7 +342,10 @@ def test_kernel_tuner_examples_are_valid_manifests(name: str) -> None:
         launch = impl.launch(config, problem)
         assert launch.threads <= 1024
         size = (512, 512) if name == "matmul" else (4096, 4096)
-        tile = (config["block_size_x"] * config["tile_size_x"], config["block_size_y"] * config["tile_size_y"])
+        tile = (
+            integer(config, "block_size_x") * integer(config, "tile_size_x"),
+            integer(config, "block_size_y") * integer(config, "tile_size_y"),
+        )
         covered = (launch.grid[0] * tile[0], launch.grid[1] * tile[1])
         # Kernel Tuner's grid: ceil(problem_size / divisors) blocks, every element and less than a tile more
         assert all(size[d] <= covered[d] < size[d] + tile[d] for d in range(2)), (config, launch)

@@ -25,13 +25,6 @@ CONTEXT = {"n": 5}
 TINY = SearchSpace(parameters=(Parameter("a", (1, 2, 3)), Parameter("b", (10, 20))), constraints=("a + b != 22",))
 
 
-def integer(config: Config, name: str) -> int:
-    """An integer parameter's value (a Config's values are typed as any of int, float and str)."""
-    value = config[name]
-    assert isinstance(value, int), f"{name}={value!r} is not an integer"
-    return value
-
-
 def objective(config: Config) -> float | None:
     """A smooth-ish synthetic time with a failing corner (big blocks with big tiles)."""
     bx, by, tile = (float(config[k]) for k in ("bx", "by", "tile"))

@@ -14,7 +14,8 @@ from kernelfarm.tuner.strategies.bayes import BayesianOptimizer
 from kernelfarm.tuner.strategies.candidates import candidate_table
 from kernelfarm.tuner.strategies.encoding import alignment_columns
 from kernelfarm.tuner.strategies.gp import GaussianProcess, fit_hyperparameters, loo_log_predictive
-from tests.tuner.conftest import CONTEXT, SPACE, integer
+from tests.configs import integer
+from tests.tuner.conftest import CONTEXT, SPACE
 
 
 def test_alignment_columns_mark_powers_of_two_and_the_power_of_two_dividing_each_value() -> None:

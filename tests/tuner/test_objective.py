@@ -11,7 +11,6 @@ from kernelfarm.core.states import TrialState
 from kernelfarm.tuner.history import observations
 from kernelfarm.tuner.objective import scalarize
 
-
 # The columns of the coordinator's trial rows (core/store/trials.py history_rows), energy as JSON text.
 TrialRow = result_tuple(["config", "state", "time_ms", "verified", "failure_kind", "proposed_by", "energy_mj"])
 
