@@ -12,7 +12,10 @@ from kernelfarm.worker.measuring.energy import ENERGY_METRICS
 
 pytestmark = pytest.mark.gpu
 
-PROBLEMS = {"layernorm": {"M": 4096, "N": 4096, "dtype": "float32"}, "matmul_fp32": {"M": 2048, "N": 2048, "K": 2048}}
+PROBLEMS: dict[str, dict[str, Any]] = {
+    "layernorm": {"M": 4096, "N": 4096, "dtype": "float32"},
+    "matmul_fp32": {"M": 2048, "N": 2048, "K": 2048},
+}
 
 
 @pytest.mark.parametrize("kernel", sorted(PROBLEMS))

@@ -16,6 +16,7 @@ import pytest
 from kernelfarm.core.states import FailureKind
 from kernelfarm.kernels.faultinject import flash_zero_rows
 from kernelfarm.kernels.faultinject.kernel import MODES
+from kernelfarm.kernels.gpu_kernel import GpuKernel
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.worker.backends.base import MeasureRequest
 
@@ -35,7 +36,8 @@ def test_flash_attention_with_zeroed_rows_is_rejected_and_the_real_kernel_passes
     config = flash_config()
     real = backend.measure(MeasureRequest("flash_attention", PROBLEM, config, profile=False, seed=11))
     assert real.failure is None and real.verified, real.failure_message
-    assert real.metrics["element_error"] < get_kernel("flash_attention").impls["cuda"].tolerance(PROBLEM).element
+    tolerance = get_kernel("flash_attention").impl("cuda", GpuKernel).tolerance(PROBLEM)
+    assert real.metrics["element_error"] < tolerance.element
 
     faulty_config = {**config, "ZERO_EVERY": 1 << 20, "ZERO_AT": 7}
     faulty = backend.measure(MeasureRequest(flash_zero_rows.SPEC.name, PROBLEM, faulty_config, profile=False, seed=11))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kernelfarm.kernels.faultinject import flash_zero_rows
+from kernelfarm.kernels.gpu_kernel import GpuKernel
 from kernelfarm.kernels.registry import get_kernel
 from kernelfarm.kernels.tolerance import UNIT_ROUNDOFF, Tolerance
 from kernelfarm.worker.measuring.session import second_seed
@@ -48,7 +49,7 @@ def test_zeroed_rows_pass_a_norm_only_check_and_fail_the_element_bound() -> None
 
 def flash_attention_tolerance() -> Tolerance:
     spec = get_kernel("flash_attention")
-    return spec.impl("cuda", type(spec.impls["cuda"])).tolerance(spec.default_problem)
+    return spec.impl("cuda", GpuKernel).tolerance(spec.default_problem)
 
 
 def test_one_unit_of_bf16_rounding_everywhere_passes() -> None:
@@ -68,7 +69,8 @@ def test_correct_fp32_accumulation_in_another_order_passes(output: str, length: 
     b = RNG.uniform(-1, 1, (length, 64)).astype(np.float32)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     # fp32 sums in a blocked order, as a tiled kernel adds its partial products
-    blocked = sum((a[:, k : k + 8] @ b[k : k + 8]).astype(np.float32) for k in range(0, length, 8))
+    partials = [(a[:, k : k + 8] @ b[k : k + 8]).astype(np.float32) for k in range(0, length, 8)]
+    blocked = sum(partials[1:], start=partials[0])
     tolerance = Tolerance.derived(1e-2 if output == "bfloat16" else 1e-5, output, length)
     if output == "bfloat16":
         out, ref = bf16_bits(blocked), bf16_bits(exact.astype(np.float32))
