@@ -140,7 +140,9 @@ def test_gpu_extraction_links_each_kernel_to_the_innermost_operator_that_launche
 
 
 def test_real_profiler_on_the_cpu_rows_are_the_recorded_operators_with_the_timed_pass_times(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch", reason="the real profiler's CPU test needs the `profile` extra (torch)")
+    pytest.importorskip("torch", reason="the real profiler's CPU test needs the `profile` extra (torch)")
+    import torch
+
     from kernelfarm.model_profiler.analysis import analyse
     from kernelfarm.model_profiler.capture import ROUNDS, capture, paired_overhead
     from kernelfarm.model_profiler.models import ModelUnderTest

@@ -9,26 +9,28 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the model profiler's CPU tests need the `profile` extra (torch)")
-transformers = pytest.importorskip("transformers", reason="the built-in models need the `profile` extra")
+pytest.importorskip("torch", reason="the model profiler's CPU tests need the `profile` extra (torch)")
+pytest.importorskip("transformers", reason="the built-in models need the `profile` extra")
 
-from transformers.activations import (  # noqa: E402
+import torch
+import transformers
+from transformers.activations import (
     FastGELUActivation,
     GELUActivation,
     GELUTanh,
     NewGELUActivation,
     QuickGELUActivation,
 )
-from transformers.pytorch_utils import Conv1D  # noqa: E402
+from transformers.pytorch_utils import Conv1D
 
-from kernelfarm.model_profiler.analysis import analyse  # noqa: E402
-from kernelfarm.model_profiler.capture import capture  # noqa: E402
-from kernelfarm.model_profiler.fusion import find_mlps, fused_mlp_candidates, gelu_form  # noqa: E402
-from kernelfarm.model_profiler.mapping import family_problem  # noqa: E402
-from kernelfarm.model_profiler.models import ModelUnderTest, build  # noqa: E402
-from kernelfarm.model_profiler.report import write_markdown  # noqa: E402
-from kernelfarm.model_profiler.tuning import FUSED_AWAY  # noqa: E402
-from kernelfarm.worker.measuring.roofline import Ceilings  # noqa: E402
+from kernelfarm.model_profiler.analysis import analyse
+from kernelfarm.model_profiler.capture import capture
+from kernelfarm.model_profiler.fusion import find_mlps, fused_mlp_candidates, gelu_form
+from kernelfarm.model_profiler.mapping import family_problem
+from kernelfarm.model_profiler.models import ModelUnderTest, build
+from kernelfarm.model_profiler.report import write_markdown
+from kernelfarm.model_profiler.tuning import FUSED_AWAY
+from kernelfarm.worker.measuring.roofline import Ceilings
 
 BATCH, SEQ = 2, 32
 
@@ -90,7 +92,8 @@ def test_gpt2_tiny_gives_one_candidate_with_the_exact_problem(activation: str, f
         config = mut.model.config
         config.activation_function = activation
         torch.manual_seed(0)
-        mut.model = transformers.GPT2LMHeadModel(config).to(torch.bfloat16).eval()
+        # PreTrainedModel.to is @functools.wraps(Module.to): typeshed's _Wrapped does not bind self
+        mut.model = transformers.GPT2LMHeadModel(config).to(torch.bfloat16).eval()  # type: ignore[arg-type]
     candidates = fused_mlp_candidates(mut)
     if form is None:
         assert candidates == []
