@@ -172,9 +172,10 @@ def visit(context: Any, dashboard: Dashboard, path: str, shot: str, ready: str =
     return page
 
 
-def logged_in_as(chromium: Any, dashboard: Dashboard, token: str) -> Any:
-    """A new browser context with a session of ``token`` (the login's own request, without its form)."""
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+def logged_in_as(chromium: Any, dashboard: Dashboard, token: str, width: int = 1400) -> Any:
+    """A new browser context ``width`` pixels wide with a session of ``token`` (the login's own request, without
+    its form)."""
+    context = chromium.new_context(viewport={"width": width, "height": 1000})
     answer = context.request.post(f"{dashboard.url}/ui/session", data={"token": token})
     assert answer.status == 204, answer.text()
     return context

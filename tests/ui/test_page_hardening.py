@@ -438,3 +438,21 @@ def test_a_right_to_left_override_reverses_only_its_own_string(dashboard: Dashbo
         assert page.evaluate(f"getComputedStyle(document.querySelector({selector!r})).unicodeBidi") == "isolate"
     assert watch.problems == []
     page.close()
+
+
+def test_wide_tables_scroll_inside_their_box_in_a_narrow_window(dashboard: Dashboard, chromium: Any) -> None:
+    """At 760 px the trial table of a convolution job (its eight parameters, times, metrics) is wider than the
+    window: it scrolls inside its own box, with its header, and the page around it does not widen."""
+    context = logged_in_as(chromium, dashboard, dashboard.token, width=760)
+    for path, shot in ((f"/ui/jobs/{dashboard.finished_job}", "job-narrow"), ("/ui/jobs", "jobs-narrow"),
+                       ("/ui/fleet", "fleet-narrow")):  # fmt: skip
+        page = visit(context, dashboard, path, shot)
+        assert _page_fits(page), path
+        page.close()
+    page = visit(context, dashboard, f"/ui/jobs/{dashboard.finished_job}", "job-narrow-table")
+    box = page.locator("#trials").locator("xpath=..")
+    assert box.evaluate("b => b.scrollWidth > b.clientWidth"), "the trial table fits: this test shows nothing"
+    box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+    assert box.evaluate("b => b.scrollLeft > 0")
+    page.close()
+    context.close()
