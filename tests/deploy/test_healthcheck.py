@@ -19,7 +19,7 @@ from tests.stand_in_server import stand_in_server
 
 
 def run(*argv: str) -> int:
-    return healthcheck_module().main(list(argv))  # type: ignore[no-any-return]
+    return healthcheck_module().main(list(argv))
 
 
 @pytest.fixture

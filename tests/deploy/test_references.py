@@ -31,10 +31,12 @@ FOREIGN_ENV = {
 def _click_exception() -> type[Exception]:
     # Recent typer releases carry their own copy of click; older ones use the click package.
     try:
-        from typer._click import ClickException
+        from typer import _click
     except ImportError:
-        from click import ClickException
-    return ClickException  # type: ignore[no-any-return]
+        import click
+
+        return click.ClickException
+    return _click.ClickException
 
 
 ClickException = _click_exception()
