@@ -50,7 +50,7 @@ def test_a_kernel_not_named_kf_is_profiled_by_the_standby_and_by_a_fresh_ncu(
     (tmp_path / "ncu_filter_kernel.py").write_text(MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p))
-    from ncu_filter_kernel import SPEC  # type: ignore[import-not-found]
+    from ncu_filter_kernel import SPEC
 
     options = CudaBackendOptions(cache_dir=tmp_path / "cache", timeout_s=20.0, policy=TimingPolicy(max_time_s=0.3))
     requests = [MeasureRequest("renamed_copy", {"n": 1 << 20}, {"MODE": 0}, profile=True, seed=s) for s in (1, 2)]

@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -39,7 +41,7 @@ SHORT_LIMITS = {"KERNELFARM_TRIAL_SOFT_TIME_LIMIT": "4", "KERNELFARM_TRIAL_HARD_
                 "KERNELFARM_VISIBILITY_TIMEOUT": "6"}  # fmt: skip
 
 
-def settings(**values: object) -> Settings:
+def settings(**values: Any) -> Settings:
     return Settings(redis_url="redis://127.0.0.1:1/0", database_url="postgresql://x@127.0.0.1:1/x", **values)
 
 
@@ -67,7 +69,7 @@ def test_timing_invariants_fail_fast(values: dict[str, object], reason: str) -> 
         make_celery(settings(**values))  # every component builds its app here, so none starts
 
 
-def unacked_messages(farm: ChaosFarm) -> list[bytes]:
+def unacked_messages(farm: ChaosFarm) -> list[bytes | str]:
     """Messages reserved by GPU workers. Only the GPU queue's: a coordinator left running by an
     earlier test of this module may hold tuner.advance messages of its own at any moment."""
     values = redis.Redis.from_url(farm.redis_url).hvals("unacked")
@@ -76,10 +78,10 @@ def unacked_messages(farm: ChaosFarm) -> list[bytes]:
 
 def queued_messages(farm: ChaosFarm) -> int:
     client = redis.Redis.from_url(farm.redis_url)
-    return sum(int(client.llen(key)) for key in client.keys(f"{QUEUE}*"))  # type: ignore[arg-type, union-attr]
+    return sum(int(client.llen(key)) for key in client.keys(f"{QUEUE}*"))
 
 
-def wait_state(farm: ChaosFarm, job_id, index: int, state: str, timeout: float = 60):  # type: ignore[no-untyped-def]
+def wait_state(farm: ChaosFarm, job_id: uuid.UUID, index: int, state: str, timeout: float = 60) -> Any:
     return wait_for(lambda: (r := trial_rows(farm.database_url, job_id)[index]).state == state and r, timeout,
                     f"trial {index} to be {state}")  # fmt: skip
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import signal
+import uuid
 from pathlib import Path
 
 from kernelfarm.services import wait_for
@@ -15,7 +16,7 @@ from tests.reliability.conftest import make_job, send_evaluate, terminal_transit
 SKEW_DIR = Path(__file__).resolve().parent / "skew"
 
 
-def all_finished(farm: ChaosFarm, job_id) -> bool:  # type: ignore[no-untyped-def]
+def all_finished(farm: ChaosFarm, job_id: uuid.UUID) -> bool:
     return all(r.state in ("complete", "failed") for r in trial_rows(farm.database_url, job_id))
 
 

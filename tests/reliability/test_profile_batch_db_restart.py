@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from kernelfarm.core.store import profiles as profile_store
 from kernelfarm.core.store import trials as trial_store
 from kernelfarm.services import EmbeddedPostgres
 from kernelfarm.testing.recordings import CONVOLUTION, RTX3090
-from kernelfarm.worker.backends.base import MeasureRequest
+from kernelfarm.worker.backends.base import MeasureRequest, ProfileOutcome
 from kernelfarm.worker.backends.replay import ReplayBackend
 from kernelfarm.worker.profiling import profile_trials
 from tests.conftest import store_job
@@ -61,9 +61,14 @@ class RestartingBackend(ReplayBackend):
         super().__init__([CONVOLUTION])
         self.server = server
 
-    def profile(self, requests: Sequence[MeasureRequest]) -> list:  # type: ignore[type-arg]
+    def profile(self, requests: list[MeasureRequest]) -> list[ProfileOutcome]:
         self.server.stop("immediate")
-        threading.Thread(target=lambda: (time.sleep(1.5), self.server.start())).start()
+
+        def restart() -> None:
+            time.sleep(1.5)
+            self.server.start()
+
+        threading.Thread(target=restart).start()
         return list(super().profile(requests))
 
 

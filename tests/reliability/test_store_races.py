@@ -4,7 +4,9 @@ the reaper racing a worker, and database retries."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import func, update
@@ -21,7 +23,7 @@ OK = Measurement(timing=TimingStats.from_times([1.0, 2.0, 3.0]), verified=True)
 
 
 @pytest.fixture(autouse=True)
-def cancel_leftovers(database_url: str):  # type: ignore[no-untyped-def]
+def cancel_leftovers(database_url: str) -> Iterator[None]:
     """These jobs live in the session's shared database: cancel them so no later module's
     coordinator re-dispatches their queued trials."""
     yield
@@ -36,8 +38,9 @@ def cancel_leftovers(database_url: str):  # type: ignore[no-untyped-def]
             cancel_job(session, job_id)
 
 
-def race(n: int, action) -> list:  # type: ignore[no-untyped-def]
-    results: list = [None] * n
+def race(n: int, action: Callable[[int], Any]) -> list[Any]:
+    """``action(i)`` for each i in n threads started together: their results, in order."""
+    results: list[Any] = [None] * n
     barrier = threading.Barrier(n)
 
     def run(i: int) -> None:
@@ -52,7 +55,7 @@ def race(n: int, action) -> list:  # type: ignore[no-untyped-def]
     return results
 
 
-def claim(database_url: str, trial_id: int, worker: str):  # type: ignore[no-untyped-def]
+def claim(database_url: str, trial_id: int, worker: str) -> trial_store.Claim | None:
     with session_scope(database_url) as session:
         return trial_store.claim(session, trial_id, worker, None)
 
@@ -83,7 +86,7 @@ def test_reaper_and_late_writer_race_one_wins(database_url: str) -> None:
         assert claim(database_url, trial_id, "slow") is not None
         expire(database_url, trial_id)
 
-    def act(i: int):  # type: ignore[no-untyped-def]
+    def act(i: int) -> trial_store.Reaped | list[bool]:
         if i == 0:
             with session_scope(database_url) as session:
                 return trial_store.reap_expired_leases(session, lease_seconds=5, max_attempts=3)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from kernelfarm.core.objectives import ENERGY_MISSING
-from kernelfarm.worker.measuring.energy import ENERGY_METRICS, EnergyMeter, EnergyUnavailable
+from kernelfarm.worker.measuring.energy import ENERGY_METRICS, EnergyMeter, EnergyReading, EnergyUnavailable
 from kernelfarm.worker.measuring.session import Session
 
 
@@ -109,7 +109,7 @@ def meter_for(gpu: FakeGpu, **kwargs: float) -> EnergyMeter:
     return EnergyMeter(gpu, 0, clock=gpu.clock, **kwargs)  # type: ignore[arg-type]
 
 
-def read(gpu: FakeGpu, meter: EnergyMeter, hint_s: float | None = None):  # type: ignore[no-untyped-def]
+def read(gpu: FakeGpu, meter: EnergyMeter, hint_s: float | None = None) -> EnergyReading:
     return meter.measure(gpu.launch, gpu.synchronize, gpu.mark, gpu.kernel_s if hint_s is None else hint_s)
 
 

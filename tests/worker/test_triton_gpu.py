@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from kernelfarm.worker.backends.base import MeasureRequest
 from tests.gpu.availability import gpu_missing
+
+if TYPE_CHECKING:  # imported by the fixture: Triton may be missing
+    from kernelfarm.worker.backends.triton import TritonBackend
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +31,7 @@ TILED = {
 
 
 @pytest.fixture(scope="module")
-def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonBackend]:
     reason = gpu_missing()
     if reason is not None:
         pytest.skip(reason)
@@ -43,7 +47,7 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     b.close()
 
 
-def test_every_schedule_verifies_at_a_ragged_shape_and_report_their_resources(backend) -> None:  # type: ignore[no-untyped-def]
+def test_every_schedule_verifies_at_a_ragged_shape_and_report_their_resources(backend: TritonBackend) -> None:
     schedules = [{"TMA": 0}, {"TMA": 1}, {"TMA": 1, "SUBTILE": 1}]  # tiled, TMA, TMA storing half tiles
     requests = [MeasureRequest("matmul_triton", PROBLEM, TILED | s, profile=False, seed=3) for s in schedules]
     for request, m in zip(requests, backend.measure_many(requests), strict=True):
@@ -53,7 +57,7 @@ def test_every_schedule_verifies_at_a_ragged_shape_and_report_their_resources(ba
                                                    "kf_triton_matmul")  # fmt: skip
 
 
-def test_ncu_profiles_the_triton_kernel_by_its_name(backend) -> None:  # type: ignore[no-untyped-def]
+def test_ncu_profiles_the_triton_kernel_by_its_name(backend: TritonBackend) -> None:
     request = MeasureRequest("matmul_triton", PROBLEM, TILED, profile=True, seed=3)
     (m,) = backend.measure_many([request])
     assert m.verified, m.failure_message
