@@ -37,7 +37,7 @@ def load(path: Path, module_name: str) -> ModuleType:
 def per_implementation_tests(suite: ModuleType, *names: list[str]) -> list[Callable[..., None]]:
     """The suite's tests parametrized over one of the lists ``names`` (those that would hold the example:
     every strategy; every kernel, every CUDA kernel), taking a name and maybe a tmp_path, off the GPU."""
-    found = []
+    found: list[Callable[..., None]] = []
     for attribute, function in vars(suite).items():
         if not attribute.startswith("test_") or not inspect.isfunction(function):
             continue

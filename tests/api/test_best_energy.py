@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -34,7 +35,7 @@ def record(
     with session_scope(database_url) as session:
         claim = trial_store.claim(session, trial_id, "test-worker", None)
         assert claim is not None
-    metrics = {} if energy_mj is None else {"energy_mj": energy_mj, "power_w": 300.0}
+    metrics: dict[str, Any] = {} if energy_mj is None else {"energy_mj": energy_mj, "power_w": 300.0}
     if missing is not None:
         metrics["energy_missing"] = missing
     measurement = Measurement(timing=TimingStats.from_times([time_ms]), verified=True, metrics=metrics)
@@ -60,10 +61,10 @@ def test_energy_and_the_pareto_front(client: TestClient, database_url: str) -> N
     frugal = record(database_url, job, 4.0, 2.0)
     record(database_url, job, 0.5, None)  # fastest, but no energy counter: not on the front
 
-    def best(**params: str) -> dict:  # type: ignore[type-arg]
+    def best(**params: str) -> dict[str, Any]:
         response = client.get("/v1/best", params={"kernel": KERNEL, "gpu": gpu, **params})
         assert response.status_code == 200, response.text
-        return response.json()  # type: ignore[no-any-return]
+        return response.json()
 
     assert best()["time_ms"] == 0.5 and best()["objective"] == "time"
     energy = best(objective="energy")

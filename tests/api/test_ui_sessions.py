@@ -56,7 +56,11 @@ def test_logging_out_ends_the_session_in_every_api_process(api_only: Farm, secon
     out = browsers[0].post("/ui/logout", headers={"X-CSRF-Token": csrf_for(secret)})
     assert out.status_code == 204 and "kf_session=" in out.headers["set-cookie"]
     for browser in browsers:  # the copy the browser kept (or a thief) is refused everywhere within a second
-        wait_for(lambda b=browser: b.get("/v1/jobs").status_code == 401, 2, "the ended session to be refused")
+
+        def refused(b: httpx.Client = browser) -> bool:
+            return b.get("/v1/jobs").status_code == 401
+
+        wait_for(refused, 2, "the ended session to be refused")
         answer = browser.get("/v1/jobs")
         assert answer.status_code == 401 and "session has ended" in answer.json()["detail"]
         page = browser.get("/ui/jobs", follow_redirects=False)

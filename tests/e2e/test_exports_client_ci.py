@@ -15,7 +15,7 @@ import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import pytest
@@ -39,8 +39,18 @@ H100 = "nvidia-h100-80gb-hbm3"
 CONV = "convolution_kernel"
 CONV_PROBLEM = {"size_x": 4096, "size_y": 4096}
 MATMUL_LANDSCAPES = sorted((RECORDED_DIR.parent / "matmul_fp32" / "landscapes").glob("*.json.gz"))
+
+
+class Tuning(TypedDict):
+    """Client.submit's budget, parallelism and seed keywords."""
+
+    budget_trials: int
+    parallelism: int
+    seed: int
+
+
 # The baseline's tuning job, as main's pipeline ran it; sequential, so the same seed replays the same search.
-TUNING = {"budget_trials": 24, "parallelism": 1, "seed": 11}
+TUNING: Tuning = {"budget_trials": 24, "parallelism": 1, "seed": 11}
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@ hints, and the mapping of operators onto farm kernels."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kernelfarm.model_profiler.analysis import OperatorReport, model_hints, operator_hint
@@ -101,7 +103,7 @@ def test_operators_map_to_farm_kernels_with_their_problems() -> None:
     assert family_problem(_op("aten::add", [[4], [4]], 0.01, 0.01), "bfloat16") is None
 
     mnk = [{"name": n, "kind": "int", "choices": None} for n in "MNK"]
-    offered = [
+    offered: list[dict[str, Any]] = [
         {"name": "matmul_bf16", "problem_params": mnk},  # A @ B^T: takes "nk" only
         {"name": "matmul_triton", "problem_params": [*mnk, {"name": "dtype", "choices": ["bfloat16", "float16"]},
                                                      {"name": "b_layout", "choices": ["kn", "nk"]}]},
@@ -121,7 +123,7 @@ def test_operators_map_to_farm_kernels_with_their_problems() -> None:
 
 
 def test_estimated_end_to_end_counts_each_tuned_operator_per_call() -> None:
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"baseline_ms": 3.33, "tuned_ms": 0.6, "calls": 1},
         {"baseline_ms": 0.1, "tuned_ms": 0.05, "calls": 12},
         {"baseline_ms": 0.5, "tuned_ms": None, "calls": 1},  # not tuned: unchanged
