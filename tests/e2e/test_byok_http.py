@@ -28,6 +28,7 @@ from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.models import KernelVersion
 from kernelfarm.kernels.manifest.bundle import search_space, validated_model
+from tests.configs import integer
 from tests.conftest import CONVOLUTION, RTX3090, Farm, live_worker_count, make_token, wait_for
 from tests.kernels.manifests import USER_FILES, USER_KERNEL, USER_MANIFEST, user_manifest, user_uploads
 from tests.kernels.test_manifest import BAD_MANIFESTS
@@ -43,8 +44,8 @@ def recorded_times(manifest: dict[str, Any]) -> dict[str, float]:
     problem = {name: p.default for name, p in model.problem.items()}
     times = {}
     for config in space.valid_configs(problem):
-        threads = config["block_size_x"] * config["block_size_y"]
-        work = config["tile_size_x"] * config["tile_size_y"]
+        threads = integer(config, "block_size_x") * integer(config, "block_size_y")
+        work = integer(config, "tile_size_x") * integer(config, "tile_size_y")
         times[space.key(config)] = round(0.05 + abs(threads - 256) / 2000 + abs(work - 4) / 50, 5)
     return times
 

@@ -82,13 +82,12 @@ def test_an_owner_has_a_quota_of_unfinished_jobs(busy_farm: Farm, database_url: 
     body = {"kernel": "image_convolution", "gpu_model": "nvidia-test-quota-model", "budget_trials": 2}
     made = []
     try:
-        answer = None
         for _ in range(50):
             answer = client.post("/v1/jobs", json=body)
             if answer.status_code != 201:
                 break
             made.append(answer.json()["id"])
-        assert answer is not None and answer.status_code == 409, answer.text
+        assert answer.status_code == 409, answer.text
         assert "unfinished jobs" in answer.json()["detail"]
         assert len(made) == 20  # Settings.max_active_jobs_per_owner
     finally:
