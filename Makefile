@@ -44,4 +44,4 @@ test: install $(VENV)/.profile-extra chromium
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy -p kernelfarm
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy -p kernelfarm -p tests
