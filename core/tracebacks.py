@@ -10,14 +10,17 @@ import traceback
 from collections.abc import Sequence
 
 
-def portable_traceback(exc: BaseException, limit: int, roots: Sequence[str] | None = None) -> str:
+def portable_traceback(exc: BaseException, frames: int, roots: Sequence[str] | None = None) -> str:
     """``exc``'s traceback (and its chained causes') as :func:`traceback.format_exception` writes it, each
     frame's file relative to the longest of ``roots`` (default: ``sys.path``) that holds it; a file under
-    none of them (an uploaded module materialized in a cache folder) is named by its file name alone."""
+    none of them (an uploaded module materialized in a cache folder) is named by its file name alone.
+
+    Only the innermost ``frames`` frames of each: where it was raised (an uploaded reference's own line)
+    says more than the child's request loop it was called from."""
     # The file system's root holds every file and would name none: never a root here.
     found = {os.path.abspath(r) for r in (sys.path if roots is None else roots) if r}
     folders = sorted((f for f in found if f != os.path.abspath(os.sep)), key=len, reverse=True)
-    report = traceback.TracebackException.from_exception(exc, limit=limit)
+    report = traceback.TracebackException.from_exception(exc, limit=-frames)
     seen: set[int] = set()
     pending = [report]
     while pending:

@@ -46,7 +46,8 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         bundle = check_bundle(user_manifest() | {"name": name}, user_uploads() | {"axpb_naive.cu": reference.encode()})
         specs[name] = build_spec(bundle, 1, cache / bundle.content_hash)
     python = user_manifest() | {"name": RAISING, "reference": {"python": "reference.py"}}
-    bundle = check_bundle(python, user_uploads() | {"reference.py": RAISING_REFERENCE.encode()})
+    uploads = {name: data for name, data in user_uploads().items() if name != "axpb_naive.cu"}  # no CUDA reference
+    bundle = check_bundle(python, uploads | {"reference.py": RAISING_REFERENCE.encode()})
     specs[RAISING] = build_spec(bundle, 1, cache / bundle.content_hash)
     yield from correctness_backend(tmp_path_factory, specs)
 

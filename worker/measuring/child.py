@@ -92,7 +92,7 @@ def serve(conn: Connection, config: ChildConfig) -> None:
             kind, poisoned = classify_error(text)
             if not is_cuda_error(exc):
                 kind, poisoned = FailureKind.CRASH, False
-                text += "\n" + portable_traceback(exc, limit=6)
+                text += "\n" + portable_traceback(exc, frames=6)
             reply = failure_reply(kind, text)
             reply["poisoned"] = poisoned
             reply["seq"] = message.get("seq")

@@ -151,7 +151,7 @@ def compile_triton(job: TritonCompileJob, cache_dir: str) -> TritonCompileResult
         source = ast_source(job)
         compiled = triton.compile(source, target=GPUTarget("cuda", job.arch, 32), options=dict(job.options))
     except Exception as exc:
-        log = f"{type(exc).__name__}: {exc}\n{portable_traceback(exc, limit=4)}"
+        log = f"{type(exc).__name__}: {exc}\n{portable_traceback(exc, frames=4)}"
         return TritonCompileResult(job.key, None, log[-4000:], time.perf_counter() - start, False)
     finally:
         knobs.compilation.listener = None
