@@ -54,10 +54,13 @@ def status_for(exc: KernelfarmError) -> int:
 
 
 def encodable(value: Any) -> Any:
-    """``value`` with every string made valid UTF-8 (lone surrogates escaped) and every non-finite
-    float replaced by its name, so that the JSON encoder cannot fail on it."""
+    """``value`` with every string made valid UTF-8 (lone surrogates escaped), bytes decoded the same way
+    (invalid UTF-8 escaped) and every non-finite float replaced by its name, so that the JSON encoder
+    cannot fail on it."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, bytes | bytearray):  # a body FastAPI did not parse, as the input of its error
+        return bytes(value).decode("utf-8", "backslashreplace")
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
     if isinstance(value, dict):

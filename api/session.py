@@ -35,7 +35,9 @@ def csrf_for(secret: str) -> str:
 
 
 def csrf_ok(secret: str, header: str | None) -> bool:
-    return header is not None and hmac.compare_digest(csrf_for(secret), header)
+    # Compared as bytes: compare_digest refuses str with non-ASCII characters (TypeError, a 500), and a
+    # header Starlette decodes as Latin-1 can hold any of them.
+    return header is not None and hmac.compare_digest(csrf_for(secret).encode(), header.encode("utf-8", "replace"))
 
 
 def set_session_cookies(response: Response, secret: str, *, secure: bool) -> None:

@@ -101,7 +101,8 @@ def _has_body(request: Request) -> bool:
 
 
 def _is_json(content_type: str) -> bool:
-    """``application/json``, a ``+json`` type, with any parameters, or none at all: what FastAPI reads
-    as JSON."""
+    """``application/json`` or a ``+json`` type, with any parameters. A body without a Content-Type is
+    not: FastAPI 0.165 (its ``strict_content_type``) no longer reads one as JSON, and handed its bytes to
+    validation ("Input should be a valid dictionary", or a 500 where they were not UTF-8)."""
     media = content_type.split(";", 1)[0].strip().lower()
-    return not media or media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
