@@ -101,6 +101,18 @@ def test_a_token_name_that_prints_like_another_or_not_at_all_is_refused(admin: h
     assert answer.status_code == 422 and "token name" in answer.text, answer.text
 
 
+# Letters and marks that print as nothing (Hangul fillers, the combining grapheme joiner, Khmer inherent
+# vowels: default-ignorable, but not control or format characters), a blank braille cell, a no-break space.
+LOOKALIKES = ["\u3164", "\u115f", "\u1160", "\uffa0", "\u034f", "\u17b4", "\u17b5", "\u2800", "\u00a0bob"]
+
+
+@pytest.mark.parametrize("suffix", LOOKALIKES, ids=lambda s: f"U+{ord(s[0]):04X}")
+def test_a_token_name_with_a_default_ignorable_or_blank_character_is_refused(admin: httpx.Client, suffix: str) -> None:
+    """An outside probe got a 201 for "alice" followed by a Hangul filler: it prints as "alice"."""
+    answer = admin.post("/v1/tokens", json={"name": f"alice{suffix}", "scopes": ["submit"]})
+    assert answer.status_code == 422 and f"U+{ord(suffix[0]):04X}" in answer.text, answer.text
+
+
 @pytest.mark.parametrize("spelling", ["{id}.0", "+{id}", "{id}_0", "%20{id}", "0{id}"])
 def test_a_token_id_is_decimal_digits_only(admin: httpx.Client, spelling: str) -> None:
     """int() reads "7.0", "+7", "7_0" and " 7" as ids: "DELETE /v1/tokens/1.0" revoked token 1."""
@@ -166,7 +178,9 @@ def test_a_catalogue_kernel_pinned_to_another_version_is_refused(api_only: Farm,
     assert answer.status_code == 422 and "is at version 1 here, not 5" in answer.text, answer.text
 
 
-@pytest.mark.parametrize(("field", "value"), [("model", "gpt2\u202e"), ("device_name", "NVIDIA\u200b H100")])
+@pytest.mark.parametrize(
+    ("field", "value"), [("model", "gpt2\u202e"), ("device_name", "NVIDIA\u200b H100"), ("model", "gpt2\u3164")]
+)
 def test_a_model_profiles_titles_hold_no_invisible_characters(
     api_only: Farm, submit_token: str, field: str, value: str
 ) -> None:

@@ -153,6 +153,8 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
      "2**53"),
     ("a right-to-left override in a value", _set("tune_params.tile_size_y", ["a", "\u202eb"]),
      "manifest.tune_params.tile_size_y.1", "U+202E"),
+    ("a Hangul filler in a value", _set("tune_params.tile_size_y", ["a", "a\u3164"]),
+     "manifest.tune_params.tile_size_y.1", "U+3164"),
     ("NaN tune value", _set("tune_params.tile_size_y", [float("nan"), 1]), "manifest.tune_params.tile_size_y.0",
      "finite"),
     # A problem is keyed by "name=value" pairs joined by commas, written into the exports' C comments too:
