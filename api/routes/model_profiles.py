@@ -70,5 +70,5 @@ def delete_profile(profile_id: uuid.UUID, principal: SubmitToken, session: Sessi
     row = store.profile_summary(session, profile_id)
     principal.require_owner(row.owner, f"model profile {profile_id}")
     summary = ModelProfileSummary.model_validate(row)
-    store.delete_profile(session, profile_id)
+    store.delete_profile(session, profile_id)  # 404 when a concurrent request deleted it first
     return summary

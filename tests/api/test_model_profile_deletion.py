@@ -4,11 +4,13 @@ fill the database). Over HTTP to an API process of its own, with a limit of 3, a
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import pytest
 
 from kernelfarm.core.db import session_scope
@@ -103,3 +105,32 @@ def test_admins_are_not_limited(capped_api: Farm, database_url: str) -> None:
     with client_for(capped_api, admin) as client:
         assert [client.post("/v1/profiles", json=PROFILE).status_code for _ in range(LIMIT + 1)] == [201] * (LIMIT + 1)
     assert _stored(database_url, name) == LIMIT + 1
+
+
+ROUNDS = 20
+RACERS = 8
+
+
+def test_concurrent_deletions_by_the_owner_report_it_deleted_once(capped_api: Farm, database_url: str) -> None:
+    """Each request read the profile, then deleted it without looking at what its DELETE did: an outside
+    probe sent 8 at once and got two or three 200s in 3 rounds of 10."""
+    owner, token = _owner_token(database_url)
+    clients = [client_for(capped_api, token) for _ in range(RACERS)]
+    start = threading.Barrier(RACERS)
+
+    def delete(client: httpx.Client, profile_id: str) -> int:
+        start.wait()
+        return client.delete(f"/v1/profiles/{profile_id}").status_code
+
+    try:
+        with ThreadPoolExecutor(max_workers=RACERS) as pool:
+            for round_ in range(ROUNDS):
+                profile_id = clients[0].post("/v1/profiles", json=PROFILE).json()["id"]
+                for client in clients:  # connected before the race, so the requests arrive together
+                    assert client.get("/health").status_code == 200
+                statuses = list(pool.map(delete, clients, [profile_id] * RACERS))
+                assert sorted(statuses) == [200] + [404] * (RACERS - 1), (round_, statuses)
+    finally:
+        for client in clients:
+            client.close()
+    assert _stored(database_url, owner) == 0
