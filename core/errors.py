@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class KernelfarmError(Exception):
     """Base class: a problem the caller can understand and act on."""
@@ -13,6 +15,25 @@ class InvalidInput(KernelfarmError):
 
 class NotFound(KernelfarmError):
     """The named object does not exist (HTTP 404)."""
+
+
+class NoSuchVersion(NotFound):
+    """The kernel exists, but not at the version asked for (HTTP 404, as NotFound): said apart from an
+    unknown kernel, with the versions there are."""
+
+    def __init__(self, name: str, version: int, versions: Sequence[int]) -> None:
+        super().__init__(f"kernel {name!r} has no version {version} (its versions: {_listed(versions)})")
+        self.name = name
+        self.version = version
+        self.versions = tuple(versions)
+
+
+def _listed(numbers: Sequence[int], most: int = 10) -> str:
+    """``1, 2, 3``; a long list keeps its ends: ``1, 2, 3, ..., 38, 39, 40``."""
+    shown = [str(n) for n in numbers]
+    if len(shown) > most:
+        shown = [*shown[:3], "...", *shown[-3:]]
+    return ", ".join(shown)
 
 
 class Conflict(KernelfarmError):

@@ -19,7 +19,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from kernelfarm.core.errors import NotFound
+from kernelfarm.core.errors import NoSuchVersion, NotFound
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import check_format, read_json_tolerant, recorded_device
 from kernelfarm.core.settings import get_settings
@@ -60,7 +60,8 @@ def get_kernel(name: str, version: int | None = None) -> KernelSpec:
     another version is kept off this worker by its requirement (KernelSpec.requires).
 
     Raises:
-        NotFound: no such kernel (or no such version of an uploaded one).
+        NoSuchVersion: an uploaded kernel of that name is stored, but not at ``version``.
+        NotFound: no such kernel.
     """
     found = all_kernels().get(name)
     if found is not None:
@@ -76,9 +77,27 @@ def get_kernel(name: str, version: int | None = None) -> KernelSpec:
 
         try:
             return uploaded_kernel(name, version)
+        except NoSuchVersion:
+            raise  # the kernel exists: it is not "unknown", and the reader is told the versions it has
         except NotFound:
             pass
     raise NotFound(f"unknown kernel {name!r}; known: {sorted(all_kernels())} and the uploaded kernels")
+
+
+def kernel_at_version(name: str, version: int | None) -> KernelSpec:
+    """:func:`get_kernel`, held to ``version`` for a catalogue or plugin kernel too: one installed here at
+    another version is NoSuchVersion, as an uploaded kernel without that version is (None: its current
+    version). For readers asking for a version; the farm's own steps take get_kernel, which serves a
+    catalogue kernel whatever version a job recorded.
+
+    Raises:
+        NoSuchVersion: the kernel is known, but not at ``version``.
+        NotFound: no such kernel.
+    """
+    spec = get_kernel(name, version)
+    if version is not None and spec.version != version:
+        raise NoSuchVersion(name, version, [spec.version])
+    return spec
 
 
 def validate(spec: KernelSpec) -> None:

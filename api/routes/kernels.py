@@ -23,7 +23,7 @@ from kernelfarm.core.models import KernelVersion
 from kernelfarm.core.store import kernel_versions as version_store
 from kernelfarm.core.store.tokens import Scope
 from kernelfarm.kernels.manifest.bundle import Bundle, canonical_json, check_bundle, parse_manifest_text
-from kernelfarm.kernels.registry import all_kernels, get_kernel
+from kernelfarm.kernels.registry import all_kernels, kernel_at_version
 from kernelfarm.kernels.spec import KernelSpec
 from kernelfarm.kernels.uploaded import spec_of_row
 
@@ -154,9 +154,13 @@ def _checked_upload(manifest: UploadFile | str, files: list[UploadFile | str]) -
 def show_kernel(
     name: str,
     _: ReadToken,
-    version: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="an uploaded kernel's version")] = None,
+    version: Annotated[
+        int | None, Query(ge=1, le=2**31 - 1, description="the kernel's version (404 when it has no such version)")
+    ] = None,
 ) -> KernelPublic:
-    spec = get_kernel(name, version)
+    # A version the kernel does not have is a 404 saying so, a catalogue kernel's too (get_kernel serves
+    # the installed one whatever version is asked: a reader got version 1 for ?version=99).
+    spec = kernel_at_version(name, version)
     return to_public(spec, "catalogue" if name in all_kernels() else "upload")
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from kernelfarm.core.errors import Forbidden, NotFound
+from kernelfarm.core.errors import Forbidden, NoSuchVersion, NotFound
 from kernelfarm.core.models import KernelVersion
 from kernelfarm.core.store.locks import hold_until_commit
 
@@ -95,16 +95,19 @@ def get_version(session: Session, name: str, version: int | None = None) -> Kern
     """The given version of an uploaded kernel, or its latest.
 
     Raises:
-        NotFound: no such kernel or version.
+        NoSuchVersion: the kernel is stored, but not at ``version`` (naming the versions it has).
+        NotFound: no such kernel.
     """
     if not possible_name(name):
         raise NotFound(f"no uploaded kernel {name!r}")
     query = select(KernelVersion).where(KernelVersion.name == name)
     query = query.where(KernelVersion.version == version) if version is not None else query
     row = session.execute(query.order_by(KernelVersion.version.desc()).limit(1)).scalar_one_or_none()
-    if row is None:
-        raise NotFound(f"no uploaded kernel {name!r}" + (f" version {version}" if version is not None else ""))
-    return row
+    if row is not None:
+        return row
+    if version is not None and (stored := version_numbers(session, name)):
+        raise NoSuchVersion(name, version, stored)
+    raise NotFound(f"no uploaded kernel {name!r}" + (f" version {version}" if version is not None else ""))
 
 
 def versions(session: Session, name: str) -> Sequence[KernelVersion]:
@@ -115,6 +118,12 @@ def versions(session: Session, name: str) -> Sequence[KernelVersion]:
         .scalars()
         .all()
     )
+
+
+def version_numbers(session: Session, name: str) -> list[int]:
+    """The kernel's version numbers, oldest first (without reading the rows' files)."""
+    query = select(KernelVersion.version).where(KernelVersion.name == name).order_by(KernelVersion.version)
+    return list(session.execute(query).scalars())
 
 
 def latest_versions(session: Session) -> Sequence[KernelVersion]:
