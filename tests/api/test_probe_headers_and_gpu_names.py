@@ -35,7 +35,7 @@ def test_a_gpu_name_whose_slug_is_longer_than_the_column_is_422(api_only: Farm, 
 def test_a_non_ascii_csrf_header_is_refused_not_a_500(api_only: Farm, path: str) -> None:
     with httpx.Client(base_url=api_only.api_url, timeout=30) as client:
         client.cookies.set(SESSION_COOKIE, "not-a-session")
-        answer = client.post(path, json={}, headers={CSRF_HEADER: b"\xe9t\xe9"})
+        answer = client.post(path, json={}, headers={CSRF_HEADER.encode(): b"\xe9t\xe9"})
     assert answer.status_code == 403, (answer.status_code, answer.text[:300])
     assert "X-CSRF-Token" in answer.json()["detail"]
 
