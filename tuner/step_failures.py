@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from kernelfarm.core.db import is_unavailable, session_scope, sqlstate
+from kernelfarm.core.error_summary import summarize
 from kernelfarm.core.errors import NotFound, Unavailable
 from kernelfarm.core.models import Job
 from kernelfarm.core.settings import Settings
@@ -58,7 +59,7 @@ def step_failed(job_id: uuid.UUID | str, exc: BaseException, settings: Settings)
                 logger.warning("job %s: step failed (%d in a row, it fails at %d)", job.id, failures,
                                settings.max_step_failures)  # fmt: skip
                 return False
-            reason = f"{type(exc).__name__}: {exc}"[:1000]
+            reason = summarize(exc)  # no SQL statement or parameters: every reader of the job sees it
             job_store.fail_job(session, job, f"failed: its coordinator step raised {failures} times in a row "
                                              f"({reason}); the coordinator's log has the traceback")  # fmt: skip
             job.step_failures = failures

@@ -15,13 +15,17 @@ from sqlalchemy import create_engine, delete, text
 from sqlalchemy.exc import DBAPIError
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.models import Job
+from kernelfarm.core.gpu import queue_for
+from kernelfarm.core.models import GpuWorker, Job
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import jobs as job_store
+from kernelfarm.core.store import workers as worker_store
 from kernelfarm.services import free_port
 from kernelfarm.tuner import coordinator
 from kernelfarm.tuner.step_failures import says_nothing_about_the_job, step_failed
 from tests.conftest import store_job
+from tests.kernels.manifests import user_manifest
+from tests.stored_versions import fresh_kernel_name, store_unchecked
 
 
 def raised(call: Callable[[], object]) -> BaseException:
@@ -98,3 +102,42 @@ def test_lost_connections_are_not_counted(job_id: uuid.UUID) -> None:
     for _ in range(10):
         assert not step_failed(job_id, lost, get_settings())
     assert stored(job_id).step_failures == 0 and stored(job_id).state == "queued"
+
+
+@pytest.fixture
+def served_model(database_url: str) -> Iterator[str]:
+    """A GPU model of this test alone, with a live worker row: the step gets as far as proposing trials."""
+    model = f"test-step-failures-{secrets.token_hex(4)}"
+    identity = worker_store.WorkerIdentity(name=f"{model}@test", hostname="test", backend="fake", gpu_model=model,
+                                           gpu_name=model, queue=queue_for(model))  # fmt: skip
+    with session_scope(database_url) as session:
+        worker_store.register_worker(session, identity)
+    yield model
+    with session_scope(database_url) as session:
+        session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == model))
+
+
+def test_a_job_failed_by_a_database_error_says_so_without_its_statement_or_parameters(
+    database_url: str, served_model: str
+) -> None:
+    """A version stored before uploads were checked for config keys too long to store (a tune value of 1100
+    characters: tests/api/test_key_lengths.py) made each step raise a DataError inserting its trials. The job
+    failed with the error's text: the INSERT INTO trials statement and its parameters, in the status message
+    every reader of the job sees."""
+    settings = get_settings()
+    with fresh_kernel_name(database_url, "long-value") as name:
+        manifest = {**user_manifest(), "name": name}
+        manifest["tune_params"]["variant"] = ["v" * 1100]
+        store_unchecked(database_url, manifest)
+        with session_scope(database_url) as session:
+            job_id = store_job(session, name, served_model, budget_trials=2).id
+        for _ in range(settings.max_step_failures):
+            error = raised(lambda: coordinator.advance(job_id, settings, lambda *a: None, lambda *a: None))
+            assert isinstance(error, DBAPIError) and "INSERT INTO trials" in str(error)  # what it was
+            step_failed(job_id, error, settings)
+        job = stored(job_id)
+        assert job.state == "failed"
+        message = job.status_message
+        assert "raised 5 times in a row (DataError: value too long for type character varying(1024));" in message
+        for leaked in ("INSERT", "trials", "[SQL", "parameters", "vvvv", "sqlalche.me"):
+            assert leaked not in message, message
