@@ -16,6 +16,7 @@ from kernelfarm.api.schemas import BestSoFar, JobCreate, JobPublic, Progress, Wa
 from kernelfarm.core.advance_requests import request_advance
 from kernelfarm.core.errors import Conflict, InvalidInput
 from kernelfarm.core.gpu import model_slug
+from kernelfarm.core.key_lengths import PROBLEM_KEY_LENGTH
 from kernelfarm.core.models import Job
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.space import SearchSpace
@@ -55,6 +56,7 @@ def create_job(
             f"kernel_version: {request.kernel!r} is at version {spec.version} here, not {request.kernel_version}"
         )
     problem = spec.normalize_problem(request.problem)
+    problem_key = _storable_problem_key(spec, problem)
     try:
         gpu_model = model_slug(request.gpu_model)
     except ValueError as exc:
@@ -78,6 +80,10 @@ def create_job(
     )
     if space.cartesian_size > settings.max_space_size * 100:
         raise InvalidInput("search space too large")
+    # Uploads are checked for this (kernels/manifest/bundle.py); a version stored before they were, a
+    # catalogue or plugin kernel are not: their trials' INSERTs failed at every coordinator step.
+    if (reason := space.key_length_refusal()) is not None:
+        raise InvalidInput(f"kernel {spec.name!r}: {reason}")
     valid = len(space.valid_indices(problem))
     if valid == 0:
         raise InvalidInput(_empty_space_reason(space, problem))
@@ -99,7 +105,7 @@ def create_job(
             kernel_id=kernel_row.id,
             kernel_name=spec.name,
             problem=problem,
-            problem_key=spec.problem_key(problem),
+            problem_key=problem_key,
             gpu_model=gpu_model,
             space={
                 "parameters": dict(restriction.parameters) if restriction else {},
@@ -118,6 +124,20 @@ def create_job(
             objective=request.objective,
         ),
     )
+
+
+def _storable_problem_key(spec: KernelSpec, problem: dict[str, Any]) -> str:
+    """The problem's key, refused when it is longer than a job stores: uploads are checked for such
+    problems (kernels/manifest/bundle.py), but a version stored before they were is not, and its job's
+    INSERT failed, a 500."""
+    key = spec.problem_key(problem)
+    if len(key) > PROBLEM_KEY_LENGTH:
+        raise InvalidInput(
+            f"problem: its key (name=value of each problem parameter, comma-joined) is {len(key)} characters "
+            f"long, more than the {PROBLEM_KEY_LENGTH} a job stores; kernel {spec.name!r} needs shorter "
+            "parameter names or smaller values"
+        )
+    return key
 
 
 def backend_runs(spec: KernelSpec, backend: str, gpu_model: str) -> bool:

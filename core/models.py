@@ -22,6 +22,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from kernelfarm.core.key_lengths import CONFIG_KEY_LENGTH, PROBLEM_KEY_LENGTH
+
 
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSONB, list[Any]: JSONB}
@@ -95,7 +97,7 @@ class Job(Base):
     kernel_id: Mapped[int] = mapped_column(ForeignKey("kernels.id"))
     kernel_name: Mapped[str] = mapped_column(String(128), index=True)
     problem: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    problem_key: Mapped[str] = mapped_column(String(512))
+    problem_key: Mapped[str] = mapped_column(String(PROBLEM_KEY_LENGTH))
     gpu_model: Mapped[str] = mapped_column(String(128), index=True)
     space: Mapped[dict[str, Any]] = mapped_column(JSONB)  # the job's (possibly restricted) space
     objective: Mapped[str] = mapped_column(String(32), default="time")
@@ -139,9 +141,9 @@ class Trial(Base):
     # Denormalized from the job so the best-config lookup is one indexed query.
     kernel_name: Mapped[str] = mapped_column(String(128))
     gpu_model: Mapped[str] = mapped_column(String(128))
-    problem_key: Mapped[str] = mapped_column(String(512))
+    problem_key: Mapped[str] = mapped_column(String(PROBLEM_KEY_LENGTH))
     config: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    config_key: Mapped[str] = mapped_column(String(1024))
+    config_key: Mapped[str] = mapped_column(String(CONFIG_KEY_LENGTH))
     state: Mapped[str] = mapped_column(String(16))
     attempt: Mapped[int] = mapped_column(Integer, default=0)  # claims so far: fences each lease's writes
     # Worker deaths charged to this trial: the times its worker died while measuring it (the

@@ -11,7 +11,7 @@ The valid set is computed once per (space, context) as an ``int32`` matrix of va
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -20,6 +20,7 @@ import numpy as np
 
 from kernelfarm.core.constraints import Constraint, parse_constraint
 from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.key_lengths import CONFIG_KEY_BYTES, CONFIG_KEY_LENGTH
 
 Value = int | float | str
 Config = dict[str, Value]
@@ -181,6 +182,37 @@ class SearchSpace:
     def key(self, config: Mapping[str, Value]) -> str:
         """Kernel Tuner's cache key: values in parameter order, comma-joined."""
         return ",".join(str(config[name]) for name in self.names)
+
+    @property
+    def longest_key_length(self) -> int:
+        """The most characters :meth:`key` gives for any config: each parameter's longest value as
+        text, and a comma between two."""
+        return self._longest_key(len)
+
+    @property
+    def longest_key_bytes(self) -> int:
+        """The most bytes of UTF-8 :meth:`key` gives for any config (non-ASCII values are longer in
+        bytes than in characters)."""
+        return self._longest_key(lambda text: len(text.encode()))
+
+    def _longest_key(self, size: Callable[[str], int]) -> int:
+        return sum(max(size(str(v)) for v in p.values) for p in self.parameters) + len(self.parameters) - 1
+
+    def key_length_refusal(self) -> str | None:
+        """Why a config of this space may have a key too long for a trial to store (core/key_lengths.py),
+        or None when every key fits: a trial of such a key failed its INSERT, and so did every
+        coordinator step of its job."""
+        if (longest := self.longest_key_length) > CONFIG_KEY_LENGTH:
+            size = f"{longest} characters long, more than the {CONFIG_KEY_LENGTH} a trial stores"
+        elif (longest := self.longest_key_bytes) > CONFIG_KEY_BYTES:
+            size = f"{longest} bytes of UTF-8, more than the {CONFIG_KEY_BYTES} a trial's index holds"
+        else:
+            return None
+        widest = max(self.parameters, key=lambda p: max(len(str(v).encode()) for v in p.values))
+        return (
+            f"a config's key (its values, comma-joined) can be {size}; shorten the longest values (those of "
+            f"{widest.name!r}) or use fewer parameters"
+        )
 
     def config_from_key(self, key: str) -> Config:
         parts = key.split(",")

@@ -15,11 +15,12 @@ import json
 import math
 import re
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from kernelfarm.core.errors import InvalidInput, NotFound
+from kernelfarm.core.key_lengths import PROBLEM_KEY_LENGTH
 from kernelfarm.core.space import SearchSpace
 from kernelfarm.kernels.recordings import Recordings
 
@@ -45,8 +46,9 @@ class MissingImplementation(NotFound):
 # which trials, /v1/best and the exports match on: a comma or "=" in one made two problems one key
 # (A="x,B=y" with B="z" read back as A="x", B="z"), and the exports write the key into C comments and
 # macro names. So: 1-64 characters, a letter or digit first, then letters, digits and _ . + -.
-PROBLEM_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
-PROBLEM_TEXT_RULE = "1-64 letters, digits and _ . + - (starting with a letter or digit)"
+PROBLEM_TEXT_LENGTH = 64
+PROBLEM_TEXT = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.+-]{{0,{PROBLEM_TEXT_LENGTH - 1}}}")
+PROBLEM_TEXT_RULE = f"1-{PROBLEM_TEXT_LENGTH} letters, digits and _ . + - (starting with a letter or digit)"
 
 
 # The measuring child keeps two input sets of a problem at once: the job's seed's, and the second
@@ -99,6 +101,37 @@ class ProblemParam:
         if isinstance(value, str) and not PROBLEM_TEXT.fullmatch(value):
             raise InvalidInput(f"problem.{self.name}={_shown(value)}: a string problem value has {PROBLEM_TEXT_RULE}")
         return value
+
+    @property
+    def longest_text(self) -> int:
+        """The most characters a value :meth:`normalize` accepts has as text (as a problem key writes
+        it): the longest choice; else, for an integer, the longer of its bounds (the longest decimal
+        of a range is at one of its ends), for a string the most :data:`PROBLEM_TEXT` matches."""
+        if self.choices is not None:
+            return max(len(str(choice)) for choice in self.choices)
+        if self.kind == "int":
+            return max(len(str(self.minimum)), len(str(self.maximum)))
+        return PROBLEM_TEXT_LENGTH
+
+
+def longest_problem_key(params: Sequence[ProblemParam]) -> int:
+    """The most characters :meth:`KernelSpec.problem_key` gives for any problem of ``params``: each
+    parameter's ``name=value`` at its longest value, and a comma between two (a parameter at its
+    ``key_default`` is left out of a key, which only makes that key shorter)."""
+    return sum(len(p.name) + 1 + p.longest_text for p in params) + len(params) - 1
+
+
+def problem_key_refusal(params: Sequence[ProblemParam]) -> str | None:
+    """Why a problem of ``params`` may have a key too long for a job to store, or None when every key
+    fits: a job of such a problem failed its INSERT (a 500 at submission)."""
+    longest = longest_problem_key(params)
+    if longest <= PROBLEM_KEY_LENGTH:
+        return None
+    return (
+        f"a problem's key (name=value of each problem parameter, comma-joined) can be {longest} characters "
+        f"long, more than the {PROBLEM_KEY_LENGTH} a job stores; use fewer or shorter parameter names, or "
+        "narrower bounds"
+    )
 
 
 def _shown(value: Any) -> str:
@@ -251,6 +284,11 @@ class KernelSpec:
             for p in self.problem_params
             if p.key_default is None or problem[p.name] != p.key_default
         )
+
+    def key_length_refusal(self) -> str | None:
+        """Why a problem or a config of this kernel may have a key too long to store (core/key_lengths.py),
+        or None when all of them fit."""
+        return problem_key_refusal(self.problem_params) or self.space.key_length_refusal()
 
     def problem_distance(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
         """Distance between two problems for the 'nearest problem' fallback: sum of |log2 ratio| of

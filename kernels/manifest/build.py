@@ -8,10 +8,10 @@ from pathlib import Path
 from kernelfarm.core.capabilities import UPLOADED_PYTHON
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.landscape import load_landscape
-from kernelfarm.kernels.manifest.bundle import Bundle, default_problem, search_space
+from kernelfarm.kernels.manifest.bundle import Bundle, default_problem, problem_params, search_space
 from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 from kernelfarm.kernels.recordings import Recordings
-from kernelfarm.kernels.spec import Implementation, KernelSpec, ProblemParam
+from kernelfarm.kernels.spec import Implementation, KernelSpec
 
 
 def build_spec(bundle: Bundle, version: int, directory: Path | None = None) -> KernelSpec:
@@ -25,12 +25,6 @@ def build_spec(bundle: Bundle, version: int, directory: Path | None = None) -> K
             nowhere (no replay implementation; measurable only in this process).
     """
     manifest = bundle.manifest
-    problem_params = tuple(
-        ProblemParam(
-            name, kind=p.kind, choices=tuple(p.choices) if p.choices else None, minimum=p.minimum, maximum=p.maximum
-        )
-        for name, p in manifest.problem.items()
-    )
     if directory is not None:
         bundle.write(directory)
     impls: dict[str, Implementation] = {"cuda": ManifestCudaKernel(bundle, directory)}
@@ -45,7 +39,7 @@ def build_spec(bundle: Bundle, version: int, directory: Path | None = None) -> K
         version=version,
         description=manifest.description or f"{manifest.name}: uploaded CUDA kernel ({manifest.source.files[0]})",
         space=search_space(manifest),
-        problem_params=problem_params,
+        problem_params=problem_params(manifest),
         default_problem=default_problem(manifest),
         impls=impls,
         requires=frozenset({UPLOADED_PYTHON}) if bundle.has_python else frozenset(),

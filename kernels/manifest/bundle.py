@@ -32,6 +32,7 @@ from kernelfarm.core.space import MAX_CARTESIAN, Parameter, SearchSpace
 from kernelfarm.core.store.text import invisible_character, unstorable
 from kernelfarm.kernels.manifest.expressions import Expr
 from kernelfarm.kernels.manifest.model import WHOLE_COMPILER_OPTION, Manifest
+from kernelfarm.kernels.spec import ProblemParam, problem_key_refusal
 
 MAX_MANIFEST_BYTES = 64 << 10
 MAX_SOURCE_BYTES = 512 << 10
@@ -234,6 +235,7 @@ def check_bundle(manifest_data: Mapping[str, Any], uploads: Mapping[str, bytes],
     if not stored:
         _check_shapes(manifest)
         _check_tune_values(manifest)
+        _check_key_lengths(manifest)
     bundle = Bundle(manifest, texts, uploads[recording_name] if recording_name else None)
     if bundle.recording is not None:
         check_recording(manifest, bundle.recording)
@@ -397,6 +399,16 @@ def _check_tune_values(manifest: Manifest) -> None:
                 raise InvalidManifest(f"{where}: contains {invisible} (an invisible or control character)")
 
 
+def _check_key_lengths(manifest: Manifest) -> None:
+    """Every problem key and config key of the kernel fits the column that stores it: a problem of 14
+    parameters with 64-character names was accepted, and every job of it was a 500; a tune value of
+    1100 characters, and every job of it failed at its coordinator's steps."""
+    if (reason := problem_key_refusal(problem_params(manifest))) is not None:
+        raise InvalidManifest(f"manifest.problem: {reason}")
+    if (reason := search_space(manifest).key_length_refusal()) is not None:
+        raise InvalidManifest(f"manifest.tune_params: {reason}")
+
+
 def _check_compiler_options(manifest: Manifest) -> None:
     for index, option in enumerate(manifest.source.compiler_options):
         if not WHOLE_COMPILER_OPTION.fullmatch(option):
@@ -512,6 +524,16 @@ def thread_limit(manifest: Manifest) -> tuple[str, ...]:
     dimensions that are tune parameters)."""
     tuned = [name for name in manifest.launch.block_size_names if name in manifest.tune_params]
     return (f"{' * '.join(tuned)} <= {MAX_THREADS_PER_BLOCK}",) if tuned else ()
+
+
+def problem_params(manifest: Manifest) -> tuple[ProblemParam, ...]:
+    """The problem signature of the kernel, as its spec has it."""
+    return tuple(
+        ProblemParam(
+            name, kind=p.kind, choices=tuple(p.choices) if p.choices else None, minimum=p.minimum, maximum=p.maximum
+        )
+        for name, p in manifest.problem.items()
+    )
 
 
 def default_problem(manifest: Manifest) -> dict[str, Any]:

@@ -21,7 +21,15 @@ from kernelfarm.kernels.manifest.cuda import ManifestCudaKernel
 from kernelfarm.kernels.manifest.model import manifest_json_schema, shipped_schema
 from kernelfarm.worker.cuda.compiler import CompileJob
 from tests.configs import integer
-from tests.kernels.manifests import REPO, example_bundle, user_bundle, user_manifest, user_spec, user_uploads
+from tests.kernels.manifests import (
+    REPO,
+    example_bundle,
+    user_bundle,
+    user_manifest,
+    user_spec,
+    user_uploads,
+    with_problem_params,
+)
 
 Mutation = Callable[[dict[str, Any], dict[str, bytes]], object]  # what it returns is ignored
 
@@ -157,6 +165,15 @@ BAD_MANIFESTS: list[tuple[str, Mutation, str, str]] = [
      "manifest.tune_params.tile_size_y.1", "U+3164"),
     ("NaN tune value", _set("tune_params.tile_size_y", [float("nan"), 1]), "manifest.tune_params.tile_size_y.0",
      "finite"),
+    # A job's problem key and a trial's config key are stored in columns of 512 and 1024 characters, the
+    # config key in an index of 2704 bytes (core/key_lengths.py): these were accepted, then every job of the
+    # first was a 500, and every job of the others failed at its coordinator's steps.
+    ("a problem key longer than a job stores", lambda m, u: m.update(with_problem_params(m, [64] * 14)),
+     "manifest.problem", "more than the 512"),
+    ("a config key longer than a trial stores", _set("tune_params.variant", ["v" * 1100]), "manifest.tune_params",
+     "more than the 1024"),
+    ("a config key of more bytes than a trial's index holds", _set("tune_params.variant", ["\u4e2d" * 1000]),
+     "manifest.tune_params", "more than the 2600"),
     # A problem is keyed by "name=value" pairs joined by commas, written into the exports' C comments too:
     # a comma or "=" made two problems one key, "*/" ended a header comment, a newline a line.
     ("a comma in a string problem value", _set("problem.dt", {"kind": "str", "default": "x,B=y"}),
