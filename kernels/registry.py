@@ -114,6 +114,9 @@ def validate(spec: KernelSpec) -> None:
     problem = spec.normalize_problem(spec.default_problem)
     if len(spec.space.valid_indices(problem)) == 0:
         raise RegistryError(f"{spec.name}: no valid config for the default problem {problem}")
+    too_long = spec.key_length_refusal()  # a plugin's, found as it loads rather than as its first job fails
+    if too_long is not None:
+        raise RegistryError(f"{spec.name}: {too_long}")
 
 
 def _cuda_specs() -> list[KernelSpec]:

@@ -13,6 +13,7 @@ import pytest
 
 from kernelfarm.core import landscape
 from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.space import Parameter
 from kernelfarm.kernels import registry
 from kernelfarm.kernels.cuda_kernel import CudaKernel
 from kernelfarm.kernels.faultinject.kernel import SPEC as FAULT_SPEC
@@ -159,3 +160,12 @@ def test_recorded_times_that_are_no_time_are_failures(tmp_path: Path) -> None:
         assert recorded[key].failure is not None and "not a positive number" in (recorded[key].failure_message or "")
     assert recorded["6"].failure_message == "no time recorded"
     assert [k for k, r in recorded.items() if r.failure is None] == ["1"]
+
+
+def test_the_registry_rejects_a_kernel_whose_config_key_cannot_be_stored() -> None:
+    """A plugin whose space holds a value too long for trials.config_key is refused as it loads (its first
+    job's first trial failed to insert: core/key_lengths.py)."""
+    long_value = "v" * 1100
+    space = replace(FAULT_SPEC.space, parameters=(*FAULT_SPEC.space.parameters, Parameter("variant", (long_value,))))
+    with pytest.raises(RegistryError, match=r"can be 1\d{3} characters long, more than the 1024 a trial stores"):
+        validate(replace(FAULT_SPEC, space=space))
