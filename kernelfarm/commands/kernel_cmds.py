@@ -20,6 +20,7 @@ from rich.table import Table
 
 from kernelfarm.commands.jobs import call, cells, fail
 from kernelfarm.context import cli_context
+from kernelfarm.core.files import read_bounded, size_text
 
 console = Console(emoji=False)
 kernel_app = typer.Typer(help="Bring your own kernel: upload CUDA kernel manifests, list and show kernels.",
@@ -74,11 +75,20 @@ def manifest_format(path: Path) -> str:
 
 
 def read_manifest(path: Path) -> tuple[bytes, dict[str, Any]]:
+    """The manifest's bytes, as sent, and what they hold. Read up to the farm's own limit of a manifest
+    (kernels/manifest/bundle.py): a 6 GB sparse .toml was read whole, and /dev/zero forever."""
+    # Imported here: the bundle's checks pull in numpy, which no other kernel command needs at start.
+    from kernelfarm.kernels.manifest.bundle import MAX_MANIFEST_BYTES
+
     kind = manifest_format(path)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
+        raw = read_bounded(path, MAX_MANIFEST_BYTES)
+    except FileNotFoundError:
+        fail(f"no manifest at {path}")
+    except OSError as exc:  # not a regular file, too large, unreadable, a name too long
         fail(f"cannot read {path}: {exc.strerror}")
+    except ValueError as exc:  # a name no OS call takes (a NUL)
+        fail(f"cannot read {path}: {exc}")
     try:
         text = raw.decode("utf-8")
         data = tomllib.loads(text) if kind == "TOML" else json.loads(text)
@@ -112,21 +122,31 @@ def _outside_the_folder(folder: Path, name: str) -> str | None:
 @kernel_app.command("add")
 def add(path: Path = typer.Argument(..., help="the manifest (.toml or .json); its files sit next to it")) -> None:
     """Upload a kernel manifest and its files; prints the version that holds them."""
-    if not path.is_file():
-        fail(f"no manifest at {path}")
+    from kernelfarm.kernels.manifest.bundle import MAX_RECORDING_BYTES, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES
+
     raw, data = read_manifest(path)
+    names = named_files(data)
+    recording = _table(data, "recording").get("file")
     files: list[tuple[str, bytes]] = []
-    for name in named_files(data):
+    total, most = 0, MAX_TOTAL_BYTES + MAX_RECORDING_BYTES  # the farm's limit of all files together
+    for name in names:
         candidate = path.parent / name
         outside_reason = _outside_the_folder(path.parent, name)
         if outside_reason is not None:
             fail(f"the manifest names {name!r}, {outside_reason}; it reads only files next to it")
+        # The farm's limits of each file (bundle._check_sizes): a FIFO named in the folder hung here.
+        limit = MAX_RECORDING_BYTES if name == recording else MAX_SOURCE_BYTES
         try:
-            files.append((name, candidate.read_bytes()))
-        except OSError as exc:  # missing, a folder, unreadable, a name the file system refuses (NUL)
+            content = read_bounded(candidate, limit)
+        except OSError as exc:  # missing, a folder, a FIFO, too large, unreadable, a name the file system refuses
             fail(f"the manifest names {name!r}, which is not a readable file next to it ({candidate}: {exc.strerror})")
         except ValueError:
             fail(f"the manifest names {name!r}, which no file can be called")
+        # ... and of all of them together: a manifest naming thousands of files is not read whole either.
+        total += len(content)
+        if total > most:
+            fail(f"the files the manifest names hold more than the farm's limit of {size_text(most)} in all")
+        files.append((name, content))
     # The server reads *.toml as TOML, anything else as JSON: the name sent says which, in lower case.
     sent_name = path.stem + path.suffix.lower()
     stored = call(cli_context().client().upload_kernel, (sent_name, raw), files)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import json_format
 from kernelfarm.core.exports.model import SCHEMA_NAME, BestExport
+from kernelfarm.core.files import read_bounded
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.printable import one_line, quoted, validation_reasons
 
@@ -32,6 +33,12 @@ from kernelfarm.core.printable import one_line, quoted, validation_reasons
 # Deeper is a mistake, and a space about as deep as json.loads allows made serializing the entry for its
 # idempotency key raise (a traceback, and exit 1: "regression").
 SPACE_NESTING = 8
+# The most of a config or an export the gate reads (core/files.read_bounded): /dev/zero was read until the
+# runner ran out of memory. No server limit applies to either, being the pipeline's own files: a config
+# is a few hundred bytes an entry, an export about as much a best config, so these hold tens of thousands
+# of entries, while parsing and validating one stays within a runner's memory.
+MAX_CONFIG_BYTES = 16 << 20
+MAX_EXPORT_BYTES = 128 << 20
 
 
 def _not_a_boolean(value: object) -> object:
@@ -140,7 +147,7 @@ class ConfigError(ValueError):
 def load_config(path: Path) -> GateConfig:
     try:
         # TOML is UTF-8 whatever the runner's locale says; commands/ci.py words a UnicodeDecodeError
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8")
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
         config = GateConfig.model_validate(data)
     except OSError as exc:
@@ -148,7 +155,7 @@ def load_config(path: Path) -> GateConfig:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
     except ValidationError as exc:
-        raise ConfigError(f"{path}: {validation_reasons(exc, 'the file')}") from None
+        raise ConfigError(f"{path}: {_file_reasons(exc)}") from None
     # Files the config names are relative to the config file, as a pipeline checks them in together.
     updates: dict[str, Path] = {"baseline": path.parent / config.baseline}
     if config.candidate is not None:
@@ -160,7 +167,8 @@ def load_config(path: Path) -> GateConfig:
 
 def load_export(path: Path) -> BestExport:
     try:
-        text = path.read_text(encoding="utf-8")  # the farm writes its exports as UTF-8 JSON (see above)
+        # The farm writes its exports as UTF-8 JSON (see above).
+        text = read_bounded(path, MAX_EXPORT_BYTES).decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the export {path}: {exc.strerror}") from None
     except ValueError as exc:  # a name no OS call can take: a NUL, a lone surrogate (a JSON config's)
@@ -170,6 +178,19 @@ def load_export(path: Path) -> BestExport:
         BestExport.model_validate_json(text)
         return json_format.read(text)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: not a {SCHEMA_NAME} file: {validation_reasons(exc, 'the file')}") from None
+        raise ConfigError(f"{path}: not a {SCHEMA_NAME} file: {_file_reasons(exc)}") from None
     except KernelfarmError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def _file_reasons(exc: ValidationError) -> str:
+    """Why a config or an export was refused, on one line, quoting no more of the file than a field's
+    value. Text that is not JSON, or a document that is not a table, is said to be so without quoting it:
+    pydantic's input there is the whole file, and a config naming ``/proc/self/environ`` as its baseline
+    had the start of the process environment (tokens, passwords) printed in the pipeline's log."""
+    errors = exc.errors(include_url=False)
+    whole = [error for error in errors if error["type"] == "json_invalid" or not error["loc"]]
+    if whole:
+        message = whole[0]["msg"]
+        return f"the file: {one_line(message[:1].lower() + message[1:])}"
+    return validation_reasons(exc, "the file")

@@ -13,6 +13,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from kernelfarm.core.files import read_bounded
 from kernelfarm.worker.measuring.roofline import Ceilings
 
 
@@ -21,6 +22,10 @@ class CeilingsError(ValueError):
 
 
 RATES = ("dram_bytes_per_s", "fp32_flops", "tensor_flops")  # the required fields: numbers > 0
+# The most of a ceilings file read (core/files.read_bounded): /dev/zero was read until the machine ran out
+# of memory. Ceilings are a few numbers, but a whole profile.json may be given (its ``ceilings`` object is
+# read): its operator table grows with the model, hence room for the largest model's report.
+MAX_CEILINGS_BYTES = 64 << 20
 
 
 def load(path: Path) -> Ceilings:
@@ -29,13 +34,16 @@ def load(path: Path) -> Ceilings:
     is such a file).
 
     Raises:
-        CeilingsError: the file cannot be read, is not JSON, or lacks a rate or has a bad one.
+        CeilingsError: the file cannot be read (or is not a regular file, or is larger than
+            MAX_CEILINGS_BYTES), is not JSON, or lacks a rate or has a bad one.
     """
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_bounded(path, MAX_CEILINGS_BYTES))
     except OSError as exc:
         raise CeilingsError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # not UTF-8, not JSON
+    except RecursionError:  # json.loads recurses once a level: 100000 nested arrays were a traceback
+        raise CeilingsError(f"{path} is nested too deeply to read (a ceilings file is one object of numbers)") from None
+    except ValueError as exc:  # not UTF-8, not JSON (neither message quotes the file), an integer too long
         raise CeilingsError(f"{path} is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise CeilingsError(f"{path} must hold a JSON object with {', '.join(RATES)}, not {type(data).__name__}")
