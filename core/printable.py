@@ -1,11 +1,13 @@
-"""Text from config files, exports and servers, made safe for one-line errors and for reports; and
-pydantic's refusals on one line. Any of that text may hold a line break, a control character, an
-invisible character or a lone surrogate (JSON's ``"\\ud800"``): each would split an error over lines,
-break a markdown table row, make JUnit XML unparseable, or make a report unwritable as UTF-8. Such
-characters are shown as Python escapes (``\\n``, ``\\x01``, ``\\u200b``, ``\\ud800``) rather than
-dropped, so the reader still sees what the value held. The CI gate (kernelfarm/gate/), the SDK's
-client (kernelfarm/sdk/client.py), the model profiler and the worker's refusals of malformed task
-messages (worker/tasks.py) word their errors with it: in core, so every layer may."""
+"""Text from config files, exports and servers, made safe for one-line errors, for reports and for a
+terminal; and pydantic's refusals on one line. Any of that text may hold a line break, a control
+character, an invisible character or a lone surrogate (JSON's ``"\\ud800"``): each would split an error
+over lines, break a markdown table row, make JUnit XML unparseable, make a report unwritable as UTF-8,
+or (an escape sequence) retitle, clear or recolour the terminal it is printed on. Such characters are
+shown as Python escapes (``\\n``, ``\\x01``, ``\\u200b``, ``\\ud800``) rather than dropped, so the reader
+still sees what the value held. The CI gate (kernelfarm/gate/), the SDK's client
+(kernelfarm/sdk/client.py), the model profiler, the worker's refusals of malformed task messages
+(worker/tasks.py) and `kernelfarm kernel` (terminal_text) word their text with it: in core, so every
+layer may."""
 
 from __future__ import annotations
 
@@ -27,6 +29,16 @@ def one_line(text: str) -> str:
     """``text`` with every character ``str.isprintable`` refuses but the space escaped: line breaks and
     other controls, the line and paragraph separators, invisible format characters, lone surrogates."""
     return text if text.isprintable() else "".join(ch if ch.isprintable() or ch == " " else _escape(ch) for ch in text)
+
+
+def terminal_text(text: str) -> str:
+    """``text``, which may run over lines, made safe to print on a terminal: line breaks and tabs are
+    kept, every other character :func:`one_line` escapes is escaped as it does. Text a server sent or an
+    upload held (a kernel's description) printed raw let an escape sequence retitle the terminal, clear
+    it or recolour what followed, and a carriage return overwrite a line already shown."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in " \n\t" else _escape(ch) for ch in text)
 
 
 def xml_text(text: str) -> str:

@@ -21,6 +21,7 @@ from rich.table import Table
 from kernelfarm.commands.jobs import call, cells, fail
 from kernelfarm.context import cli_context
 from kernelfarm.core.files import read_bounded, size_text
+from kernelfarm.core.printable import one_line, terminal_text
 
 console = Console(emoji=False)
 kernel_app = typer.Typer(help="Bring your own kernel: upload CUDA kernel manifests, list and show kernels.",
@@ -29,6 +30,18 @@ kernel_app = typer.Typer(help="Bring your own kernel: upload CUDA kernel manifes
 
 # A manifest's kind, by its suffix in any case (Manifest.TOML too).
 FORMATS = {".toml": "TOML", ".json": "JSON"}
+
+
+def _shown(value: Any) -> str:
+    """A value the server sent (an upload's text) as printed: never read as rich markup, and with its
+    control characters escaped (core/printable.terminal_text): a description holding escape sequences
+    retitled and cleared the terminal of whoever ran `kernel show`."""
+    return terminal_text(str(value))
+
+
+def _cells(*values: Any) -> list[str]:
+    """A table row of the server's values (see _shown)."""
+    return cells(*map(_shown, values))
 
 
 def _kind(value: Any) -> str:
@@ -139,7 +152,9 @@ def add(path: Path = typer.Argument(..., help="the manifest (.toml or .json); it
         try:
             content = read_bounded(candidate, limit)
         except OSError as exc:  # missing, a folder, a FIFO, too large, unreadable, a name the file system refuses
-            fail(f"the manifest names {name!r}, which is not a readable file next to it ({candidate}: {exc.strerror})")
+            # one_line: the name is the manifest's, and may hold an escape sequence (repr escapes it above)
+            fail(one_line(f"the manifest names {name!r}, which is not a readable file next to it "
+                          f"({candidate}: {exc.strerror})"))  # fmt: skip
         except ValueError:
             fail(f"the manifest names {name!r}, which no file can be called")
         # ... and of all of them together: a manifest naming thousands of files is not read whole either.
@@ -151,8 +166,8 @@ def add(path: Path = typer.Argument(..., help="the manifest (.toml or .json); it
     sent_name = path.stem + path.suffix.lower()
     stored = call(cli_context().client().upload_kernel, (sent_name, raw), files)
     what = "uploaded as" if stored["created"] else "already stored as"
-    console.print(f"{stored['name']} {what} version {stored['version']} (content {stored['content_hash'][:16]})",
-                  markup=False, highlight=False)  # fmt: skip
+    said = f"{stored['name']} {what} version {stored['version']} (content {stored['content_hash'][:16]})"
+    console.print(_shown(said), markup=False, highlight=False)
 
 
 @kernel_app.command("list")
@@ -161,8 +176,8 @@ def list_() -> None:
     rows = call(cli_context().client().kernels)
     table = Table("kernel", "version", "origin", "backends", "valid configs", "requires")
     for k in rows:
-        table.add_row(*cells(k["name"], k["version"], k.get("origin", "catalogue"), ",".join(k["backends"]),
-                            k["valid_configs_default_problem"], ",".join(k.get("requires", []))))  # fmt: skip
+        table.add_row(*_cells(k["name"], k["version"], k.get("origin", "catalogue"), ",".join(k["backends"]),
+                             k["valid_configs_default_problem"], ",".join(k.get("requires", []))))  # fmt: skip
     console.print(table)
 
 
@@ -173,24 +188,26 @@ def show(
 ) -> None:
     """A kernel's parameters, restrictions, problem signature and where it runs."""
     kernel = call(cli_context().client().kernel, name, version)
-    # Every text below is the server's, from an uploaded manifest: printed as written, never as markup.
-    console.print(f"[bold]{escape(kernel['name'])}[/] version {kernel['version']} "
-                  f"({escape(kernel.get('origin', 'catalogue'))}), source {escape(kernel['source_hash'])}")  # fmt: skip
-    console.print(kernel["description"], markup=False)
+    # Every text below is the server's, from an uploaded manifest: printed as written, never as markup,
+    # its control characters escaped (_shown).
+    console.print(f"[bold]{escape(_shown(kernel['name']))}[/] version {escape(_shown(kernel['version']))} "
+                  f"({escape(_shown(kernel.get('origin', 'catalogue')))}), "
+                  f"source {escape(_shown(kernel['source_hash']))}")  # fmt: skip
+    console.print(_shown(kernel["description"]), markup=False)
     table = Table("tune parameter", "values")
     for param, values in kernel["parameters"].items():
-        table.add_row(*cells(param, ", ".join(str(v) for v in values)))
+        table.add_row(*_cells(param, ", ".join(str(v) for v in values)))
     console.print(table)
     for restriction in kernel["constraints"]:
-        console.print(f"  restriction: {restriction}", markup=False)
+        console.print(_shown(f"  restriction: {restriction}"), markup=False)
     console.print(
-        f"default problem {kernel['default_problem']}: {kernel['valid_configs_default_problem']} valid configs",
+        _shown(f"default problem {kernel['default_problem']}: {kernel['valid_configs_default_problem']} valid configs"),
         markup=False,
     )
     if kernel.get("recorded_gpu_models"):
-        console.print(f"recorded on: {', '.join(kernel['recorded_gpu_models'])}", markup=False)
+        console.print(_shown(f"recorded on: {', '.join(kernel['recorded_gpu_models'])}"), markup=False)
     if kernel.get("requires"):
-        console.print(f"requires workers with: {', '.join(kernel['requires'])}", markup=False)
+        console.print(_shown(f"requires workers with: {', '.join(kernel['requires'])}"), markup=False)
 
 
 @kernel_app.command("versions")
@@ -200,6 +217,6 @@ def versions(name: str = typer.Argument(..., help="an uploaded kernel's name")) 
     table = Table("version", "content hash", "source hash", "owner", "uploaded", "files", "recording")
     for row in rows:
         uploaded = str(row["created_at"])[:19]
-        table.add_row(*cells(row["version"], row["content_hash"][:16], row["source_hash"], row["owner"], uploaded,
-                             ", ".join(row["files"]), row.get("recording") or ""))  # fmt: skip
+        table.add_row(*_cells(row["version"], row["content_hash"][:16], row["source_hash"], row["owner"], uploaded,
+                              ", ".join(row["files"]), row.get("recording") or ""))  # fmt: skip
     console.print(table)

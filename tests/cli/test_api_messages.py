@@ -6,6 +6,7 @@ id prefix; files written atomically; the admin commands' errors as one line."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -176,3 +177,24 @@ def test_admin_commands_refuse_in_one_line(api: dict[str, str], database_url: st
     )
     revoked = kernelfarm(api, "token", "revoke", b"\xff")
     assert revoked.returncode == 2 and "is not valid UTF-8 text" in revoked.stderr  # SQLAlchemy's UnicodeEncodeError
+
+
+def test_an_uploaded_description_s_control_characters_are_shown_escaped(api: dict[str, str], tmp_path: Path) -> None:
+    """The probe's description: printed raw, it retitled the terminal (OSC 0), cleared it (CSI 2J) and
+    turned what followed red. `kernel show` keeps the description's line breaks and tabs, and shows every
+    other control character as its Python escape; `kernel add`, `list` and `versions` print none either."""
+    folder = tmp_path / "kernel"
+    shutil.copytree(USER_KERNEL, folder)
+    manifest = folder / "axpb.toml"
+    text = manifest.read_text().replace('name = "user-axpb"', 'name = "escape-axpb"', 1)
+    probed = "hello \\u001b]0;PWNED\\u0007\\u001b[2J\\u001b[31mRED\\n\\tnext"  # TOML escapes
+    manifest.write_text(text.replace('"out = alpha * x + bias (bias per column), 2-D tiles"', f'"{probed}"'))
+    added = kernelfarm(api, "kernel", "add", str(manifest))
+    assert added.returncode == 0, added.stderr
+    shown = kernelfarm(api, "kernel", "show", "escape-axpb")
+    assert shown.returncode == 0, shown.stderr
+    # The line break kept, and the tab (rich prints it as spaces).
+    assert re.search(r"\nhello \\x1b\]0;PWNED\\x07\\x1b\[2J\\x1b\[31mRED\n\s+next\n", shown.stdout), shown.stdout
+    listed = [kernelfarm(api, "kernel", "list"), kernelfarm(api, "kernel", "versions", "escape-axpb")]
+    for done in (added, shown, *listed):
+        assert done.returncode == 0 and not any(c in done.stdout for c in "\x1b\x07\r"), done.stdout
