@@ -28,6 +28,7 @@ import httpx
 from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
 from kernelfarm.core.errors import Unauthorized
+from kernelfarm.core.files import read_bounded
 from kernelfarm.core.migrate import upgrade
 from kernelfarm.core.settings import Settings
 from kernelfarm.core.standby import SpareDemand, open_gate, spare_env, standing_by
@@ -37,6 +38,9 @@ from kernelfarm.services import EmbeddedPostgres, EmbeddedRedis, free_port, port
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "stack.json"
+# The most of stack.json read (core/files.read_bounded): ours is a few KiB (URLs, and each process's
+# command line); anything far larger was not written by `up`.
+MAX_STATE_BYTES = 16 << 20
 # Written by `down` before it stops anything: a supervising `up` must not restart what `down` stops.
 STOPPING_FILE = "stopping"
 STACK_TAG = "KERNELFARM_STACK_TAG"  # in every component's environment: the state dir of its stack
@@ -130,11 +134,17 @@ class StackState:
 
     @classmethod
     def load(cls, state_dir: Path) -> StackState | None:
+        """The state of the stack of ``state_dir``; None when it holds none.
+
+        Raises:
+            StackError: ``state_dir`` cannot be one (check_state_dir), or its stack.json cannot be read.
+        """
+        check_state_dir(state_dir)
         path = state_dir / STATE_FILE
         if not path.is_file():
             return None
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_bounded(path, MAX_STATE_BYTES))
             data["processes"] = [ProcessInfo(**p) for p in data.get("processes", [])]
             state = cls(**data)
             pids_ok = all(isinstance(p.pid, int) and p.pid > 0 for p in state.processes)
@@ -144,6 +154,21 @@ class StackState:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
             raise StackError(f"cannot read {path} ({reason}); `kernelfarm down` stops what runs without it") from None
         return state
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """Raise StackError when no file of ``state_dir`` can even be looked for: a name too long for the
+    file system, a folder on the way that cannot be searched. Each look-up (``Path.is_file``, which lets
+    these errors through) was a traceback in every command, `status` and `down` first.
+
+    A state dir that is not there, or is a file, passes: there is no stack in it (`up` says why it cannot
+    make one)."""
+    try:
+        os.stat(state_dir / STATE_FILE)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:
+        raise StackError(f"cannot use {state_dir} as the state directory: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)
@@ -272,6 +297,7 @@ def survivors(state_dir: Path) -> list[str]:
     """What of a stack started from ``state_dir`` still runs, as "name (pid N)": its components, its
     Redis and the PostgreSQL on its data directory (found from postmaster.pid even without stack.json)."""
     state_dir = state_dir.resolve()
+    check_state_dir(state_dir)  # before _load_any, which swallows it
     state = _load_any(state_dir)
     owned = owned_groups(state_dir)
     left = []
@@ -481,6 +507,7 @@ def stop_stack_checked(state_dir: Path, grace: float = 15.0) -> StopReport:
     components, Redis, and PostgreSQL by its postmaster.pid). The state file is removed only then,
     so `down` can be run again for what survived."""
     state_dir = state_dir.resolve()
+    check_state_dir(state_dir)  # before _load_any, which turns it into a warning
     state = _load_any(state_dir, warn=True)
     postgres = EmbeddedPostgres(Path(state.embedded_postgres) if state and state.embedded_postgres
                                 else state_dir / "postgres")  # fmt: skip

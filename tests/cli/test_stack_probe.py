@@ -136,3 +136,14 @@ def test_sigterm_while_up_starts_stops_what_it_started(tmp_path: Path) -> None:
         assert (state_dir / SECRETS_FILE).is_file()  # kept for the next `up`
     finally:  # what a failed check found running is stopped all the same: the test leaves nothing behind
         stop_stack(state_dir)
+
+
+def test_a_state_dir_whose_name_is_too_long_is_one_line(tmp_path: Path) -> None:
+    """``Path.is_file`` raises for a name too long (ENAMETOOLONG) instead of answering False: `status`,
+    `down`, and every command that looks for the stack (KERNELFARM_STATE_DIR) were a traceback."""
+    too_long = tmp_path / ("x" * 300)
+    says = f"error: cannot use {too_long} as the state directory: File name too long\n"
+    for args in (["status"], ["status", "--json"], ["down"], ["status", "--state-dir", str(too_long)],
+                 ["down", "--state-dir", str(too_long)], ["kernel", "list"], ["jobs"]):  # fmt: skip
+        result = cli(too_long, *args)
+        assert result.returncode == 1 and result.stderr == says and result.stdout == "", (args, result.stderr)
