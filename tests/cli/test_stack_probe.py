@@ -143,7 +143,9 @@ def test_a_state_dir_whose_name_is_too_long_is_one_line(tmp_path: Path) -> None:
     `down`, and every command that looks for the stack (KERNELFARM_STATE_DIR) were a traceback."""
     too_long = tmp_path / ("x" * 300)
     says = f"error: cannot use {too_long} as the state directory: File name too long\n"
-    for args in (["status"], ["status", "--json"], ["down"], ["status", "--state-dir", str(too_long)],
-                 ["down", "--state-dir", str(too_long)], ["kernel", "list"], ["jobs"]):  # fmt: skip
+    for args in (["status"], ["status", "--json"], ["down"], ["kernel", "list"], ["jobs"]):  # KERNELFARM_STATE_DIR
         result = cli(too_long, *args)
         assert result.returncode == 1 and result.stderr == says and result.stdout == "", (args, result.stderr)
+    for command in ("status", "down"):  # --state-dir, the variable naming a usable one
+        result = cli(tmp_path / "usable", command, "--state-dir", str(too_long))
+        assert result.returncode == 1 and result.stderr == says and result.stdout == "", (command, result.stderr)
