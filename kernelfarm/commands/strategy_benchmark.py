@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import json
 import logging
+import stat
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from kernelfarm.commands.jobs import fail
 from kernelfarm.core.errors import InvalidInput
+from kernelfarm.core.files import write_text_atomically
+from kernelfarm.core.printable import one_line, quoted
 from kernelfarm.core.strategy_names import DEFAULT_STRATEGY
 
 log = logging.getLogger(__name__)
@@ -54,8 +58,10 @@ def benchmark_strategies(
     from kernelfarm.tuner.strategy_benchmark.runner import BenchmarkSettings, run_benchmark
 
     for path in landscapes:
-        if not path.is_file():
+        if not _is_file(path):
             raise typer.BadParameter(f"{path} is not a file", param_hint="LANDSCAPE")
+    if json_path is not None:
+        _check_destination(json_path)
     strategies = list(dict.fromkeys(strategy or [DEFAULT_STRATEGY]))
     settings = BenchmarkSettings(
         budget=budget,
@@ -75,9 +81,46 @@ def benchmark_strategies(
     for table in tables(report):
         console.print(table)
     if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n")
-        console.print(f"wrote {json_path}")
+        _write_report(json_path, json.dumps(report, indent=2) + "\n")
+        console.print(f"wrote {json_path}", markup=False, highlight=False)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long: Path.is_file lets that through
+        return False
+
+
+def _check_destination(path: Path) -> None:
+    """Refuse, before the benchmark runs (minutes), a --json destination that cannot take the report: a
+    folder, or a file where a folder of its path should be, raised a traceback after the run, and its
+    report was lost. Missing folders are made when the report is written."""
+    try:
+        if path.is_dir():
+            raise typer.BadParameter(f"{path} is a folder: --json names the file to write", param_hint="--json")
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise typer.BadParameter(f"cannot write {path}: {folder} is a file, not a folder", param_hint="--json")
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        raise typer.BadParameter(one_line(f"cannot write {path}: {exc.strerror or exc}"), param_hint="--json") from None
+
+
+def _write_report(path: Path, text: str) -> None:
+    """``text`` into ``path``: atomically (core/files.py), so that a full disk leaves the previous report
+    or none, never half a one; a path that is not a regular file (/dev/stdout, a FIFO) is written in place,
+    as it cannot be replaced. A failure is one line and exit 1 (the tables above were printed)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+            with path.open("w", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            write_text_atomically(path, text)
+    except OSError as exc:  # /dev/full, a folder made there since the check, no permission
+        fail(one_line(f"cannot write {path}: {exc.strerror or exc}"))
 
 
 def _parse_options(items: list[str], strategies: list[str]) -> dict[str, dict[str, Any]]:
@@ -87,14 +130,26 @@ def _parse_options(items: list[str], strategies: list[str]) -> dict[str, dict[st
         name, dot, key = head.partition(".")
         if not sep or not dot or name not in strategies:
             raise typer.BadParameter(
-                f"{item!r}: expected STRATEGY.KEY=VALUE for a chosen strategy", param_hint="--option"
+                f"{quoted(item)}: expected STRATEGY.KEY=VALUE for a chosen strategy", param_hint="--option"
             )
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        options.setdefault(name, {})[key] = value
+        options.setdefault(name, {})[key] = _option_value(item, text)
     return options
+
+
+def _option_value(item: str, text: str) -> Any:
+    """An option's VALUE read as JSON (5, 0.1, true, "ei"), a bare word as the text itself (ei). JSON
+    that no strategy could take is a usage error: json.loads raises ValueError, not JSONDecodeError, for
+    an integer of more digits than Python converts, and RecursionError for arrays nested thousands deep
+    (each was a traceback)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    except RecursionError:
+        problem = "nested too deeply"
+    except ValueError as exc:
+        problem = str(exc).split(";")[0]  # "Exceeds the limit (4300 digits) ...: value has 5000 digits"
+    raise typer.BadParameter(f"{quoted(item)}: {problem}", param_hint="--option")
 
 
 if __name__ == "__main__":
