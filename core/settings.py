@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +29,56 @@ def default_state_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/var/lib/kernelfarm")
     return Path(platformdirs.user_state_dir("kernelfarm", appauthor=False))
+
+
+# The driver kernelfarm connects to PostgreSQL with (its `psycopg2-binary` dependency). SQLAlchemy 2.1 reads a
+# bare postgresql:// as psycopg 3, which kernelfarm does not install (ModuleNotFoundError: psycopg): the bare
+# forms, which users and hosting platforms write (postgres:// too), are read as this one.
+DATABASE_SCHEME = "postgresql+psycopg2"
+_BARE_SCHEMES = ("postgresql", "postgres")
+DATABASE_URL_FORM = f"{DATABASE_SCHEME}://USER:PASSWORD@HOST:5432/DATABASE"
+# SQLAlchemy's grammar of a URL (sqlalchemy/engine/url.py, _parse_url), copied to refuse here what
+# create_engine would refuse with a traceback, without importing SQLAlchemy (~0.1 s of every worker's start).
+_SQLALCHEMY_URL = re.compile(
+    r"""
+        (?P<name>[\w\+]+)://
+        (?:
+            (?P<username>[^:/]*)
+            (?::(?P<password>[^@]*))?
+        @)?
+        (?:
+            (?:
+                \[(?P<ipv6host>[^/\?]+)\] |
+                (?P<ipv4host>[^/:\?]+)
+            )?
+            (?::(?P<port>[^/\?]*))?
+        )?
+        (?:/(?P<database>[^\?]*))?
+        (?:\?(?P<query>.*))?
+    """,
+    re.X,
+)
+
+
+def postgresql_url(url: str) -> str:
+    """``url`` as the farm connects to it: postgresql:// and postgres:// become postgresql+psycopg2://.
+
+    Raises:
+        ValueError: why ``url`` is no URL of a PostgreSQL database the farm can connect to (no part of it
+            quoted: it may hold a password).
+    """
+    parsed = _SQLALCHEMY_URL.match(url)
+    if parsed is None:
+        raise ValueError(f"not a database URL (use {DATABASE_URL_FORM})")
+    scheme = parsed["name"].lower()
+    dialect, _, driver = scheme.partition("+")
+    if dialect not in _BARE_SCHEMES:
+        raise ValueError(f"kernelfarm keeps its data in PostgreSQL, not {dialect!r} (use {DATABASE_URL_FORM})")
+    if driver and driver != "psycopg2":
+        raise ValueError(f"kernelfarm connects with psycopg2, not {driver!r} (use {DATABASE_URL_FORM})")
+    if parsed["port"] is not None and not parsed["port"].isdigit():  # "db:" too: SQLAlchemy refuses its ""
+        raise ValueError(f"its port is not a number (use {DATABASE_URL_FORM})")
+    return DATABASE_SCHEME + url[len(parsed["name"]) :]
 
 
 class Settings(BaseSettings):
@@ -197,6 +248,11 @@ class Settings(BaseSettings):
     # POST /v1/kernels: a manifest, its sources and a recorded Kernel Tuner cache file.
     max_kernel_upload_bytes: int = 12 * 1024 * 1024
 
+    @field_validator("database_url")
+    @classmethod
+    def _a_postgresql_url(cls, value: str | None) -> str | None:
+        return postgresql_url(value) if value else value
+
     @field_validator("lease_seconds")
     @classmethod
     def _lease_longer_than_heartbeat(cls, value: float) -> float:
@@ -256,16 +312,27 @@ def settings_problem(error: ValidationError) -> str:
     lines = []
     for problem in error.errors(include_url=False):
         field = str(problem["loc"][0]) if problem["loc"] else ""
-        info = Settings.model_fields.get(field)
-        alias = info.validation_alias if info is not None else None
-        names = [str(a) for a in alias.choices] if isinstance(alias, AliasChoices) else []
-        name = " or ".join(names) if names else f"KERNELFARM_{field.upper()}"
-        text = f"{name}: {problem['msg']}"
+        names = _variable_names(field)
+        # The variable read: the first of its names that is set (DATABASE_URL is read where
+        # KERNELFARM_DATABASE_URL is not set).
+        name = next((n for n in names if n in os.environ), " or ".join(names))
+        text = f"{name}: {problem['msg'].removeprefix('Value error, ')}"  # a validator's own sentence
         if not any(word in name for word in _SECRET_WORDS):
             value = str(problem.get("input", ""))
             text += f" (got {value[:64]!r}{'...' if len(value) > 64 else ''})"
         lines.append(text)
     return "; ".join(lines)
+
+
+def _variable_names(location: str) -> list[str]:
+    """The environment variables of the field pydantic's error locates by ``location``: its name, or for a
+    field of several variables (AliasChoices) the first of them."""
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        names = [str(a) for a in alias.choices] if isinstance(alias, AliasChoices) else []
+        if location == field or location in names:
+            return names or [f"KERNELFARM_{field.upper()}"]
+    return [f"KERNELFARM_{location.upper()}"]
 
 
 # What a process that runs user code (the measuring child; ncu and the profile target it launches)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from kernelfarm.client import ApiError
@@ -21,6 +22,7 @@ from kernelfarm.commands.jobs import fail, finite_seconds
 from kernelfarm.context import CliError, cli_context
 from kernelfarm.core.files import write_text_atomically
 from kernelfarm.core.printable import one_line
+from kernelfarm.core.settings import settings_problem
 from kernelfarm.gate.config import ConfigError, GateConfig, load_config
 from kernelfarm.gate.measure import run_id_problem
 from kernelfarm.gate.report import junit, markdown
@@ -123,6 +125,10 @@ def _run(
     run_id = run_id or uuid.uuid4().hex
     try:
         client = cli_context().sdk_client()
+    except ValidationError as exc:  # a wrong setting: pydantic's text is many lines, and quotes a URL's password
+        if exc.title != "Settings":
+            raise
+        fail(one_line(f"cannot use the farm: invalid setting: {settings_problem(exc)}"), 2)
     except (CliError, ValueError) as exc:  # no farm named; a URL or token the client refuses (was a traceback)
         fail(one_line(f"cannot use the farm: {exc}"), 2)  # 2, not the CLI's usual 1: 1 means "regression"
     try:

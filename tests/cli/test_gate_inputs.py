@@ -96,6 +96,22 @@ def test_a_farm_the_client_cannot_use_is_one_line_and_exit_2(
     assert done.stderr == f"error: {says.format(state=tmp_path / 'state')}\n"
 
 
+@pytest.mark.parametrize("database_url", ["garbage", "sqlite:///x.db", "postgresql://u:secret@db:x/farm"])
+def test_a_wrong_database_url_is_one_line_and_exit_2(tmp_path: Path, database_url: str) -> None:
+    """The gate needs no database, but reads the settings: pydantic's many lines, quoting the URL (a
+    password) where it says why, were "cannot use the farm: 1 validation error for Settings ..."."""
+    write_baseline(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "KERNELFARM_DATABASE_URL"} | {"DATABASE_URL": database_url}
+    env["KERNELFARM_STATE_DIR"] = str(tmp_path / "state")
+    env["KERNELFARM_API_URL"] = f"http://127.0.0.1:{free_port()}"
+    argv = [sys.executable, "-P", "-m", "kernelfarm", "ci", "gate", str(write_config(tmp_path)), "--run-id", "farm"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)  # sqlite's file
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("error: cannot use the farm: invalid setting: DATABASE_URL: "), done.stderr
+    assert "(use postgresql+psycopg2://USER:PASSWORD@HOST:5432/DATABASE)\n" in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "secret" not in done.stderr
+
+
 def test_markup_in_a_value_shows_as_text_in_the_summary(tmp_path: Path) -> None:
     """No farm: the baseline has no config for the problem, so the entry is an error row before anything
     is sent, its name holding HTML, a link, an image and an entity reference; GitHub renders the summary
