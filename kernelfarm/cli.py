@@ -85,6 +85,7 @@ def main() -> None:
         app()
     except Exception as exc:
         # The error types are imported here, when one happened, not at every start (see the docstring).
+        from httpx import InvalidURL
         from pydantic import ValidationError
         from sqlalchemy.exc import OperationalError
 
@@ -98,6 +99,8 @@ def main() -> None:
             _fail(str(exc))
         if isinstance(exc, ValidationError) and exc.title == "Settings":  # a KERNELFARM_* variable is wrong
             _fail(f"invalid setting: {settings_problem(exc)}")
+        if isinstance(exc, InvalidURL):  # neither an httpx.HTTPError nor a ValueError: the clients turn theirs
+            _fail(f"cannot build the request's URL: {exc}")  # into ApiError; this is for one they did not see
         if isinstance(exc, OperationalError):  # the database of DATABASE_URL or of the stack does not answer
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
             _fail(f"cannot reach the database ({reason}); is the stack running? `kernelfarm status` says")

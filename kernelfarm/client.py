@@ -2,33 +2,73 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+from pydantic import TypeAdapter, ValidationError
 
-from kernelfarm.core.exports import is_plain_file_name
+from kernelfarm import answers
+from kernelfarm.core.errors import KernelfarmError
+from kernelfarm.core.exports import is_plain_file_name, json_format
+from kernelfarm.core.exports.model import BestExport
+from kernelfarm.core.printable import one_line, validation_reasons
+
+# The most of a detail's list (FastAPI's validation errors) one line quotes, and how deep a detail's
+# nesting is followed: any JSON may come back from a server that is not the farm.
+DETAIL_ITEMS = 10
+DETAIL_DEPTH = 8
+NO_REASON = "no reason given"
+TOKEN_PROBLEM = "token must be printable ASCII text (from `kernelfarm token create`)"
 
 
-def human_detail(detail: Any) -> str:
+def human_detail(detail: Any, depth: int = 0) -> str:
     """An error body's ``detail`` as one line: FastAPI's list of validation errors becomes
-    "field: message; field: message" (the location without its "body"/"query" prefix)."""
+    "field: message; field: message" (the location without its "body"/"query" prefix). Any other JSON
+    (a number, null, a ``loc`` that is no list) is shown as it is, never raises."""
+    if _empty(detail):
+        return NO_REASON
     if isinstance(detail, str):
-        return detail
+        return one_line(detail)
+    if depth >= DETAIL_DEPTH:
+        return one_line(reprlib.repr(detail))  # cut short, however deep it goes
     if isinstance(detail, dict):
         for key in ("message", "detail", "reason"):
             if key in detail:
-                return human_detail(detail[key])
+                return human_detail(detail[key], depth + 1)
         if "errors" in detail:
-            return human_detail(detail["errors"])
-    if isinstance(detail, list) and all(isinstance(item, dict) and "msg" in item for item in detail):
-        parts = []
-        for item in detail:
-            location = [str(p) for p in item.get("loc", ()) if p not in ("body", "query", "path")]
-            parts.append(f"{'.'.join(location)}: {item['msg']}" if location else str(item["msg"]))
-        return "; ".join(parts)
-    return str(detail)
+            return human_detail(detail["errors"], depth + 1)
+        if "msg" in detail:  # one of FastAPI's validation errors
+            return _issue(detail, depth)
+    if isinstance(detail, list):
+        shown = "; ".join(human_detail(item, depth + 1) for item in detail[:DETAIL_ITEMS])
+        return shown + (f" (and {len(detail) - DETAIL_ITEMS} more)" if len(detail) > DETAIL_ITEMS else "")
+    return one_line(str(detail))
+
+
+def _empty(detail: Any) -> bool:
+    """null, "" or an empty list or object: a detail that gives no reason."""
+    return detail is None or (isinstance(detail, str | list | dict) and not detail)
+
+
+def _issue(item: dict[str, Any], depth: int) -> str:
+    """``{"loc": [...], "msg": ...}`` as "field: message"."""
+    loc = item.get("loc")
+    parts = loc if isinstance(loc, list | tuple) else [] if loc is None else [loc]
+    location = [one_line(str(p)) for p in parts if p not in ("body", "query", "path")]
+    message = human_detail(item["msg"], depth + 1)
+    return f"{'.'.join(location)}: {message}" if location else message
+
+
+def token_problem(token: object) -> str | None:
+    """Why ``token`` cannot be sent as a bearer token, or None: an HTTP header carries printable ASCII
+    only (httpx raised UnicodeEncodeError for a typographic quote, and "Illegal header value" for a
+    pasted line break)."""
+    if token is not None and (not isinstance(token, str) or not token.isascii() or not token.isprintable()):
+        return TOKEN_PROBLEM
+    return None
 
 
 _NOT_JSON = object()  # an answer that is not JSON
@@ -46,7 +86,7 @@ def _json_of(response: httpx.Response) -> Any:
         return _NOT_JSON
     try:
         return response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
         return _NOT_JSON
 
 
@@ -115,24 +155,52 @@ def _page(data: Any) -> bool:
 
 
 class Client:
+    """The API at ``base_url``.
+
+    Raises:
+        ApiError: (status 0, nothing sent) ``token`` is not printable ASCII, or ``base_url`` is no URL
+            (a port that is not a number).
+    """
+
     def __init__(self, base_url: str, token: str | None, timeout: float = 30.0, unreachable_hint: str = "") -> None:
+        problem = token_problem(token)
+        if problem:
+            raise ApiError(0, f"the API token is malformed: {problem}")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+        try:
+            self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+        except httpx.InvalidURL as exc:
+            raise ApiError(0, f"the API URL {base_url!r} is not a valid URL: {exc}") from None
         self.unreachable_hint = unreachable_hint  # appended to "cannot reach the API" (e.g. run `kernelfarm up`)
 
-    def _call(self, method: str, path: str, shape: Callable[[Any], bool], **kwargs: Any) -> Any:
-        """The JSON a kernelfarm API answers, of the ``shape`` it checks (_object, _array, _page).
+    def _call(
+        self, method: str, path: str, shape: Callable[[Any], bool], reads: TypeAdapter[Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:  # fmt: skip
+        """The JSON a kernelfarm API answers, of the ``shape`` it checks (_object, _array, _page) and with
+        the fields this CLI ``reads`` (kernelfarm.answers), as the server sent it.
 
         Raises:
             ApiError: unreachable (status 0), a request that cannot be built (status 0), an error
-                status (its ``detail``), or an answer that is not the JSON a kernelfarm API sends
-                (another server at that address: a web page, a proxy's error).
+                status (its ``detail``), an answer that is not the JSON a kernelfarm API sends
+                (another server at that address: a web page, a proxy's error), or one without the
+                fields ``reads`` names (another kernelfarm version).
         """
         response = self._send(method, path, **kwargs)
         data = _json_of(response)
         if data is _NOT_JSON or not shape(data):
             raise ApiError(response.status_code, self._not_kernelfarm(response))
+        if reads is not None:
+            try:
+                reads.validate_python(data)
+            except ValidationError as exc:
+                problem = answers.unreadable(exc)
+                raise ApiError(response.status_code, self._other_version(method, path, problem)) from None
         return data
+
+    def _other_version(self, method: str, path: str, problem: str) -> str:
+        shown = path if len(path) <= 80 else path[:77] + "..."
+        return f"the API at {self.http.base_url} answered {method} {shown} {problem}: is it another kernelfarm version?"
 
     def _text(self, path: str, media_type: str, **kwargs: Any) -> str:
         """The body of a GET answered with ``media_type`` (an export's text); raises as ``_call``."""
@@ -150,10 +218,16 @@ class Client:
             raise ApiError(0, f"cannot reach the API at {self.http.base_url}{self.unreachable_hint}: {exc}") from None
         except ValueError as exc:  # nothing was sent: a body or parameter the request cannot carry (NaN, non-UTF-8)
             raise ApiError(0, f"cannot send this request: {exc}") from None
+        except httpx.InvalidURL as exc:  # nothing was sent: a path or query longer than httpx builds (64 KiB)
+            too_long = "an argument is too long for a URL: " if "too long" in str(exc) else ""  # httpx's words
+            raise ApiError(0, f"cannot send this request: {too_long}{exc}") from None
         if response.status_code < 400:
             return response
         data = _json_of(response)
         if isinstance(data, dict) and "detail" in data:
+            if _empty(data["detail"]):
+                raise ApiError(response.status_code, f"the server at {self.http.base_url} answered HTTP "
+                                                     f"{response.status_code} without a reason")  # fmt: skip
             raise ApiError(response.status_code, data["detail"])
         if response.status_code >= 500 and _media_type(response) == "text/plain" and response.text.strip():
             first_line = response.text.strip().splitlines()[0][:200]  # "Internal Server Error"
@@ -167,17 +241,18 @@ class Client:
         )
 
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/v1/jobs", _object, json=body)
+        return self._call("POST", "/v1/jobs", _object, answers.JOB, json=body)
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/jobs/{segment(job_id, 'job', 'id')}", _object)
+        return self._call("GET", f"/v1/jobs/{segment(job_id, 'job', 'id')}", _object, answers.JOB)
 
     def jobs(self, **filters: Any) -> dict[str, Any]:
         params = {k: v for k, v in filters.items() if v is not None}
-        return self._call("GET", "/v1/jobs", _page, params=params)
+        return self._call("GET", "/v1/jobs", _page, answers.JOB_PAGE, params=params)
 
     def trials(self, job_id: str, **params: Any) -> dict[str, Any]:
-        return self._call("GET", f"/v1/jobs/{segment(job_id, 'job', 'id')}/trials", _page, params=params)
+        path = f"/v1/jobs/{segment(job_id, 'job', 'id')}/trials"
+        return self._call("GET", path, _page, answers.TRIAL_PAGE, params=params)
 
     def all_trials(self, job_id: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -188,12 +263,12 @@ class Client:
                 return items
 
     def cancel(self, job_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/v1/jobs/{segment(job_id, 'job', 'id')}/cancel", _object)
+        return self._call("POST", f"/v1/jobs/{segment(job_id, 'job', 'id')}/cancel", _object, answers.JOB)
 
     def best(self, kernel: str, gpu: str, problem: dict[str, Any], objective: str = "time") -> dict[str, Any]:
         params: list[tuple[str, str]] = [("kernel", kernel), ("gpu", gpu), ("objective", objective)]
         params += [("problem", f"{k}={v}") for k, v in problem.items()]
-        return self._call("GET", "/v1/best", _object, params=params)
+        return self._call("GET", "/v1/best", _object, answers.BEST, params=params)
 
     def export(self, kernel: str, format: str, gpu: list[str], problem: dict[str, Any]) -> str | dict[str, str]:
         """A kernel's best configs (GET /v1/best/export): the text of json and header, the files
@@ -215,7 +290,25 @@ class Client:
                     f"plain file names: {', '.join(map(repr, unsafe))}; nothing was written",
                 )
             return files
-        return self._text("/v1/best/export", EXPORT_MEDIA_TYPES.get(format, "application/json"), params=params)
+        text = self._text("/v1/best/export", EXPORT_MEDIA_TYPES.get(format, "application/json"), params=params)
+        if format == "json":
+            self._check_export(text)
+        return text
+
+    def _check_export(self, text: str) -> None:
+        """A json export in the farm's schema, of a version this CLI reads; else ApiError (status 200) with
+        one line saying why (json_format.read's reason quotes pydantic's, many lines long)."""
+        try:
+            BestExport.model_validate_json(text)
+            json_format.read(text)
+        except ValidationError as exc:
+            reason = validation_reasons(exc, "the export", answers.NAMED_FIELDS)
+        except KernelfarmError as exc:  # another major version of the schema
+            reason = str(exc)
+        else:
+            return
+        problem = f"with an export this CLI cannot read ({reason})"
+        raise ApiError(200, self._other_version("GET", "/v1/best/export", problem))
 
     def export_trials(self, job_id: str, format: str) -> str:
         """A job's trials as text (GET /v1/jobs/{id}/export): kernel_tuner, t4 or csv."""
@@ -223,25 +316,25 @@ class Client:
         return self._text(path, EXPORT_MEDIA_TYPES.get(format, "application/json"), params={"format": format})
 
     def workers(self, include_all: bool = False) -> list[dict[str, Any]]:
-        return self._call("GET", "/v1/workers", _array, params={"all": include_all})
+        return self._call("GET", "/v1/workers", _array, answers.WORKERS, params={"all": include_all})
 
     def gpu_models(self) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/gpu-models", _array)
 
     def kernels(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/v1/kernels", _array)
+        return self._call("GET", "/v1/kernels", _array, answers.KERNELS)
 
     def kernel(self, name: str, version: int | None = None) -> dict[str, Any]:
         params = {"version": version} if version is not None else {}
-        return self._call("GET", f"/v1/kernels/{segment(name, 'kernel')}", _object, params=params)
+        return self._call("GET", f"/v1/kernels/{segment(name, 'kernel')}", _object, answers.KERNEL, params=params)
 
     def kernel_versions(self, name: str) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/kernels/{segment(name, 'kernel')}/versions", _array)
+        return self._call("GET", f"/v1/kernels/{segment(name, 'kernel')}/versions", _array, answers.KERNEL_VERSIONS)
 
     def upload_kernel(self, manifest: tuple[str, bytes], files: list[tuple[str, bytes]]) -> dict[str, Any]:
         """POST /v1/kernels: the manifest (file name, bytes) and the files it names."""
         parts = [("manifest", manifest), *(("files", item) for item in files)]
-        return self._call("POST", "/v1/kernels", _object, files=parts)
+        return self._call("POST", "/v1/kernels", _object, answers.KERNEL_VERSION, files=parts)
 
     def store_profile(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/v1/profiles", _object, json=body)

@@ -20,7 +20,6 @@ from rich.console import Console
 from kernelfarm.client import Client
 from kernelfarm.commands.jobs import call, fail, parse_pairs, require_text, resolve_job_id
 from kernelfarm.context import cli_context
-from kernelfarm.core.errors import KernelfarmError
 from kernelfarm.core.exports import BEST_FORMATS, TRIAL_FORMATS, json_format
 from kernelfarm.core.files import write_text_atomically
 
@@ -75,11 +74,8 @@ def export(
         written = call(client.export_trials, _job_of(client, job, kernel), format)
     else:
         written = call(client.export, kernel, format, gpu, filters)
-        if format == "json":  # checked: the farm's export schema, a version this CLI reads
-            try:
-                written = json_format.write(json_format.read(str(written)))
-            except KernelfarmError as exc:
-                fail(f"the server at {client.http.base_url} did not answer with an export: {exc}")
+        if format == "json":  # Client.export checked it: the farm's export schema, a version this CLI reads
+            written = json_format.write(json_format.read(str(written)))
     if isinstance(written, dict):  # triton: a file per device
         # Client.export refused names that are not plain file names (../x, /x): each file lands in the folder.
         folder = out or Path(".")

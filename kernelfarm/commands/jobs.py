@@ -21,6 +21,7 @@ from rich.table import Table
 
 from kernelfarm.client import ApiError, Client
 from kernelfarm.context import cli_context
+from kernelfarm.core.printable import one_line
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)  # errors: never mixed into what a command prints (`--json` above all)
@@ -126,8 +127,9 @@ def _unsendable(value: Any) -> str | None:
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """One red line on standard error, then exit ``code``. ``message`` is printed as written: text from
-    users or the server ("[/x]", a name pattern's "[a-z]") is never read as rich markup."""
-    err_console.print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    users or the server ("[/x]", a name pattern's "[a-z]") is never read as rich markup, and its control
+    characters are shown escaped (a server's detail with an ESC sequence reached the terminal)."""
+    err_console.print(f"[red]error[/]: {escape(one_line(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

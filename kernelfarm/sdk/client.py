@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar, overload
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from kernelfarm.client import ApiError, quoted_segment
+from kernelfarm.client import ApiError, quoted_segment, token_problem
 from kernelfarm.core.errors import InvalidInput
 from kernelfarm.core.exports import is_plain_file_name, json_format
 from kernelfarm.core.exports.model import BestExport
@@ -72,7 +72,10 @@ class Client:
     ) -> None:
         _check_arguments(base_url, token, timeout, retries, backoff)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        try:
+            self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        except httpx.InvalidURL as exc:  # a port that is not a number: neither a ValueError nor an httpx.HTTPError
+            raise ValueError(f"base_url {base_url!r} is not a valid URL: {exc}") from None
         self.retries, self.backoff = retries, backoff
 
     def close(self) -> None:
@@ -235,8 +238,12 @@ class Client:
         response = self._request("GET", "/v1/best/export", params=params)
         if format == "json":
             try:
+                # Validated here first for a one-line reason; json_format.read's quotes pydantic's, many lines long.
+                BestExport.model_validate_json(response.text)
                 return json_format.read(response.text)
-            except InvalidInput as exc:
+            except ValidationError as exc:
+                raise ApiError(response.status_code, f"the farm's export is not readable: {_reasons(exc)}") from None
+            except InvalidInput as exc:  # another schema version
                 raise ApiError(response.status_code, f"the farm's export is not readable: {exc}") from None
         if format == "triton":
             answer = _decoded(response)
@@ -305,8 +312,9 @@ def _check_arguments(base_url: str, token: str | None, timeout: float, retries: 
     """The constructor's arguments, refused with the reason (ValueError) rather than failing later."""
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
-    if token is not None and (not isinstance(token, str) or not token.isascii() or not token.isprintable()):
-        raise ValueError("token must be printable ASCII text (from `kernelfarm token create`)")
+    problem = token_problem(token)
+    if problem:
+        raise ValueError(problem)
     _check_seconds("timeout", timeout, positive=True)
     _check_seconds("backoff", backoff, positive=False)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -376,7 +384,7 @@ def _unencodable(exc: Exception) -> str:
 def _decoded(response: httpx.Response) -> Any:
     try:
         return response.json()
-    except ValueError:  # a proxy's HTML page, a truncated answer
+    except (ValueError, RecursionError):  # a proxy's HTML page, a truncated answer, nesting no decoder follows
         raise ApiError(response.status_code, f"the farm's answer is not JSON: {response.text[:200]!r}") from None
 
 
@@ -385,7 +393,10 @@ def _problem_params(problem: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def _detail(response: httpx.Response) -> Any:
+    """An error answer's reason: its ``detail``, any other JSON as it is (a list had no ``.get``:
+    AttributeError), or its text."""
     try:
-        return response.json().get("detail", response.text)
-    except ValueError:
+        data = response.json()
+    except (ValueError, RecursionError):  # not JSON; nested deeper than the decoder goes
         return response.text
+    return data.get("detail", response.text) if isinstance(data, dict) else data

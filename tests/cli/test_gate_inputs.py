@@ -68,11 +68,13 @@ def test_a_run_id_of_200_printable_characters_is_used(tmp_path: Path) -> None:
     [
         ("farm.example:8765", "t", "cannot use the farm: base_url must be an http:// or https:// URL, got "
                                    "'farm.example:8765'"),
+        ("http://127.0.0.1:8765a", "t", "cannot use the farm: base_url 'http://127.0.0.1:8765a' is not a valid URL: "
+                                        "Invalid port: '8765a'"),  # httpx.InvalidURL: a traceback, exit 1
         (None, "t\n", "cannot use the farm: token must be printable ASCII text (from `kernelfarm token create`)"),
         ("", None, "cannot use the farm: the kernelfarm stack is not running (state dir {state}): run "
                    "`kernelfarm up`, or set KERNELFARM_API_URL"),
     ],
-    ids=["url-without-scheme", "token-with-line-break", "no-farm-named"],
+    ids=["url-without-scheme", "url-port-no-number", "token-with-line-break", "no-farm-named"],
 )  # fmt: skip
 def test_a_farm_the_client_cannot_use_is_one_line_and_exit_2(
     tmp_path: Path, url: str | None, token: str | None, says: str
