@@ -105,9 +105,17 @@ def _job_of(client: Client, job: str, kernel: str | None) -> str:
 
 
 def _check_destination(out: Path | None, folder: bool) -> None:
-    """Refuse, before anything is fetched, a destination that cannot take what is written."""
+    """Refuse, before anything is fetched, a destination that cannot take what is written: a file where
+    the triton folder goes, a folder, a missing folder, a name the file system refuses (too long)."""
     if out is None:
         return
+    try:
+        _check_kind(out, folder)
+    except OSError as exc:  # ENAMETOOLONG, EACCES on a folder above it: Path.is_dir raises rather than say False
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+
+
+def _check_kind(out: Path, folder: bool) -> None:
     if folder:
         if out.exists() and not out.is_dir():
             fail(f"cannot write into {out}: it is a file (the triton format writes a file per device into a folder)")

@@ -31,6 +31,12 @@ UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 # no live worker could run (documented in the README).
 EXIT_NO_RESULT = 1
 EXIT_NO_WORKER = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C while following: the shell's code for SIGINT (128 + 2), as before
+# The API's bounds of a page (api/routes/jobs.py): a trials page (`--top`) and a jobs page (`jobs --limit`,
+# `--offset`). Out of them the request was refused after a whole `tune`, naming the API's `limit`.
+TRIALS_PAGE_MAX = 1000
+JOBS_PAGE_MAX = 500
+MAX_OFFSET = 10_000_000
 MAX_NESTING = 32  # of an --option's JSON value: the farm's options are scalars; deeper is a mistake
 JSON_OPTION = typer.Option(False, "--json", help="print JSON (for scripts) instead of a table")
 
@@ -218,14 +224,15 @@ def tune(
     set_values: list[str] = typer.Option([], "--set", help="restrict a parameter: name=v1,v2,..."),
     constraint: list[str] = typer.Option([], help="extra constraint expression (repeatable)"),
     follow: bool = typer.Option(True, help="follow with a progress bar and print the result"),
-    top: int = typer.Option(10, help="rows in the top-trials table"),
+    top: int = typer.Option(10, min=1, max=TRIALS_PAGE_MAX, help="rows in the top-trials table"),
     worker_timeout: float = typer.Option(600, help="give up following (exit 3) after this long without a live worker"),
     progress_every: float = typer.Option(10, help="seconds between progress lines when stdout is not a terminal"),
 ) -> None:
     """Submit a tuning job, follow it, then print the best config and the top trials.
 
     Exit code: 0 when the job completed with a result; 1 when it failed, was cancelled or no trial
-    succeeded; 3 when no live worker served its GPU model for --worker-timeout seconds."""
+    succeeded; 3 when no live worker served its GPU model for --worker-timeout seconds; 130 when
+    interrupted (Ctrl-C) while following: the job keeps running on the farm."""
     finite_seconds(worker_timeout, "--worker-timeout")
     finite_seconds(progress_every, "--progress-every")
     finite_seconds(budget_seconds, "--budget-seconds", minimum=None)  # the server says what a budget may be
@@ -243,12 +250,20 @@ def tune(
         restricted = parse_pairs(set_values, "--set", _scalar_list)
         body["space"] = {"parameters": restricted, "constraints": constraint}
     job = call(client.submit, body)
-    what = f"{job['kernel']} {job['problem']} on {job['gpu_model']}"
-    console.print(f"job [bold]{escape(job['id'])}[/] submitted: {escape(what)}")
-    if follow:
+    try:  # from here on the job exists: Ctrl-C stops the waiting, not the job (say where it is)
+        what = f"{job['kernel']} {job['problem']} on {job['gpu_model']}"
+        console.print(f"job [bold]{escape(job['id'])}[/] submitted: {escape(what)}")
+        if not follow:
+            return
         final = follow_job(client, job["id"], progress_every=progress_every, worker_timeout=worker_timeout)
-        report(client, final, top)
-        raise typer.Exit(exit_code(final))
+    except KeyboardInterrupt:
+        job_id = job["id"]
+        err_console.print(f"interrupted: job {job_id} keeps running on the farm (`kernelfarm job {job_id}` shows "
+                          f"it, `kernelfarm cancel {job_id}` cancels it)", markup=False, highlight=False,
+                          soft_wrap=True)  # fmt: skip
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    report(client, final, top)
+    raise typer.Exit(exit_code(final))
 
 
 def follow_job(client: Client, job_id: str, poll: float = 0.5, progress_every: float = 10.0,
@@ -408,7 +423,8 @@ def best(
         console.print(front)
 
 
-def jobs(state: str = typer.Option(None), kernel: str = typer.Option(None), limit: int = 20, offset: int = 0,
+def jobs(state: str = typer.Option(None), kernel: str = typer.Option(None),
+         limit: int = typer.Option(20, min=1, max=JOBS_PAGE_MAX), offset: int = typer.Option(0, min=0, max=MAX_OFFSET),
          as_json: bool = JSON_OPTION) -> None:  # fmt: skip
     """List jobs, newest first."""
     page = call(cli_context().client().jobs, state=state, kernel=kernel, limit=limit, offset=offset)
@@ -425,7 +441,8 @@ def jobs(state: str = typer.Option(None), kernel: str = typer.Option(None), limi
     console.print(table)
 
 
-def show(job_id: str = typer.Argument(..., help="a job id or a unique prefix of one"), top: int = 10,
+def show(job_id: str = typer.Argument(..., help="a job id or a unique prefix of one"),
+         top: int = typer.Option(10, min=1, max=TRIALS_PAGE_MAX, help="rows in the top-trials table"),
          as_json: bool = JSON_OPTION) -> None:  # fmt: skip
     """Show one job and its top trials."""
     client = cli_context().client()
