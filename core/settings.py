@@ -21,6 +21,8 @@ import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kernelfarm.core.errors import InvalidInput
+
 
 def default_state_dir() -> Path:
     """The embedded stack's default home: the user's state dir ($XDG_STATE_HOME/kernelfarm, else
@@ -251,7 +253,16 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _a_postgresql_url(cls, value: str | None) -> str | None:
-        return postgresql_url(value) if value else value
+        # A bare postgresql:// is read as psycopg2's here. A URL the farm cannot use is refused where a
+        # database is needed (checked_database_url), not as the settings are read: DATABASE_URL is shared
+        # with other programs (a shell's sqlite:// for another project), and the commands that only talk
+        # to the API (`jobs`, `ci gate`) must not fail on it.
+        if not value:
+            return value
+        try:
+            return postgresql_url(value)
+        except ValueError:
+            return value
 
     @field_validator("lease_seconds")
     @classmethod
@@ -284,12 +295,29 @@ class Settings(BaseSettings):
         return level
 
     def require_database_url(self) -> str:
-        if not self.database_url:
+        url = self.checked_database_url()
+        if not url:
             raise RuntimeError(
                 "DATABASE_URL is not set: start the embedded stack with `kernelfarm up` "
                 "or point DATABASE_URL at a PostgreSQL server"
             )
-        return self.database_url
+        return url
+
+    def checked_database_url(self) -> str | None:
+        """``database_url`` (None or empty: not set), for a process about to connect to it.
+
+        Raises:
+            InvalidInput: it is no URL of a PostgreSQL database the farm can connect to, saying why
+                and which variable holds it, without quoting it (it may hold a password).
+        """
+        if not self.database_url:
+            return self.database_url
+        try:
+            return postgresql_url(self.database_url)
+        except ValueError as exc:
+            names = _variable_names("database_url")
+            name = next((n for n in names if os.environ.get(n)), " or ".join(names))
+            raise InvalidInput(f"invalid setting: {name}: {exc}") from None
 
     def require_redis_url(self) -> str:
         if not self.redis_url:

@@ -29,8 +29,8 @@ class CliContext:
         return StackState.load(self.state_dir.resolve())
 
     def database_url(self) -> str:
-        if self.settings.database_url:
-            return self.settings.database_url
+        if url := self.settings.checked_database_url():
+            return url
         if self.stack:
             return self.stack.database_url
         raise CliError(NOT_RUNNING.format(self.state_dir) + ", or set DATABASE_URL")

@@ -350,7 +350,9 @@ def local_admin_token(database_url: str, kept: StackSecrets, state_dir: Path) ->
 
 def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port: int | None = None,
                 timeout: float = 120.0) -> StackState:  # fmt: skip
-    """Start the stack; raises StackError (one line) for a stack that is still (partly) running."""
+    """Start the stack; raises StackError (one line) for a stack that is still (partly) running, and
+    InvalidInput for a DATABASE_URL the farm cannot use (before anything is made)."""
+    database_url = settings.checked_database_url() or ""
     state_dir = state_dir.resolve()
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -377,7 +379,7 @@ def start_stack(settings: Settings, state_dir: Path, plan: WorkerPlan, api_port:
 
     # Whatever fails or interrupts (Ctrl-C, SIGTERM: `up` raises KeyboardInterrupt for it) from here on
     # stops what was started: stack.json always lists it, saved as each part starts.
-    state = StackState(settings.database_url or "", settings.redis_url or "", "", "")
+    state = StackState(database_url, settings.redis_url or "", "", "")
     try:
         _start_servers(state, state_dir, kept)
         upgrade(state.database_url)

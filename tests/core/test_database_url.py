@@ -1,9 +1,10 @@
 """DATABASE_URL as the farm reads it (core/settings.py, postgresql_url): the bare postgresql:// and
 postgres:// that users and hosting platforms write connect with psycopg2, the driver kernelfarm installs
 (SQLAlchemy 2.1 reads them as psycopg 3: ModuleNotFoundError 'psycopg'); a URL no engine can be made of
-is refused as the settings are read, with the reason and the form to use, never quoting the URL (it may
-hold a password). It was a traceback from wherever the engine was made: ArgumentError for "garbage",
-TypeError 'connect_timeout' for sqlite, ValueError for a port that is no number."""
+is refused where a database is needed, with the reason and the form to use, never quoting the URL (it may
+hold a password); the commands that need none do not read it (DATABASE_URL is shared with other programs).
+It was a traceback from wherever the engine was made: ArgumentError for "garbage", TypeError
+'connect_timeout' for sqlite, ValueError for a port that is no number."""
 
 from __future__ import annotations
 
