@@ -21,7 +21,7 @@ from rich.table import Table
 
 from kernelfarm.client import ApiError, Client
 from kernelfarm.context import cli_context
-from kernelfarm.core.printable import one_line
+from kernelfarm.core.printable import one_line, terminal_text
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)  # errors: never mixed into what a command prints (`--json` above all)
@@ -169,8 +169,9 @@ def print_json(data: Any) -> None:
 
 
 def cells(*values: Any) -> list[str]:
-    """A table row's cells as written (rich reads a cell's text as markup: "[/x]" raised MarkupError)."""
-    return [escape(str(value)) for value in values]
+    """A table row's cells as written (rich reads a cell's text as markup: "[/x]" raised MarkupError), their
+    control characters shown escaped (a job's status message or an owner's name is the server's text)."""
+    return [escape(terminal_text(str(value))) for value in values]
 
 
 def format_config(config: dict[str, Any]) -> str:
