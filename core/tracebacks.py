@@ -8,6 +8,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def portable_traceback(exc: BaseException, frames: int, roots: Sequence[str] | None = None) -> str:
@@ -17,8 +18,12 @@ def portable_traceback(exc: BaseException, frames: int, roots: Sequence[str] | N
 
     Only the innermost ``frames`` frames of each: where it was raised (an uploaded reference's own line)
     says more than the child's request loop it was called from."""
-    # The file system's root holds every file and would name none: never a root here.
-    found = {os.path.abspath(r) for r in (sys.path if roots is None else roots) if r}
+    # The folder holding the kernelfarm package is a root too: an editable install imports it through a
+    # finder, not sys.path, and its files would be named by their file names alone. The file system's root
+    # holds every file and would name none: never a root here.
+    if roots is None:
+        roots = [*sys.path, str(Path(__file__).parents[2])]  # this file is kernelfarm/core/tracebacks.py
+    found = {os.path.abspath(r) for r in roots if r}
     folders = sorted((f for f in found if f != os.path.abspath(os.sep)), key=len, reverse=True)
     report = traceback.TracebackException.from_exception(exc, limit=-frames)
     seen: set[int] = set()

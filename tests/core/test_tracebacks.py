@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from kernelfarm.core.gpu import model_slug
 from kernelfarm.core.tracebacks import portable_traceback
 
 
@@ -23,7 +24,15 @@ def test_files_are_named_by_their_path_below_the_import_root() -> None:
     text = portable_traceback(raised_in_json(), frames=10)
     assert f"json{os.sep}decoder.py" in text and "JSONDecodeError" in text
     assert __file__ not in text and os.path.dirname(json.__file__) not in text
-    assert "tests/core/test_tracebacks.py" in text.replace(os.sep, "/")  # the repository is on sys.path
+
+
+def test_the_farms_files_are_named_by_module_path_however_it_is_installed() -> None:
+    """An editable install imports kernelfarm through a finder, not sys.path: its folder is a root anyway."""
+    try:
+        model_slug("!!!")  # raises inside kernelfarm/core/gpu.py
+    except ValueError as exc:
+        text = portable_traceback(exc, frames=10)
+    assert 'File "kernelfarm/core/gpu.py"' in text.replace(os.sep, "/"), text
 
 
 def test_a_file_under_no_import_root_is_named_by_its_file_name() -> None:
