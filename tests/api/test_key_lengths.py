@@ -34,7 +34,9 @@ from tests.kernels.manifests import (
 )
 from tests.stored_versions import fresh_kernel_name, store_unchecked
 
-GPU = "nvidia-h100-80gb-hbm3"
+# A GPU model no test's worker serves: a job of a cuda-only upload on a model whose live workers all replay
+# is refused for that (other test files of the same database start replay workers of real models).
+GPU = "key-lengths-test-gpu"
 # The probe's manifest: 14 more problem parameters, each of a 64-character name and up to 2**31.
 PROBE_PROBLEM = [64] * 14
 
