@@ -46,9 +46,12 @@ class CliContext:
 
     def endpoint(self) -> tuple[str, str | None]:
         """The API's URL and token."""
-        stack = self.stack
-        # An explicitly configured API wins over the local stack's.
+        # An explicitly configured API wins over the local stack's; with its token too, the stack's
+        # state (a state dir that may not even be usable) is not read at all.
         explicit = "api_url" in self.settings.model_fields_set
+        if explicit and self.settings.api_token:
+            return self.settings.api_url, self.settings.api_token
+        stack = self.stack
         if not explicit and stack is None:
             raise CliError(NOT_RUNNING.format(self.state_dir) + ", or set KERNELFARM_API_URL")
         url = self.settings.api_url if explicit or stack is None else stack.api_url

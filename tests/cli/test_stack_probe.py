@@ -13,13 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from kernelfarm.services import EmbeddedPostgres, wait_for
+from kernelfarm.services import EmbeddedPostgres, free_port, wait_for
 from kernelfarm.stack import SECRETS_FILE, STATE_FILE, StackSecrets, alive, redis_pids, stop_stack, tagged_processes
 
 
-def cli(state_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update({"KERNELFARM_STATE_DIR": str(state_dir), "COLUMNS": "200"})
+def cli(state_dir: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env = base | {"KERNELFARM_STATE_DIR": str(state_dir), "COLUMNS": "200"} | (env or {})
     return subprocess.run([sys.executable, "-P", "-m", "kernelfarm", *args], env=env, capture_output=True,
                           text=True, timeout=timeout)  # fmt: skip
 
@@ -149,3 +150,12 @@ def test_a_state_dir_whose_name_is_too_long_is_one_line(tmp_path: Path) -> None:
     for command in ("status", "down"):  # --state-dir, the variable naming a usable one
         result = cli(tmp_path / "usable", command, "--state-dir", str(too_long))
         assert result.returncode == 1 and result.stderr == says and result.stdout == "", (command, result.stderr)
+
+
+def test_a_command_given_its_api_and_token_does_not_read_the_state_dir(tmp_path: Path) -> None:
+    """With KERNELFARM_API_URL and KERNELFARM_API_TOKEN set, no local stack is asked for anything: an unusable
+    KERNELFARM_STATE_DIR (a name too long) does not stop `jobs` from trying that API."""
+    env = {"KERNELFARM_API_URL": f"http://127.0.0.1:{free_port()}", "KERNELFARM_API_TOKEN": "kf_not_a_real_token"}
+    result = cli(tmp_path / ("x" * 300), "jobs", env=env)
+    assert result.returncode == 1 and result.stderr.startswith("error: cannot reach the API"), result.stderr
+    assert "state directory" not in result.stderr
