@@ -30,24 +30,26 @@ import signal
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, delete, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from kernelfarm import launcher
 from kernelfarm.core.db import session_scope
+from kernelfarm.core.gpu import queue_for
 from kernelfarm.core.measurement import Measurement, TimingStats
 from kernelfarm.core.migrate import upgrade
-from kernelfarm.core.models import Job
+from kernelfarm.core.models import GpuWorker, Job, Trial
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
+from kernelfarm.core.store import workers as worker_store
 from kernelfarm.core.store.kernels import ensure_kernel
 from kernelfarm.core.store.tokens import create_token
 from kernelfarm.kernels.registry import get_kernel
@@ -264,6 +266,34 @@ def database_url(services: Services) -> Iterator[str]:
     get_settings.cache_clear()
     yield url
     drop_created_databases(services.server_url)
+
+
+def raised(call: Callable[[], object]) -> BaseException:
+    """What ``call`` raised (a test fails when it raises nothing)."""
+    try:
+        call()
+    except Exception as exc:
+        return exc
+    raise AssertionError("it did not raise")
+
+
+@contextlib.contextmanager
+def served_gpu_model(database_url: str, prefix: str) -> Iterator[str]:
+    """A GPU model of one test alone, with a live worker row (a coordinator step without one only waits);
+    its jobs, their trials and the worker row are deleted after."""
+    model = f"{prefix}-{secrets.token_hex(4)}"
+    identity = worker_store.WorkerIdentity(name=f"{model}@test", hostname="test", backend="replay", gpu_model=model,
+                                           gpu_name=model, queue=queue_for(model))  # fmt: skip
+    with session_scope(database_url) as session:
+        worker_store.register_worker(session, identity)
+    try:
+        yield model
+    finally:
+        with session_scope(database_url) as session:
+            jobs = select(Job.id).where(Job.gpu_model == model).scalar_subquery()
+            session.execute(delete(Trial).where(Trial.job_id.in_(jobs)))
+            session.execute(delete(Job).where(Job.gpu_model == model))
+            session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == model))
 
 
 def store_job(session: Session, kernel_name: str, gpu_model: str, **fields: Any) -> Job:

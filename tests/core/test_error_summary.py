@@ -4,22 +4,13 @@ errors of PostgreSQL through SQLAlchemy and psycopg2."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from kernelfarm.core.error_summary import summarize
+from tests.conftest import raised
 
 SECRET = "a-value-of-another-field"
-
-
-def raised(call: Callable[[], object]) -> BaseException:
-    try:
-        call()
-    except Exception as exc:
-        return exc
-    raise AssertionError("it did not raise")
 
 
 def test_database_errors_are_their_class_and_the_databases_first_line(database_url: str) -> None:

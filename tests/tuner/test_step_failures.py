@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -15,25 +15,15 @@ from sqlalchemy import create_engine, delete, text
 from sqlalchemy.exc import DBAPIError
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.gpu import queue_for
-from kernelfarm.core.models import GpuWorker, Job
+from kernelfarm.core.models import Job
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import jobs as job_store
-from kernelfarm.core.store import workers as worker_store
 from kernelfarm.services import free_port
 from kernelfarm.tuner import coordinator
 from kernelfarm.tuner.step_failures import says_nothing_about_the_job, step_failed
-from tests.conftest import store_job
+from tests.conftest import raised, served_gpu_model, store_job
 from tests.kernels.manifests import user_manifest
 from tests.stored_versions import fresh_kernel_name, store_unchecked
-
-
-def raised(call: Callable[[], object]) -> BaseException:
-    try:
-        call()
-    except Exception as exc:
-        return exc
-    raise AssertionError("it did not raise")
 
 
 def test_lost_connections_and_lost_races_say_nothing_about_the_job(database_url: str) -> None:
@@ -106,15 +96,9 @@ def test_lost_connections_are_not_counted(job_id: uuid.UUID) -> None:
 
 @pytest.fixture
 def served_model(database_url: str) -> Iterator[str]:
-    """A GPU model of this test alone, with a live worker row: the step gets as far as proposing trials."""
-    model = f"test-step-failures-{secrets.token_hex(4)}"
-    identity = worker_store.WorkerIdentity(name=f"{model}@test", hostname="test", backend="fake", gpu_model=model,
-                                           gpu_name=model, queue=queue_for(model))  # fmt: skip
-    with session_scope(database_url) as session:
-        worker_store.register_worker(session, identity)
-    yield model
-    with session_scope(database_url) as session:
-        session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == model))
+    """The step gets as far as proposing trials."""
+    with served_gpu_model(database_url, "test-step-failures") as model:
+        yield model
 
 
 def test_a_job_failed_by_a_database_error_says_so_without_its_statement_or_parameters(

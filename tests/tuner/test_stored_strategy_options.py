@@ -4,7 +4,6 @@ later version removed, made the coordinator raise at every step: it stayed queue
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,32 +12,20 @@ import pytest
 from sqlalchemy import delete
 
 from kernelfarm.core.db import session_scope
-from kernelfarm.core.gpu import queue_for
-from kernelfarm.core.models import GpuWorker, Job, Trial
+from kernelfarm.core.models import GpuWorker, Job
 from kernelfarm.core.settings import get_settings
 from kernelfarm.core.store import jobs as job_store
 from kernelfarm.core.store import trials as trial_store
-from kernelfarm.core.store import workers as worker_store
 from kernelfarm.tuner import coordinator
-from tests.conftest import measure_trials, store_job
+from tests.conftest import measure_trials, served_gpu_model, store_job
 
 REFUSED = "cannot build its strategy: unknown options for strategy 'bayes': ['removed_option']"
 
 
 @pytest.fixture
 def gpu_model(database_url: str) -> Iterator[str]:
-    """A GPU model of this test alone, with a live worker row: a step without one only waits."""
-    model = f"test-options-{secrets.token_hex(4)}"
-    identity = worker_store.WorkerIdentity(name=f"{model}@test", hostname="test", backend="replay", gpu_model=model,
-                                           gpu_name=model, queue=queue_for(model))  # fmt: skip
-    with session_scope(database_url) as session:
-        worker_store.register_worker(session, identity)
-    yield model
-    with session_scope(database_url) as session:
-        jobs = session.query(Job.id).filter(Job.gpu_model == model).scalar_subquery()
-        session.execute(delete(Trial).where(Trial.job_id.in_(jobs)))
-        session.execute(delete(Job).where(Job.gpu_model == model))
-        session.execute(delete(GpuWorker).where(GpuWorker.gpu_model == model))
+    with served_gpu_model(database_url, "test-options") as model:
+        yield model
 
 
 def job_with_results(database_url: str, gpu_model: str, times_ms: list[float]) -> uuid.UUID:
