@@ -10,6 +10,10 @@ from __future__ import annotations
 
 BEST_FORMATS = ("json", "header", "triton")
 TRIAL_FORMATS = ("kernel_tuner", "t4", "csv")
+# The most of an export file a client reads (core/files.read_bounded: /dev/zero was read until the machine
+# ran out of memory). No server limit applies, the file being the user's own: an export is about a few
+# hundred bytes a best config, so this holds hundreds of thousands, while parsing one stays within memory.
+MAX_EXPORT_BYTES = 128 << 20
 
 
 def is_plain_file_name(name: str) -> bool:

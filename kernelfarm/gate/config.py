@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kernelfarm.core.errors import KernelfarmError
-from kernelfarm.core.exports import json_format
+from kernelfarm.core.exports import MAX_EXPORT_BYTES, json_format
 from kernelfarm.core.exports.model import SCHEMA_NAME, BestExport
 from kernelfarm.core.files import read_bounded
 from kernelfarm.core.gpu import model_slug
@@ -33,12 +33,11 @@ from kernelfarm.core.printable import one_line, quoted, validation_reasons
 # Deeper is a mistake, and a space about as deep as json.loads allows made serializing the entry for its
 # idempotency key raise (a traceback, and exit 1: "regression").
 SPACE_NESTING = 8
-# The most of a config or an export the gate reads (core/files.read_bounded): /dev/zero was read until the
-# runner ran out of memory. No server limit applies to either, being the pipeline's own files: a config
-# is a few hundred bytes an entry, an export about as much a best config, so these hold tens of thousands
-# of entries, while parsing and validating one stays within a runner's memory.
+# The most of a config the gate reads (core/files.read_bounded): /dev/zero was read until the runner ran
+# out of memory. No server limit applies, it being the pipeline's own file: a config is a few hundred bytes
+# an entry, so this holds tens of thousands, while parsing and validating one stays within a runner's
+# memory. An export's bound is every client's (core/exports MAX_EXPORT_BYTES).
 MAX_CONFIG_BYTES = 16 << 20
-MAX_EXPORT_BYTES = 128 << 20
 
 
 def _not_a_boolean(value: object) -> object:

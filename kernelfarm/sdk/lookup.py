@@ -30,9 +30,9 @@ from typing import Any
 
 from kernelfarm.client import ApiError
 from kernelfarm.core.errors import InvalidInput
-from kernelfarm.core.exports import json_format
+from kernelfarm.core.exports import MAX_EXPORT_BYTES, json_format
 from kernelfarm.core.exports.model import BestEntry, BestExport
-from kernelfarm.core.files import write_text_atomically
+from kernelfarm.core.files import read_bounded, write_text_atomically
 from kernelfarm.core.gpu import model_slug
 from kernelfarm.sdk.client import Client
 from kernelfarm.sdk.device import LocalGpu, this_gpu
@@ -85,8 +85,12 @@ def _cached_result(entry: Any) -> tuple[float, LookupResult] | None:
 
 
 def read_export_file(path: str | Path) -> str:
-    """An export file's text (json or triton); InvalidInput when it is not UTF-8 (exports are JSON: UTF-8)."""
-    data = Path(path).read_bytes()
+    """An export file's text (json or triton); InvalidInput when it is not UTF-8 (exports are JSON: UTF-8).
+
+    Raises:
+        RefusedFile: not a regular file, or larger than MAX_EXPORT_BYTES (core/files.read_bounded).
+    """
+    data = read_bounded(Path(path), MAX_EXPORT_BYTES)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

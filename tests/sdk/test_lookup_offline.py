@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from kernelfarm.core.exports import json_format
+from kernelfarm.core.files import RefusedFile
 from kernelfarm.sdk.lookup import BestConfigLookup, LookupMiss, find_in_export, problem_distance
 from kernelfarm.testing.exports import sample_export
 
@@ -67,3 +69,13 @@ def test_a_dimension_an_entry_leaves_out_reads_as_its_key_default() -> None:
     assert found is not None and found[1] == "exact"
     assert find_in_export(export, {**old.problem, "gelu": "tanh"}, old.gpu_model, None) is None
     assert problem_distance({"M": 8, "gelu": "erf"}, {"M": 8}, {"gelu": "erf"}) == 0.0
+
+
+def test_an_export_that_is_no_regular_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """A pinned export is read with the bound every client reads exports with (core/exports MAX_EXPORT_BYTES): a
+    FIFO nobody writes to was waited on for good, and /dev/zero read until memory ran out."""
+    fifo = tmp_path / "export.json"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(RefusedFile, match="not a regular file"):
+            BestConfigLookup("convolution_kernel", export=path, gpu="nvidia-geforce-rtx-3090")
